@@ -1,0 +1,68 @@
+# KVSwitch: the user's entry points. `make test` and `make demo` install what they need themselves.
+SHELL := /bin/bash
+ROOT := $(abspath .)
+VENV ?= $(ROOT)/.venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+# Debian's python3 so that Debian's mininet (python3-mininet) is importable inside the venv.
+SYSPY ?= /usr/bin/python3
+APT_PACKAGES := python3-venv python3-dev build-essential pkg-config memcached redis-server \
+	libcmocka-dev tcpdump ethtool iproute2 mininet
+STAMP := $(VENV)/.installed
+
+.PHONY: help deps venv install test test-py test-c lint c demo bench sim clean install-c
+
+help:
+	@echo "make demo     start a rack on the software switch, run a skewed workload, plot the balance"
+	@echo "make test     install what is missing and run every test"
+	@echo "make lint     ruff check + format check"
+	@echo "make c        build the C client library and load generator"
+	@echo "make bench    run the benchmarks (prints figures)"
+	@echo "make sim      reproduce the paper's figures with the simulator (writes results/)"
+
+# System packages (Debian/Ubuntu, as root). Skipped when everything is already there.
+deps:
+	@missing=$$(for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "installing Debian packages: $$missing"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+$(STAMP): pyproject.toml | deps
+	test -x $(PY) || $(SYSPY) -m venv --system-site-packages $(VENV)
+	$(PIP) install -q --upgrade pip setuptools wheel
+	$(PIP) install -q -e '.[dev]'
+	touch $@
+
+venv install: $(STAMP)
+
+c: deps
+	$(MAKE) -C client_lib/c
+
+install-c: c
+	$(MAKE) -C client_lib/c install PREFIX=$(PREFIX)
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+test-py: $(STAMP) c
+	$(PY) -m pytest -q
+
+test-c: c
+	$(MAKE) -C client_lib/c test
+
+test: lint test-c test-py
+
+bench: $(STAMP) c
+	$(PY) -m kvswitch bench all
+
+sim: $(STAMP)
+	$(PY) -m kvswitch sim figures --out results
+
+demo: $(STAMP) c
+	$(PY) -m kvswitch demo
+
+clean:
+	rm -rf build *.egg-info .pytest_cache results
+	$(MAKE) -C client_lib/c clean
