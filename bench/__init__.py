@@ -1,0 +1,1 @@
+"""Simulator, evaluation harness and benchmarks."""

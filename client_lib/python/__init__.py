@@ -1,0 +1,1 @@
+"""KVSwitch Python client library."""

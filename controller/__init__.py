@@ -1,0 +1,1 @@
+"""KVSwitch controller: planning (pure, no I/O) and the runtime loop over target drivers."""

@@ -1,0 +1,1 @@
+// KVSwitch data plane, v1model top level (being written).

@@ -1,0 +1,1 @@
+"""KVSwitch server agent: serves the protocol in front of a backend store."""

@@ -1,0 +1,1 @@
+"""Execution engine: the checked program translated to Python once at load time."""

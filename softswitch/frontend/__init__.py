@@ -1,0 +1,1 @@
+"""P4-16 frontend: preprocessor, parser, checker."""

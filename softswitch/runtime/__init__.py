@@ -1,0 +1,1 @@
+"""Runtime servers: P4Runtime (gRPC) and BMv2 Thrift."""
