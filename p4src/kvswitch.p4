@@ -1,1 +1,90 @@
-// KVSwitch data plane, v1model top level (being written).
+// KVSwitch data plane, v1model top level (BMv2 simple_switch_grpc and the project's software
+// switch). Includes, instantiates and orders the feature controls; everything else lives in
+// shared/ (protocol, sizes, headers, parser) and features/ (one feature per file).
+// Build options: -DHOT_KEYS=.. -DMAX_SERVERS=.. -DHP_STAGES=.. (see shared/sizes.p4).
+#include <core.p4>
+#include <v1model.p4>
+
+#include "shared/v1model_compat.p4"
+#include "shared/sizes.p4"
+#include "shared/protocol.p4"
+#include "shared/headers.p4"
+#include "shared/parser.p4"
+#include "features/checksums.p4"
+#include "features/forwarding.p4"
+#include "features/hot_keys.p4"
+#include "features/replicas.p4"
+#include "features/hashpipe.p4"
+#include "features/multicast.p4"
+#include "features/load_count.p4"
+
+control KvsIngress(inout headers_t hdr, inout kvs_meta_t meta, inout standard_metadata_t std) {
+    Forwarding() forwarding;
+    KvsCheck() kvs_check;
+    HotKeys() hot_keys;
+    KeyIndex() key_index;
+    Replicas() replicas;
+    HashPipe() hashpipe;
+    MulticastIngress() multicast;
+
+    apply {
+        meta.l4_dirty = false;
+        meta.mcast = false;
+        meta.hot = false;
+        if (std.checksum_error == 1) {
+            mark_to_drop(std);
+        } else {
+            forwarding.apply(hdr, std);
+            kvs_check.apply(hdr, meta, std);
+            if (meta.kvs_ok) {
+                KvsOp op = hdr.kvs.op;
+                bool request = op == KvsOp.GET || op == KvsOp.SET || op == KvsOp.DEL;
+                bool consumed = op == KvsOp.CONFIRM || op == KvsOp.SYNC
+                                || op == KvsOp.SYNC_DONE;
+                bool maintenance = consumed || op == KvsOp.SET_REPLY || op == KvsOp.DEL_REPLY;
+                // Every control is applied at one call site (BMv2 applies a table once per packet).
+                if (request) {
+                    hot_keys.apply(hdr, meta);
+                } else if (maintenance) {
+                    key_index.apply(hdr, meta);
+                }
+                if (meta.hot) {
+                    // Rules 1-5: versions, round-robin redirect, confirms, syncs.
+                    replicas.apply(hdr, meta, std);
+                }
+                if (request && !meta.hot) {
+                    hashpipe.apply(hdr.kvs.key);
+                }
+                if (request && meta.hot && op != KvsOp.GET) {
+                    multicast.apply(hdr, meta, std);
+                }
+                if (consumed && !meta.hot) {
+                    // Not a hot key (any more): nothing to confirm or stamp; consumed all the same.
+                    mark_to_drop(std);
+                }
+                if (op == KvsOp.UPDATE || op == KvsOp.UPDATE_DEL) {
+                    // Only this switch's egress makes these: one arriving from a host is forged.
+                    mark_to_drop(std);
+                }
+                // GET_REPLY, PUSH, REMOVE, REMOVE_REPLY and unknown ops: plain IP forwarding.
+            }
+        }
+    }
+}
+
+control KvsEgress(inout headers_t hdr, inout kvs_meta_t meta, inout standard_metadata_t std) {
+    MulticastEgress() multicast_egress;
+    LoadCount() load_count;
+
+    apply {
+        if (meta.kvs_ok) {
+            if (meta.mcast && std.egress_rid != 0) {
+                multicast_egress.apply(hdr, meta, std);
+            }
+            load_count.apply(hdr);
+        }
+    }
+}
+
+V1Switch(KvsParser(), KvsVerifyChecksum(), KvsIngress(), KvsEgress(), KvsComputeChecksum(),
+         KvsDeparser()) main;

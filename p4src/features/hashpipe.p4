@@ -1,0 +1,101 @@
+// HashPipe heavy-hitter tracker for cold keys (Sivaraman et al., SOSR'17), d = HP_STAGES stages of
+// w = HP_SLOTS slots. Only requests (GET/SET/DEL) that miss HotkeyTable enter it.
+//
+// Stage s indexes with crc32({seed_s, key}) mod w (docs/protocol.md "HashPipe hashing"). The first
+// stage always inserts the incoming key (count 1), evicting the slot's occupant into the carry; a
+// later stage adds the carry to a slot holding the same key, fills an empty slot (count 0), or keeps
+// the larger of the two counts and carries the other on (ties keep the slot's occupant). Whatever is
+// carried out of the last stage is dropped.
+//
+// Registers (per stage instance, control-plane names `hp_stage<s>.hp_key` / `hp_stage<s>.hp_cnt`):
+// the controller reads them every period as cold-key candidates and resets them.
+#ifndef KVSWITCH_HASHPIPE_P4
+#define KVSWITCH_HASHPIPE_P4
+
+struct hp_carry_t {
+    bool active;
+    kvs_key_t key;
+    bit<32> cnt;
+}
+
+control HashPipeStage(inout hp_carry_t carry)(bit<32> seed, bool always_insert) {
+    @name("hp_key") register<kvs_key_t>(HP_SLOTS) hp_key;
+    @name("hp_cnt") register<bit<32>>(HP_SLOTS) hp_cnt;
+
+    apply {
+        if (carry.active) {
+            bit<32> idx;
+            hash(idx, HashAlgorithm.crc32, 32w0, {seed, carry.key}, (bit<32>)HP_SLOTS);
+            kvs_key_t slot_key;
+            bit<32> slot_cnt;
+            hp_key.read(slot_key, idx);
+            hp_cnt.read(slot_cnt, idx);
+            if (slot_cnt == 0) {
+                hp_key.write(idx, carry.key);
+                hp_cnt.write(idx, carry.cnt);
+                carry.active = false;
+            } else if (slot_key == carry.key) {
+                hp_cnt.write(idx, slot_cnt + carry.cnt);
+                carry.active = false;
+            } else if (always_insert || carry.cnt > slot_cnt) {
+                hp_key.write(idx, carry.key);
+                hp_cnt.write(idx, carry.cnt);
+                carry.key = slot_key;
+                carry.cnt = slot_cnt;
+            }
+        }
+    }
+}
+
+control HashPipe(in kvs_key_t key) {
+    HashPipeStage(HP_SEED_0, true) hp_stage0;
+#if HP_STAGES > 1
+    HashPipeStage(HP_SEED_1, false) hp_stage1;
+#endif
+#if HP_STAGES > 2
+    HashPipeStage(HP_SEED_2, false) hp_stage2;
+#endif
+#if HP_STAGES > 3
+    HashPipeStage(HP_SEED_3, false) hp_stage3;
+#endif
+#if HP_STAGES > 4
+    HashPipeStage(HP_SEED_4, false) hp_stage4;
+#endif
+#if HP_STAGES > 5
+    HashPipeStage(HP_SEED_5, false) hp_stage5;
+#endif
+#if HP_STAGES > 6
+    HashPipeStage(HP_SEED_6, false) hp_stage6;
+#endif
+#if HP_STAGES > 7
+    HashPipeStage(HP_SEED_7, false) hp_stage7;
+#endif
+
+    apply {
+        hp_carry_t carry = {true, key, 1};
+        hp_stage0.apply(carry);
+#if HP_STAGES > 1
+        hp_stage1.apply(carry);
+#endif
+#if HP_STAGES > 2
+        hp_stage2.apply(carry);
+#endif
+#if HP_STAGES > 3
+        hp_stage3.apply(carry);
+#endif
+#if HP_STAGES > 4
+        hp_stage4.apply(carry);
+#endif
+#if HP_STAGES > 5
+        hp_stage5.apply(carry);
+#endif
+#if HP_STAGES > 6
+        hp_stage6.apply(carry);
+#endif
+#if HP_STAGES > 7
+        hp_stage7.apply(carry);
+#endif
+    }
+}
+
+#endif  // KVSWITCH_HASHPIPE_P4

@@ -1,0 +1,92 @@
+// Write fan-out of hot keys (rule 1 of docs/protocol.md).
+//
+// Ingress, MultigroupTable: exact on the key of a hot SET/DEL -> `set_mcast_group(group)`.
+// Controller contract for each group: the origin's port with rid 0 (that copy leaves unchanged,
+// stamped, to the origin) and every replica's port with rid = its ordinal (>= 1). A hot key without
+// replicas needs no entry: its writes go unicast to the origin.
+//
+// Egress, PorttoserverTable: exact on egress_port -> `set_replica(ip, mac)`, one entry per server
+// port. Each copy with rid != 0 becomes an UPDATE (SET) or UPDATE_DEL (DEL) addressed to that
+// replica; a copy of a TCP Set becomes a UDP datagram (flags |= F_TCP, same source port, destination
+// KVS_PORT) because the replica has no TCP connection with the client. A copy whose port has no
+// entry is dropped: sent unchanged it would look like a fresh SET to the wrong server.
+#ifndef KVSWITCH_MULTICAST_P4
+#define KVSWITCH_MULTICAST_P4
+
+control MulticastIngress(in headers_t hdr, inout kvs_meta_t meta, inout standard_metadata_t std) {
+    @name("set_mcast_group")
+    action set_mcast_group(MulticastGroupId_t group) {
+        std.mcast_grp = group;
+        meta.mcast = true;
+    }
+
+    @name("MultigroupTable")
+    table multigroup_table {
+        key = {
+            hdr.kvs.key: exact @name("key");
+        }
+        actions = {
+            set_mcast_group;
+            @defaultonly NoAction;
+        }
+        default_action = NoAction();
+        size = HOT_KEYS;
+    }
+
+    apply {
+        multigroup_table.apply();
+    }
+}
+
+control MulticastEgress(inout headers_t hdr, inout kvs_meta_t meta,
+                        inout standard_metadata_t std) {
+    @name("set_replica")
+    action set_replica(ipv4_addr_t ip, mac_addr_t mac) {
+        hdr.ethernet.dst_addr = mac;
+        hdr.ipv4.dst_addr = ip;
+        meta.l4_dirty = true;
+    }
+
+    @name("drop")
+    action drop() {
+        mark_to_drop(std);
+    }
+
+    @name("PorttoserverTable")
+    table porttoserver_table {
+        key = {
+            std.egress_port: exact @name("port");
+        }
+        actions = {
+            set_replica;
+            @defaultonly drop;
+        }
+        default_action = drop();
+        size = MAX_SERVERS;
+    }
+
+    apply {
+        if (porttoserver_table.apply().hit) {
+            if (hdr.kvs.op == KvsOp.SET) {
+                hdr.kvs.op = KvsOp.UPDATE;
+            } else {
+                hdr.kvs.op = KvsOp.UPDATE_DEL;
+            }
+            if (hdr.tcp.isValid()) {
+                bit<16> ip_hdr_len = (bit<16>)hdr.ipv4.ihl << 2;
+                hdr.udp.setValid();
+                hdr.udp.src_port = hdr.tcp.src_port;
+                hdr.udp.dst_port = KVS_PORT;
+                hdr.udp.length = 8 + KVS_HDR_LEN + hdr.kvs.vlen;
+                hdr.udp.checksum = 0;
+                hdr.ipv4.protocol = IP_PROTO_UDP;
+                hdr.ipv4.total_len = ip_hdr_len + hdr.udp.length;
+                hdr.kvs.flags = hdr.kvs.flags | KVS_F_TCP;
+                hdr.tcp.setInvalid();
+                hdr.tcp_options.setInvalid();
+            }
+        }
+    }
+}
+
+#endif  // KVSWITCH_MULTICAST_P4

@@ -1,0 +1,105 @@
+// Packet headers and the per-packet metadata of the KVSwitch pipeline.
+#ifndef KVSWITCH_HEADERS_P4
+#define KVSWITCH_HEADERS_P4
+
+typedef bit<48> mac_addr_t;
+typedef bit<32> ipv4_addr_t;
+typedef bit<128> kvs_key_t;
+typedef bit<SLOT_W> slot_t;
+typedef bit<ORDINAL_W> ordinal_t;
+
+const bit<16> ETHERTYPE_IPV4 = 0x0800;
+const bit<8> IP_PROTO_TCP = 6;
+const bit<8> IP_PROTO_UDP = 17;
+
+header ethernet_t {
+    mac_addr_t dst_addr;
+    mac_addr_t src_addr;
+    bit<16> ether_type;
+}
+
+header ipv4_t {
+    bit<4> version;
+    bit<4> ihl;
+    bit<8> diffserv;
+    bit<16> total_len;
+    bit<16> identification;
+    bit<3> flags;
+    bit<13> frag_offset;
+    bit<8> ttl;
+    bit<8> protocol;
+    bit<16> hdr_checksum;
+    ipv4_addr_t src_addr;
+    ipv4_addr_t dst_addr;
+}
+
+// IPv4 options (ihl > 5), kept so that the deparser re-emits them unchanged.
+header ipv4_options_t {
+    varbit<320> options;
+}
+
+header tcp_t {
+    bit<16> src_port;
+    bit<16> dst_port;
+    bit<32> seq_no;
+    bit<32> ack_no;
+    bit<4> data_offset;
+    bit<4> res;
+    bit<8> tcp_flags;
+    bit<16> window;
+    bit<16> checksum;
+    bit<16> urgent_ptr;
+}
+
+// TCP options (data_offset > 5), kept so that the deparser re-emits them unchanged.
+header tcp_options_t {
+    varbit<320> options;
+}
+
+header udp_t {
+    bit<16> src_port;
+    bit<16> dst_port;
+    bit<16> length;
+    bit<16> checksum;
+}
+
+// The KVSwitch header (docs/protocol.md, 36 bytes).
+header kvs_t {
+    KvsOp op;
+    KvsStatus status;
+    bit<16> vlen;
+    bit<32> cid;
+    bit<32> seq;
+    bit<16> epoch;
+    bit<16> flags;
+    bit<32> ver;
+    kvs_key_t key;
+}
+
+struct headers_t {
+    ethernet_t ethernet;
+    ipv4_t ipv4;
+    ipv4_options_t ipv4_options;
+    tcp_t tcp;
+    tcp_options_t tcp_options;
+    udp_t udp;
+    kvs_t kvs;
+}
+
+struct kvs_meta_t {
+    // Parser: IPv4 payload length (L4 header + data), the TCP pseudo-header length.
+    bit<16> l4_len;
+    // KvsCheck: the KVSwitch header is complete and its value fits the datagram/segment.
+    bool kvs_ok;
+    // The switch changed something an L4 checksum covers (addresses, header fields, transport).
+    bool l4_dirty;
+    // HotkeyTable hit (requests) or KeyindexTable hit (replies, confirms, syncs).
+    bool hot;
+    slot_t slot;
+    ordinal_t n;
+    bit<32> base;
+    // A hot SET/DEL sent to a multicast group: egress rewrites every copy with egress_rid != 0.
+    bool mcast;
+}
+
+#endif  // KVSWITCH_HEADERS_P4
