@@ -1,0 +1,280 @@
+"""The KVSwitch wire protocol in Python: constants, messages, consistent hashing.
+
+This module is the Python copy of ``docs/protocol.md`` (the contract) and the only place in Python
+where protocol constants are written down. It is the bottom of the KVSwitch side: the client, the
+agent, the controller and the tests import it; it imports nothing of KVSwitch.
+
+A message is a fixed 36-byte header followed by ``vlen`` value bytes::
+
+    op:8 status:8 vlen:16 | cid:32 | seq:32 | epoch:16 flags:16 | ver:32 | key:128 | value
+
+all in network byte order.
+"""
+
+from __future__ import annotations
+
+import bisect
+import enum
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Self
+
+#: Reserved L4 port, UDP and TCP: requests have it as destination port, replies as source port.
+KVS_PORT = 8900
+#: Header length in bytes (op .. key).
+HEADER_LEN = 36
+#: Key length in bytes; shorter keys are right-padded with zero bytes.
+KEY_LEN = 16
+#: Largest value carried over UDP.
+MAX_VALUE = 8192
+#: ``flags`` bit 0: the switch rewrote this multicast copy from TCP to UDP.
+F_TCP = 0x0001
+#: Every flag bit defined by the protocol; the others must be 0.
+FLAGS_KNOWN = F_TCP
+#: Default number of virtual nodes per server on the consistent-hash ring.
+DEFAULT_VNODES = 64
+
+_HEADER = struct.Struct("!BBHIIHHI16s")  # HEADER_LEN bytes; tests check the size
+
+
+class Op(enum.IntEnum):
+    """Operation codes (``op``, 8 bits)."""
+
+    GET = 1
+    GET_REPLY = 2
+    SET = 3
+    SET_REPLY = 4
+    DEL = 5
+    DEL_REPLY = 6
+    UPDATE = 7
+    UPDATE_DEL = 8
+    CONFIRM = 9
+    PUSH = 10
+    SYNC = 11
+    SYNC_DONE = 12
+    REMOVE = 13
+    REMOVE_REPLY = 14
+
+
+class Status(enum.IntEnum):
+    """Status codes (``status``, 8 bits): 0 in requests, the result in replies."""
+
+    OK = 0
+    NOT_FOUND = 1
+    BAD_REQUEST = 2
+    TOO_LARGE = 3
+    STALE = 4
+    DUPLICATE = 5
+    SERVER_ERROR = 6
+
+
+#: Requests a client sends, and the reply op the server answers each with.
+REPLY_OF: dict[Op, Op] = {
+    Op.GET: Op.GET_REPLY,
+    Op.SET: Op.SET_REPLY,
+    Op.DEL: Op.DEL_REPLY,
+    Op.REMOVE: Op.REMOVE_REPLY,
+}
+#: Ops whose message carries a value (``vlen`` may be non-zero).
+VALUE_OPS: frozenset[Op] = frozenset({Op.GET_REPLY, Op.SET, Op.UPDATE, Op.PUSH})
+
+_OPS = frozenset(int(op) for op in Op)
+_STATUSES = frozenset(int(s) for s in Status)
+
+
+class ProtocolError(ValueError):
+    """Base class of every protocol-level error."""
+
+
+class MalformedMessage(ProtocolError):
+    """Bytes that are not a valid KVSwitch message (truncated, bad op, bad length ...)."""
+
+
+class KeyTooLong(ProtocolError):
+    """An application key longer than 16 bytes."""
+
+
+class ValueTooLarge(ProtocolError):
+    """A value longer than :data:`MAX_VALUE` bytes."""
+
+
+def pad_key(key: bytes | str) -> bytes:
+    """The 16-byte wire form of an application key (UTF-8 for str, right-padded with zeros).
+
+    Raises :class:`KeyTooLong` for keys over 16 bytes.
+    """
+    raw = key.encode() if isinstance(key, str) else bytes(key)
+    if len(raw) > KEY_LEN:
+        raise KeyTooLong(f"key is {len(raw)} bytes, the protocol allows at most {KEY_LEN}")
+    return raw.ljust(KEY_LEN, b"\0")
+
+
+def unpad_key(key16: bytes) -> bytes:
+    """The application key of a 16-byte wire key (trailing zero bytes removed)."""
+    return key16.rstrip(b"\0")
+
+
+def check_value(value: bytes, limit: int = MAX_VALUE) -> bytes:
+    """``value`` as bytes if it fits ``limit``; :class:`ValueTooLarge` otherwise."""
+    if len(value) > limit:
+        raise ValueTooLarge(f"value is {len(value)} bytes, the limit is {limit}")
+    return bytes(value)
+
+
+@dataclass(slots=True)
+class Message:
+    """One KVSwitch message: the header fields and the value.
+
+    ``key`` is always the 16-byte wire key (use :func:`pad_key`). ``op`` and ``status`` are plain
+    ints on decode when they hold an unknown code only if ``strict=False`` was asked for.
+    """
+
+    op: int
+    key: bytes
+    value: bytes = b""
+    status: int = Status.OK
+    cid: int = 0
+    seq: int = 0
+    epoch: int = 0
+    flags: int = 0
+    ver: int = 0
+
+    def encode(self) -> bytes:
+        """The wire bytes of this message.
+
+        Raises :class:`ProtocolError` subclasses for a key that is not 16 bytes, a value over
+        65535 bytes, or a field out of its range.
+        """
+        if len(self.key) != KEY_LEN:
+            raise KeyTooLong(f"wire key must be exactly {KEY_LEN} bytes, got {len(self.key)}")
+        if len(self.value) > 0xFFFF:
+            raise ValueTooLarge(f"value is {len(self.value)} bytes, vlen holds at most 65535")
+        try:
+            header = _HEADER.pack(
+                self.op,
+                self.status,
+                len(self.value),
+                self.cid,
+                self.seq,
+                self.epoch,
+                self.flags,
+                self.ver,
+                self.key,
+            )
+        except struct.error as exc:
+            raise ProtocolError(f"field out of range: {exc}") from None
+        return header + self.value if self.value else header
+
+    @classmethod
+    def decode(cls, data: bytes | bytearray | memoryview, strict: bool = True) -> Self:
+        """Parse one message from the start of ``data``; bytes after ``36 + vlen`` are ignored.
+
+        Raises :class:`MalformedMessage` if ``data`` is shorter than a header or than
+        ``36 + vlen``, and (``strict``) if ``op`` or ``status`` is not a known code.
+        """
+        if len(data) < HEADER_LEN:
+            raise MalformedMessage(f"{len(data)} bytes, shorter than the {HEADER_LEN}-byte header")
+        op, status, vlen, cid, seq, epoch, flags, ver, key = _HEADER.unpack_from(data)
+        end = HEADER_LEN + vlen
+        if len(data) < end:
+            raise MalformedMessage(f"vlen {vlen} but only {len(data) - HEADER_LEN} value bytes")
+        if strict:
+            if op not in _OPS:
+                raise MalformedMessage(f"unknown op {op}")
+            if status not in _STATUSES:
+                raise MalformedMessage(f"unknown status {status}")
+        return cls(op, key, bytes(data[HEADER_LEN:end]), status, cid, seq, epoch, flags, ver)
+
+    @property
+    def version(self) -> tuple[int, int]:
+        """(epoch, ver): versions compare in this order."""
+        return (self.epoch, self.ver)
+
+    @property
+    def request_id(self) -> tuple[int, int]:
+        """(cid, seq): the request id replies echo."""
+        return (self.cid, self.seq)
+
+    def reply(self, op: int, status: int = Status.OK, value: bytes = b"", **fields: int) -> Message:
+        """A reply to this request: echoes cid, seq, key and (unless given) epoch and ver."""
+        msg = Message(op, self.key, value, status, self.cid, self.seq, self.epoch, 0, self.ver)
+        for name, val in fields.items():
+            setattr(msg, name, val)
+        return msg
+
+
+def message_length(header: bytes | bytearray | memoryview) -> int:
+    """Total length (header + value) announced by a header; used to frame TCP streams."""
+    if len(header) < HEADER_LEN:
+        raise MalformedMessage(f"{len(header)} bytes, shorter than the {HEADER_LEN}-byte header")
+    return HEADER_LEN + int.from_bytes(header[2:4], "big")
+
+
+# -- consistent hashing -------------------------------------------------------------------------
+
+_M64 = (1 << 64) - 1
+_FNV_OFFSET = 0xCBF29CE484222325
+_FNV_PRIME = 0x100000001B3
+
+
+def fnv1a64(data: bytes) -> int:
+    """FNV-1a, 64 bits."""
+    h = _FNV_OFFSET
+    for byte in data:
+        h = ((h ^ byte) * _FNV_PRIME) & _M64
+    return h
+
+
+def mix64(z: int) -> int:
+    """The splitmix64 finaliser."""
+    z ^= z >> 30
+    z = (z * 0xBF58476D1CE4E5B9) & _M64
+    z ^= z >> 27
+    z = (z * 0x94D049BB133111EB) & _M64
+    z ^= z >> 31
+    return z
+
+
+def ring_hash(data: bytes) -> int:
+    """``H(b) = mix64(fnv1a64(b))``: the hash of ring points and key positions."""
+    return mix64(fnv1a64(data))
+
+
+@dataclass(frozen=True)
+class HashRing:
+    """The consistent-hash ring of ``servers`` servers (numbered 0 .. M-1) with ``vnodes`` each."""
+
+    servers: int
+    vnodes: int = DEFAULT_VNODES
+    _points: list[int] = field(init=False, repr=False, compare=False)
+    _owners: list[int] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.servers < 1 or self.vnodes < 1:
+            raise ValueError("a ring needs at least one server and one virtual node per server")
+        # Sorting (point, server) puts the lower server first on equal points, as the contract says.
+        ring = sorted(
+            (ring_hash(b"%d#%d" % (s, v)), s)
+            for s in range(self.servers)
+            for v in range(self.vnodes)
+        )
+        object.__setattr__(self, "_points", [p for p, _ in ring])
+        object.__setattr__(self, "_owners", [s for _, s in ring])
+
+    def origin(self, key: bytes | str) -> int:
+        """The origin server number of an application or wire key."""
+        pos = ring_hash(pad_key(key))
+        i = bisect.bisect_left(self._points, pos)
+        return self._owners[i if i < len(self._points) else 0]
+
+
+def origin_of(key: bytes | str, servers: int, vnodes: int = DEFAULT_VNODES) -> int:
+    """The origin server of ``key`` among ``servers`` servers (builds a ring; cache it for volume)."""
+    return HashRing(servers, vnodes).origin(key)
+
+
+def origins(keys: Sequence[bytes | str], servers: int, vnodes: int = DEFAULT_VNODES) -> list[int]:
+    """The origins of many keys on one ring."""
+    ring = HashRing(servers, vnodes)
+    return [ring.origin(k) for k in keys]
