@@ -1,0 +1,648 @@
+/*
+ * kvswitch-loadgen: open-loop (or closed-loop) load generator on the KVSwitch C library.
+ *
+ * Open loop: the main thread sends at the target rate whatever happens to replies (uniform or
+ * Poisson spacing); a receive thread matches replies by (cid, seq, key) against a table of
+ * outstanding requests and records each latency, measured from the request's scheduled send time
+ * (so a sender that falls behind shows up as latency, not as silently lower load).
+ * Closed loop: one thread, one request outstanding, as fast as replies come back.
+ * Keys: "<prefix><id>" for id in 0..keys-1, ranks drawn from Zipf(skew), rank -> id through a
+ * permutation that popularity shifts rewrite every N seconds.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hdr.h"
+#include "kvswitch.h"
+#include "zipf.h"
+
+#define MAX_SERVERS 1024
+#define HIGHEST_NS (INT64_C(60) * 1000000000)
+
+enum shift_kind { SHIFT_NONE, SHIFT_HOT_IN, SHIFT_RANDOM, SHIFT_HOT_OUT };
+static const char *const shift_names[] = {"none", "hot-in", "random", "hot-out"};
+
+struct options {
+    char *servers[MAX_SERVERS];
+    size_t nservers;
+    double rate;
+    double duration;
+    double skew;
+    size_t keys;
+    double write_ratio;
+    size_t value_size;
+    enum shift_kind shift;
+    double shift_every;
+    size_t shift_keys;
+    unsigned timeout_ms;
+    unsigned vnodes;
+    int closed;
+    int poisson;
+    int preload;
+    int json;
+    int quiet;
+    uint64_t seed;
+    const char *prefix;
+};
+
+/* One outstanding request; slot = seq & mask. sched_ns == 0 means free or already answered. */
+struct slot {
+    _Atomic uint64_t sched_ns;
+    uint32_t seq;
+    uint8_t op;
+    uint8_t key[KVS_KEY_SIZE];
+};
+
+struct interval {
+    double t;
+    uint64_t sent, received;
+    int64_t p50, p99, p999;
+};
+
+struct stats {
+    hdr_hist total, interval, gets, sets;
+    uint64_t received, ok, not_found, errors, duplicates, unmatched;
+    uint64_t *per_server;          /* replies by answering server; [nservers] = unknown */
+    struct interval *intervals;
+    size_t nintervals, cap_intervals;
+};
+
+struct run {
+    struct options *o;
+    kvs_client *client;
+    zipf z;
+    size_t *perm;                  /* rank -> key id */
+    struct slot *slots;
+    size_t mask;
+    _Atomic uint64_t sent;
+    _Atomic uint64_t send_errors;
+    _Atomic int sending_done;
+    uint64_t *sent_per_server;
+    uint64_t start_ns, end_ns;
+    struct stats st;
+    unsigned shifts;
+};
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void sleep_until(uint64_t t)
+{
+    for (;;) {
+        uint64_t now = now_ns();
+        if (now >= t)
+            return;
+        if (t - now > 200000) { /* sleep most of a long gap, spin the last stretch */
+            struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)(t - now - 100000)};
+            nanosleep(&ts, NULL);
+        }
+    }
+}
+
+static void make_key(const struct options *o, size_t id, uint8_t key[KVS_KEY_SIZE])
+{
+    char text[64];
+    int n = snprintf(text, sizeof text, "%s%zu", o->prefix, id);
+    kvs_make_key(text, (size_t)n, key); /* length checked at start-up */
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: kvswitch-loadgen --servers IP:PORT[,IP:PORT...] [options]\n"
+            "  --rate R           requests per second, open loop (default 10000)\n"
+            "  --closed           closed loop instead: one request outstanding, no rate\n"
+            "  --duration S       seconds of load (default 10)\n"
+            "  --zipf S           Zipf skew of key popularity, 0 = uniform (default 0.99)\n"
+            "  --keys N           number of distinct keys (default 100000)\n"
+            "  --write-ratio W    fraction of Sets, 0..1 (default 0)\n"
+            "  --value-size B     bytes per Set value, <= %d (default 64)\n"
+            "  --shift KIND[:S]   popularity shift every S seconds (default 10): hot-in, random,\n"
+            "                     hot-out, none\n"
+            "  --shift-keys N     keys moved per shift (default 200)\n"
+            "  --arrivals A       uniform or poisson spacing of open-loop sends (default uniform)\n"
+            "  --timeout-ms T     a reply later than this counts as lost (default 1000)\n"
+            "  --preload          Set every key once (closed loop) before the measured run\n"
+            "  --key-prefix P     keys are P<id> (default \"key\"; at most 16 bytes in all)\n"
+            "  --vnodes V         virtual nodes per server on the ring (default %d)\n"
+            "  --seed N           random seed (default 1)\n"
+            "  --json             print the summary as one JSON object on stdout\n"
+            "  --quiet            no per-second lines\n",
+            KVS_MAX_VALUE, KVS_DEFAULT_VNODES);
+}
+
+static int parse_double(const char *s, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno != 0 || end == s || *end != '\0' || !isfinite(v))
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int parse_size(const char *s, size_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0' || s[0] == '-')
+        return -1;
+    *out = (size_t)v;
+    return 0;
+}
+
+static int parse_shift(const char *s, struct options *o)
+{
+    const char *colon = strchr(s, ':');
+    size_t n = colon ? (size_t)(colon - s) : strlen(s);
+    o->shift = SHIFT_NONE;
+    int found = 0;
+    for (int k = 0; k < 4; k++) {
+        if (strlen(shift_names[k]) == n && strncmp(s, shift_names[k], n) == 0) {
+            o->shift = (enum shift_kind)k;
+            found = 1;
+        }
+    }
+    if (!found)
+        return -1;
+    if (colon != NULL && (parse_double(colon + 1, &o->shift_every) != 0 || o->shift_every <= 0))
+        return -1;
+    return 0;
+}
+
+static int parse_servers(char *list, struct options *o)
+{
+    o->nservers = 0;
+    for (char *save = NULL, *tok = strtok_r(list, ",", &save); tok != NULL;
+         tok = strtok_r(NULL, ",", &save)) {
+        if (o->nservers == MAX_SERVERS)
+            return -1;
+        o->servers[o->nservers++] = tok;
+    }
+    return o->nservers > 0 ? 0 : -1;
+}
+
+static int parse_args(int argc, char **argv, struct options *o)
+{
+    static const struct option longopts[] = {
+        {"servers", required_argument, 0, 's'},    {"rate", required_argument, 0, 'r'},
+        {"closed", no_argument, 0, 'c'},           {"duration", required_argument, 0, 'd'},
+        {"zipf", required_argument, 0, 'z'},       {"keys", required_argument, 0, 'k'},
+        {"write-ratio", required_argument, 0, 'w'}, {"value-size", required_argument, 0, 'v'},
+        {"shift", required_argument, 0, 'S'},      {"shift-keys", required_argument, 0, 'K'},
+        {"arrivals", required_argument, 0, 'a'},   {"timeout-ms", required_argument, 0, 't'},
+        {"preload", no_argument, 0, 'p'},          {"key-prefix", required_argument, 0, 'P'},
+        {"vnodes", required_argument, 0, 'V'},     {"seed", required_argument, 0, 'e'},
+        {"json", no_argument, 0, 'j'},             {"quiet", no_argument, 0, 'q'},
+        {"help", no_argument, 0, 'h'},             {0, 0, 0, 0},
+    };
+    *o = (struct options){.rate = 10000, .duration = 10, .skew = 0.99, .keys = 100000,
+                          .value_size = 64, .shift_every = 10, .shift_keys = 200,
+                          .timeout_ms = 1000, .seed = 1, .prefix = "key"};
+    size_t tmp;
+    int ch;
+    while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        int bad = 0;
+        switch (ch) {
+        case 's': bad = parse_servers(optarg, o); break;
+        case 'r': bad = parse_double(optarg, &o->rate) || o->rate <= 0; break;
+        case 'c': o->closed = 1; break;
+        case 'd': bad = parse_double(optarg, &o->duration) || o->duration <= 0 || o->duration > 86400; break;
+        case 'z': bad = parse_double(optarg, &o->skew) || o->skew < 0 || o->skew > 100; break;
+        case 'k': bad = parse_size(optarg, &o->keys) || o->keys == 0 || o->keys > (1u << 30); break;
+        case 'w': bad = parse_double(optarg, &o->write_ratio) || o->write_ratio < 0 || o->write_ratio > 1; break;
+        case 'v': bad = parse_size(optarg, &o->value_size) || o->value_size > KVS_MAX_VALUE; break;
+        case 'S': bad = parse_shift(optarg, o); break;
+        case 'K': bad = parse_size(optarg, &o->shift_keys); break;
+        case 'a':
+            o->poisson = strcmp(optarg, "poisson") == 0;
+            bad = !o->poisson && strcmp(optarg, "uniform") != 0;
+            break;
+        case 't': bad = parse_size(optarg, &tmp) || tmp == 0 || tmp > 60000; o->timeout_ms = (unsigned)tmp; break;
+        case 'p': o->preload = 1; break;
+        case 'P': o->prefix = optarg; break;
+        case 'V': bad = parse_size(optarg, &tmp) || tmp > 65536; o->vnodes = (unsigned)tmp; break;
+        case 'e': bad = parse_size(optarg, &tmp); o->seed = tmp; break;
+        case 'j': o->json = 1; break;
+        case 'q': o->quiet = 1; break;
+        case 'h': usage(stdout); exit(0);
+        default: return -1;
+        }
+        if (bad) {
+            fprintf(stderr, "kvswitch-loadgen: bad option value: %s\n", optarg ? optarg : "");
+            return -1;
+        }
+    }
+    if (optind != argc) {
+        fprintf(stderr, "kvswitch-loadgen: unexpected argument %s\n", argv[optind]);
+        return -1;
+    }
+    if (o->nservers == 0) {
+        fprintf(stderr, "kvswitch-loadgen: --servers is required\n");
+        return -1;
+    }
+    char longest[64];
+    int n = snprintf(longest, sizeof longest, "%s%zu", o->prefix, o->keys - 1);
+    if (n < 0 || n > KVS_KEY_SIZE) {
+        fprintf(stderr, "kvswitch-loadgen: key \"%s\" is longer than %d bytes\n", longest,
+                KVS_KEY_SIZE);
+        return -1;
+    }
+    if (o->shift_keys > o->keys / 2)
+        o->shift_keys = o->keys / 2;
+    return 0;
+}
+
+/* Popularity shifts rewrite the rank -> key permutation (done by the sending thread). */
+static void apply_shift(struct run *r, rng *g)
+{
+    size_t n = r->o->keys, m = r->o->shift_keys;
+    size_t *p = r->perm;
+    if (m == 0)
+        return;
+    switch (r->o->shift) {
+    case SHIFT_HOT_IN: /* the m coldest keys become the hottest: rotate right by m */
+    case SHIFT_HOT_OUT: /* the m hottest keys become the coldest: rotate left by m */
+    {
+        size_t k = r->o->shift == SHIFT_HOT_IN ? n - m : m;
+        /* rotate left by k with three reversals */
+        size_t spans[3][2] = {{0, k}, {k, n}, {0, n}};
+        for (int s = 0; s < 3; s++) {
+            for (size_t i = spans[s][0], j = spans[s][1]; i + 1 < j; i++, j--) {
+                size_t t = p[i];
+                p[i] = p[j - 1];
+                p[j - 1] = t;
+            }
+        }
+        break;
+    }
+    case SHIFT_RANDOM: /* m of the hottest ranks swap with random colder ranks */
+        for (size_t i = 0; i < m && n > m; i++) {
+            size_t j = m + (size_t)rng_below(g, n - m);
+            size_t t = p[i];
+            p[i] = p[j];
+            p[j] = t;
+        }
+        break;
+    case SHIFT_NONE:
+        break;
+    }
+    r->shifts++;
+}
+
+static uint8_t pick_op(struct run *r, rng *g)
+{
+    return r->o->write_ratio > 0 && rng_uniform(g) < r->o->write_ratio ? KVS_OP_SET : KVS_OP_GET;
+}
+
+static void count_reply(struct stats *st, const kvs_header *h, int server, size_t nservers)
+{
+    st->received++;
+    if (h->status == KVS_STATUS_OK || h->status == KVS_STATUS_DUPLICATE)
+        st->ok++;
+    else if (h->status == KVS_STATUS_NOT_FOUND)
+        st->not_found++;
+    else
+        st->errors++;
+    st->per_server[server >= 0 ? (size_t)server : nservers]++;
+}
+
+static void record_latency(struct stats *st, uint8_t op, int64_t ns)
+{
+    hdr_record(&st->total, ns);
+    hdr_record(&st->interval, ns);
+    hdr_record(op == KVS_OP_GET ? &st->gets : &st->sets, ns);
+}
+
+/* Close one interval: print a line, keep it for --json. */
+static void report_interval(struct run *r, double t, uint64_t sent, uint64_t received)
+{
+    struct stats *st = &r->st;
+    struct interval iv = {t, sent, received, hdr_percentile(&st->interval, 50),
+                          hdr_percentile(&st->interval, 99), hdr_percentile(&st->interval, 99.9)};
+    if (st->nintervals < st->cap_intervals)
+        st->intervals[st->nintervals++] = iv;
+    if (!r->o->quiet)
+        fprintf(stderr,
+                "t=%6.1fs sent/s=%8" PRIu64 " replies/s=%8" PRIu64
+                " p50=%8.1fus p99=%8.1fus p999=%8.1fus\n",
+                t, sent, received, iv.p50 / 1e3, iv.p99 / 1e3, iv.p999 / 1e3);
+    hdr_reset(&st->interval);
+}
+
+static void *receiver(void *arg)
+{
+    struct run *r = arg;
+    struct stats *st = &r->st;
+    uint64_t next_report = r->start_ns + 1000000000u;
+    uint64_t last_sent = 0, last_recv = 0;
+    uint8_t value[KVS_MAX_VALUE];
+    for (;;) {
+        uint64_t now = now_ns();
+        if (now >= next_report) {
+            uint64_t sent = atomic_load(&r->sent);
+            report_interval(r, (double)(next_report - r->start_ns) / 1e9, sent - last_sent,
+                            st->received - last_recv);
+            last_sent = sent;
+            last_recv = st->received;
+            next_report += 1000000000u;
+        }
+        if (atomic_load(&r->sending_done) &&
+            (now >= r->end_ns + (uint64_t)r->o->timeout_ms * 1000000u ||
+             st->received + st->unmatched >= atomic_load(&r->sent)))
+            break;
+        kvs_header h;
+        size_t vlen;
+        int server;
+        kvs_error e = kvs_recv(r->client, &h, value, sizeof value, &vlen, &server, 20);
+        if (e == KVS_ERR_TIMEOUT)
+            continue;
+        if (e != KVS_OK) {
+            fprintf(stderr, "kvswitch-loadgen: receive: %s: %s\n", kvs_strerror(e), strerror(errno));
+            break;
+        }
+        uint64_t t = now_ns();
+        struct slot *s = &r->slots[h.seq & r->mask];
+        if (s->seq != h.seq || kvs_reply_op(s->op) != h.op ||
+            memcmp(s->key, h.key, KVS_KEY_SIZE) != 0) {
+            st->unmatched++;
+            continue;
+        }
+        uint64_t sched = atomic_exchange(&s->sched_ns, 0);
+        if (sched == 0) {
+            st->duplicates++;
+            continue;
+        }
+        if (t - sched > (uint64_t)r->o->timeout_ms * 1000000u) {
+            st->unmatched++; /* later than the timeout: counted as lost */
+            continue;
+        }
+        count_reply(st, &h, server, r->o->nservers);
+        record_latency(st, h.op == KVS_OP_GET_REPLY ? KVS_OP_GET : KVS_OP_SET, (int64_t)(t - sched));
+    }
+    return NULL;
+}
+
+static int run_open(struct run *r, rng *g, const uint8_t *value)
+{
+    struct options *o = r->o;
+    size_t want = (size_t)(o->rate * (o->timeout_ms / 1000.0 + 1) * 2) + 1;
+    size_t size = 1024;
+    while (size < want && size < (1u << 26))
+        size <<= 1;
+    r->mask = size - 1;
+    r->slots = calloc(size, sizeof r->slots[0]);
+    if (r->slots == NULL)
+        return -1;
+    r->start_ns = now_ns() + 1000000; /* 1 ms to start the receiver */
+    r->end_ns = r->start_ns + (uint64_t)(o->duration * 1e9);
+    pthread_t th;
+    if (pthread_create(&th, NULL, receiver, r) != 0)
+        return -1;
+    double period_ns = 1e9 / o->rate;
+    double next = (double)r->start_ns;
+    uint64_t next_shift = o->shift != SHIFT_NONE ? r->start_ns + (uint64_t)(o->shift_every * 1e9)
+                                                 : UINT64_MAX;
+    const kvs_ring *ring = kvs_client_ring(r->client);
+    for (uint32_t seq = 1;; seq++) {
+        uint64_t sched = (uint64_t)next;
+        if (sched >= r->end_ns)
+            break;
+        if (sched >= next_shift) {
+            apply_shift(r, g);
+            next_shift += (uint64_t)(o->shift_every * 1e9);
+        }
+        uint8_t op = pick_op(r, g);
+        size_t id = r->perm[zipf_rank(&r->z, rng_uniform(g))];
+        struct slot *s = &r->slots[seq & r->mask];
+        s->seq = seq;
+        s->op = op;
+        make_key(o, id, s->key);
+        sleep_until(sched);
+        atomic_store(&s->sched_ns, sched);
+        kvs_error e = kvs_send(r->client, op, s->key, value, op == KVS_OP_SET ? o->value_size : 0, seq);
+        if (e != KVS_OK) {
+            atomic_store(&s->sched_ns, 0);
+            atomic_fetch_add(&r->send_errors, 1);
+        } else {
+            r->sent_per_server[kvs_ring_origin(ring, s->key)]++;
+            atomic_fetch_add(&r->sent, 1);
+        }
+        next += o->poisson ? -log(1.0 - rng_uniform(g)) * period_ns : period_ns;
+    }
+    atomic_store(&r->sending_done, 1);
+    pthread_join(th, NULL);
+    return 0;
+}
+
+static int run_closed(struct run *r, rng *g, const uint8_t *value)
+{
+    struct options *o = r->o;
+    uint8_t buf[KVS_MAX_VALUE];
+    r->start_ns = now_ns();
+    r->end_ns = r->start_ns + (uint64_t)(o->duration * 1e9);
+    uint64_t next_report = r->start_ns + 1000000000u;
+    uint64_t next_shift = o->shift != SHIFT_NONE ? r->start_ns + (uint64_t)(o->shift_every * 1e9)
+                                                 : UINT64_MAX;
+    uint64_t last_sent = 0, last_recv = 0, sent = 0;
+    const kvs_ring *ring = kvs_client_ring(r->client);
+    for (;;) {
+        uint64_t t0 = now_ns();
+        if (t0 >= next_report) {
+            report_interval(r, (double)(next_report - r->start_ns) / 1e9, sent - last_sent,
+                            r->st.received - last_recv);
+            last_sent = sent;
+            last_recv = r->st.received;
+            next_report += 1000000000u;
+        }
+        if (t0 >= r->end_ns)
+            break;
+        if (t0 >= next_shift) {
+            apply_shift(r, g);
+            next_shift += (uint64_t)(o->shift_every * 1e9);
+        }
+        uint8_t op = pick_op(r, g);
+        size_t id = r->perm[zipf_rank(&r->z, rng_uniform(g))];
+        char key[64];
+        int klen = snprintf(key, sizeof key, "%s%zu", o->prefix, id);
+        uint8_t key16[KVS_KEY_SIZE];
+        kvs_make_key(key, (size_t)klen, key16);
+        r->sent_per_server[kvs_ring_origin(ring, key16)]++;
+        kvs_reply_info info;
+        size_t vlen;
+        kvs_error e = op == KVS_OP_GET
+                          ? kvs_get(r->client, key, (size_t)klen, buf, sizeof buf, &vlen, &info)
+                          : kvs_set(r->client, key, (size_t)klen, value, o->value_size, &info);
+        sent++;
+        atomic_store(&r->sent, sent);
+        if (e == KVS_ERR_TIMEOUT || e == KVS_ERR_SYSTEM || e == KVS_ERR_INVALID_ARGUMENT) {
+            r->st.unmatched += 0; /* lost: no reply; accounted as sent - received */
+            continue;
+        }
+        kvs_header h = {.op = kvs_reply_op(op), .status = info.status};
+        count_reply(&r->st, &h, info.server, o->nservers);
+        record_latency(&r->st, op, (int64_t)(now_ns() - t0));
+    }
+    return 0;
+}
+
+static int preload(struct run *r, const uint8_t *value)
+{
+    for (size_t id = 0; id < r->o->keys; id++) {
+        char key[64];
+        int klen = snprintf(key, sizeof key, "%s%zu", r->o->prefix, id);
+        kvs_error e = kvs_set(r->client, key, (size_t)klen, value, r->o->value_size, NULL);
+        if (e != KVS_OK) {
+            fprintf(stderr, "kvswitch-loadgen: preload of %s: %s\n", key, kvs_strerror(e));
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static void print_summary(struct run *r, double elapsed)
+{
+    struct options *o = r->o;
+    struct stats *st = &r->st;
+    uint64_t sent = atomic_load(&r->sent);
+    uint64_t lost = sent > st->received ? sent - st->received : 0;
+    double tput = st->received / o->duration;
+    double us[6] = {hdr_percentile(&st->total, 50) / 1e3, hdr_percentile(&st->total, 99) / 1e3,
+                    hdr_percentile(&st->total, 99.9) / 1e3, st->total.max / 1e3,
+                    hdr_mean(&st->total) / 1e3, hdr_percentile(&st->gets, 99) / 1e3};
+    if (!o->json) {
+        printf("mode=%s target_rate=%.0f duration=%.1fs keys=%zu zipf=%.2f write_ratio=%.2f "
+               "value_size=%zu shift=%s shifts=%u\n",
+               o->closed ? "closed" : "open", o->closed ? 0 : o->rate, o->duration, o->keys,
+               o->skew, o->write_ratio, o->value_size, shift_names[o->shift], r->shifts);
+        printf("sent=%" PRIu64 " received=%" PRIu64 " lost=%" PRIu64 " ok=%" PRIu64
+               " not_found=%" PRIu64 " errors=%" PRIu64 " duplicates=%" PRIu64
+               " send_errors=%" PRIu64 "\n",
+               sent, st->received, lost, st->ok, st->not_found, st->errors, st->duplicates,
+               (uint64_t)atomic_load(&r->send_errors));
+        printf("throughput=%.0f replies/s (send rate %.0f/s over %.2fs)\n", tput,
+               sent / o->duration, elapsed);
+        printf("latency us: p50=%.1f p99=%.1f p999=%.1f max=%.1f mean=%.1f\n", us[0], us[1], us[2],
+               us[3], us[4]);
+        printf("requests per origin:");
+        for (size_t i = 0; i < o->nservers; i++)
+            printf(" %" PRIu64, r->sent_per_server[i]);
+        printf("\nreplies per answering server:");
+        for (size_t i = 0; i <= o->nservers; i++)
+            printf(" %" PRIu64, st->per_server[i]);
+        printf(" (last: unknown address)\n");
+        return;
+    }
+    printf("{\"mode\": \"%s\", \"target_rate\": %.1f, \"duration_s\": %.3f, \"keys\": %zu, "
+           "\"zipf\": %.4f, \"write_ratio\": %.4f, \"value_size\": %zu, \"shift\": \"%s\", "
+           "\"shifts\": %u, ",
+           o->closed ? "closed" : "open", o->closed ? 0 : o->rate, o->duration, o->keys, o->skew,
+           o->write_ratio, o->value_size, shift_names[o->shift], r->shifts);
+    printf("\"sent\": %" PRIu64 ", \"received\": %" PRIu64 ", \"lost\": %" PRIu64 ", \"ok\": %" PRIu64
+           ", \"not_found\": %" PRIu64 ", \"errors\": %" PRIu64 ", \"duplicates\": %" PRIu64
+           ", \"send_errors\": %" PRIu64 ", \"throughput\": %.1f, ",
+           sent, st->received, lost, st->ok, st->not_found, st->errors, st->duplicates,
+           (uint64_t)atomic_load(&r->send_errors), tput);
+    printf("\"latency_us\": {\"p50\": %.3f, \"p99\": %.3f, \"p999\": %.3f, \"max\": %.3f, "
+           "\"mean\": %.3f, \"get_p99\": %.3f, \"set_p99\": %.3f}, ",
+           us[0], us[1], us[2], us[3], us[4], us[5], hdr_percentile(&st->sets, 99) / 1e3);
+    printf("\"sent_per_server\": [");
+    for (size_t i = 0; i < o->nservers; i++)
+        printf("%s%" PRIu64, i ? ", " : "", r->sent_per_server[i]);
+    printf("], \"replies_per_server\": [");
+    for (size_t i = 0; i < o->nservers; i++)
+        printf("%s%" PRIu64, i ? ", " : "", st->per_server[i]);
+    printf("], \"replies_unknown_server\": %" PRIu64 ", \"intervals\": [", st->per_server[o->nservers]);
+    for (size_t i = 0; i < st->nintervals; i++) {
+        struct interval *iv = &st->intervals[i];
+        printf("%s{\"t\": %.1f, \"sent\": %" PRIu64 ", \"received\": %" PRIu64
+               ", \"p50_us\": %.3f, \"p99_us\": %.3f, \"p999_us\": %.3f}",
+               i ? ", " : "", iv->t, iv->sent, iv->received, iv->p50 / 1e3, iv->p99 / 1e3,
+               iv->p999 / 1e3);
+    }
+    printf("]}\n");
+}
+
+int main(int argc, char **argv)
+{
+    struct options o;
+    if (parse_args(argc, argv, &o) != 0) {
+        usage(stderr);
+        return 2;
+    }
+    struct run r;
+    memset(&r, 0, sizeof r);
+    r.o = &o;
+    kvs_error err;
+    kvs_config cfg = {.servers = (const char *const *)o.servers, .nservers = o.nservers,
+                      .vnodes = o.vnodes, .timeout_ms = o.timeout_ms, .retries = 0};
+    r.client = kvs_client_new(&cfg, &err);
+    if (r.client == NULL) {
+        fprintf(stderr, "kvswitch-loadgen: client: %s\n", kvs_strerror(err));
+        return 1;
+    }
+    rng g;
+    rng_seed(&g, o.seed);
+    r.perm = malloc(o.keys * sizeof r.perm[0]);
+    r.sent_per_server = calloc(o.nservers, sizeof r.sent_per_server[0]);
+    r.st.per_server = calloc(o.nservers + 1, sizeof r.st.per_server[0]);
+    r.st.cap_intervals = (size_t)o.duration + 4;
+    r.st.intervals = calloc(r.st.cap_intervals, sizeof r.st.intervals[0]);
+    uint8_t *value = malloc(o.value_size + 1);
+    if (r.perm == NULL || r.sent_per_server == NULL || r.st.per_server == NULL ||
+        r.st.intervals == NULL || value == NULL || zipf_init(&r.z, o.keys, o.skew) != 0 ||
+        hdr_init(&r.st.total, HIGHEST_NS, 3) != 0 || hdr_init(&r.st.interval, HIGHEST_NS, 3) != 0 ||
+        hdr_init(&r.st.gets, HIGHEST_NS, 3) != 0 || hdr_init(&r.st.sets, HIGHEST_NS, 3) != 0) {
+        fprintf(stderr, "kvswitch-loadgen: out of memory\n");
+        return 1;
+    }
+    for (size_t i = 0; i < o.value_size; i++)
+        value[i] = (uint8_t)('a' + i % 26);
+    /* a random rank -> key mapping, so that hot keys are spread over the servers */
+    for (size_t i = 0; i < o.keys; i++)
+        r.perm[i] = i;
+    for (size_t i = o.keys - 1; i > 0; i--) {
+        size_t j = (size_t)rng_below(&g, i + 1);
+        size_t t = r.perm[i];
+        r.perm[i] = r.perm[j];
+        r.perm[j] = t;
+    }
+    if (o.preload && preload(&r, value) != 0)
+        return 1;
+    uint64_t t0 = now_ns();
+    int rc = o.closed ? run_closed(&r, &g, value) : run_open(&r, &g, value);
+    if (rc != 0) {
+        fprintf(stderr, "kvswitch-loadgen: cannot start: %s\n", strerror(errno));
+        return 1;
+    }
+    print_summary(&r, (double)(now_ns() - t0) / 1e9);
+    fflush(stdout);
+    kvs_client_free(r.client);
+    zipf_free(&r.z);
+    hdr_free(&r.st.total);
+    hdr_free(&r.st.interval);
+    hdr_free(&r.st.gets);
+    hdr_free(&r.st.sets);
+    free(r.perm);
+    free(r.slots);
+    free(r.sent_per_server);
+    free(r.st.per_server);
+    free(r.st.intervals);
+    free(value);
+    return 0;
+}
