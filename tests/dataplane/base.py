@@ -1,0 +1,383 @@
+"""Shared base of the data-plane tests (PTF rhythm): build a packet with Scapy, build the packet(s)
+expected out of the switch, send, verify exactly those came out (and nothing else), then read the
+counter or register that must have changed.
+
+The target is chosen by ``KVSWITCH_TARGET``: ``softswitch`` (default, the in-process software switch)
+or ``bmv2`` (simple_switch_grpc; skipped with a message where it or its adapter is absent). The
+program is built once per session with small ``-D`` sizes so that every test runs fast, and each test
+starts from empty tables, zeroed registers and counters.
+
+Test rack (one switch, servers on ports 1-4, a client on port 8):
+
+    s0 10.0.0.1 port 1   s1 10.0.0.2 port 2   s2 10.0.0.3 port 3   s3 10.0.0.4 port 4
+    c0 10.0.1.1 port 8   switch 10.0.0.254 / 02:00:00:00:00:fe (not routed: CONFIRM/SYNC target)
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import IntEnum
+from functools import cache
+from typing import Any, Protocol
+
+import pytest
+from scapy.layers.inet import IP, TCP, UDP
+from scapy.layers.l2 import Ether
+from scapy.packet import Packet, Raw
+
+from kvswitch.paths import p4src_dir
+
+# Small build: K = 64 hot slots, M = 8 servers, d = 4 HashPipe stages of w = 16 slots.
+HOT_KEYS = 64
+MAX_SERVERS = 8
+HP_STAGES = 4
+HP_SLOTS = HOT_KEYS // HP_STAGES
+DEFINES = {"HOT_KEYS": str(HOT_KEYS), "MAX_SERVERS": str(MAX_SERVERS), "HP_STAGES": str(HP_STAGES)}
+
+SWITCH_MAC = "02:00:00:00:00:fe"
+SWITCH_IP = "10.0.0.254"
+CLIENT_PORT = 8
+EPOCH = 7  # the switch epoch every test rack starts with
+KVS_HDR = struct.Struct("!BBHIIHHI16s")
+
+
+def _protocol_p4() -> str:
+    return (p4src_dir() / "shared" / "protocol.p4").read_text()
+
+
+def _p4_enum(name: str) -> dict[str, int]:
+    match = re.search(r"enum\s+bit<8>\s+" + name + r"\s*\{(.*?)\}", _protocol_p4(), re.S)
+    assert match, f"enum {name} not found in protocol.p4"
+    return {k: int(v, 0) for k, v in re.findall(r"(\w+)\s*=\s*(\w+)", match.group(1))}
+
+
+def _p4_const(name: str) -> int:
+    match = re.search(r"const\s+bit<\d+>\s+" + name + r"\s*=\s*(\w+)\s*;", _protocol_p4())
+    assert match, f"const {name} not found in protocol.p4"
+    return int(match.group(1), 0)
+
+
+@dataclass(frozen=True)
+class P4Protocol:
+    """The protocol values as the P4 program defines them (one place: p4src/shared/protocol.p4)."""
+
+    op: type[IntEnum]
+    status: type[IntEnum]
+    kvs_port: int
+    f_tcp: int
+    hp_seeds: tuple[int, ...]
+
+
+@cache
+def proto() -> P4Protocol:
+    return P4Protocol(
+        op=IntEnum("KvsOp", _p4_enum("KvsOp")),  # type: ignore[misc]
+        status=IntEnum("KvsStatus", _p4_enum("KvsStatus")),  # type: ignore[misc]
+        kvs_port=_p4_const("KVS_PORT"),
+        f_tcp=_p4_const("KVS_F_TCP"),
+        hp_seeds=tuple(_p4_const(f"HP_SEED_{s}") for s in range(8)),
+    )
+
+
+@dataclass(frozen=True)
+class Host:
+    name: str
+    ip: str
+    mac: str
+    port: int
+
+
+SERVERS = [Host(f"s{i}", f"10.0.0.{i + 1}", f"02:00:00:00:00:{i + 1:02x}", i + 1) for i in range(4)]
+CLIENT = Host("c0", "10.0.1.1", "02:00:00:00:01:01", CLIENT_PORT)
+
+
+def ip_int(ip: str) -> int:
+    a, b, c, d = (int(x) for x in ip.split("."))
+    return a << 24 | b << 16 | c << 8 | d
+
+
+def mac_int(mac: str) -> int:
+    return int(mac.replace(":", ""), 16)
+
+
+def key16(key: bytes | str) -> bytes:
+    raw = key.encode() if isinstance(key, str) else key
+    assert len(raw) <= 16
+    return raw.ljust(16, b"\0")
+
+
+def kvs(
+    op: int,
+    key: bytes | str,
+    value: bytes = b"",
+    *,
+    status: int = 0,
+    vlen: int | None = None,
+    cid: int = 0x1234,
+    seq: int = 1,
+    epoch: int = 0,
+    flags: int = 0,
+    ver: int = 0,
+) -> bytes:
+    """A KVSwitch message (header + value) as docs/protocol.md lays it out."""
+    length = len(value) if vlen is None else vlen
+    return KVS_HDR.pack(op, status, length, cid, seq, epoch, flags, ver, key16(key)) + value
+
+
+def udp_packet(
+    src: Host,
+    dst_ip: str,
+    payload: bytes,
+    *,
+    sport: int = 40000,
+    dport: int | None = None,
+    ttl: int = 64,
+) -> Packet:
+    return (
+        Ether(src=src.mac, dst=SWITCH_MAC)
+        / IP(src=src.ip, dst=dst_ip, ttl=ttl)
+        / UDP(sport=sport, dport=proto().kvs_port if dport is None else dport)
+        / Raw(payload)
+    )
+
+
+def tcp_packet(
+    src: Host,
+    dst_ip: str,
+    payload: bytes,
+    *,
+    sport: int = 40001,
+    dport: int | None = None,
+    flags: str = "PA",
+    options: Sequence[tuple[str, Any]] = (),
+) -> Packet:
+    pkt = (
+        Ether(src=src.mac, dst=SWITCH_MAC)
+        / IP(src=src.ip, dst=dst_ip)
+        / TCP(
+            sport=sport,
+            dport=proto().kvs_port if dport is None else dport,
+            flags=flags,
+            seq=1000,
+            ack=2000,
+            options=list(options),
+        )
+    )
+    return pkt / Raw(payload) if payload else pkt
+
+
+def fresh(pkt: Packet) -> Packet:
+    """A copy with IPv4/UDP/TCP checksums and lengths left for Scapy to recompute."""
+    out = pkt.copy()
+    for layer, fields in ((IP, ("chksum", "len")), (UDP, ("chksum", "len")), (TCP, ("chksum",))):
+        if layer in out:
+            for name in fields:
+                setattr(out[layer], name, None)
+    return Ether(bytes(out))
+
+
+def routed(pkt: Packet, to: Host, *, redirect: bool = False) -> Packet:
+    """What plain forwarding makes of ``pkt`` towards ``to``: MACs rewritten, TTL - 1; with
+    ``redirect``, also the destination address (a Get sent to a replica)."""
+    out = pkt.copy()
+    out[Ether].src = SWITCH_MAC
+    out[Ether].dst = to.mac
+    out[IP].ttl -= 1
+    if redirect:
+        out[IP].dst = to.ip
+    return fresh(out)
+
+
+def with_kvs(pkt: Packet, message: bytes) -> Packet:
+    """``pkt`` with its L4 payload replaced by ``message``."""
+    out = pkt.copy()
+    l4 = out[UDP] if UDP in out else out[TCP]
+    l4.remove_payload()
+    l4.add_payload(Raw(message))
+    return fresh(out)
+
+
+@dataclass(frozen=True)
+class Masked:
+    """An expected packet with fields the switch may legitimately set to any value (ptf's Mask):
+    ``ignore`` names ``(layer, field)`` pairs; every other byte must match."""
+
+    pkt: Packet
+    ignore: tuple[tuple[type[Packet], str], ...]
+
+    def matches(self, data: bytes) -> bool:
+        got = Ether(data)
+        want = Ether(bytes(self.pkt))
+        for layer, name in self.ignore:
+            if layer not in got or layer not in want:
+                return False
+            setattr(got[layer], name, getattr(want[layer], name))
+        return bytes(got) == bytes(want)
+
+
+Expected = Packet | Masked
+
+
+class SwitchTarget(Protocol):
+    """The slice of the software switch's in-process API the tests use."""
+
+    p4info: Any
+
+    def process(self, port: int, data: bytes) -> list[tuple[int, bytes]]: ...
+    def table_add(
+        self, table: str, match: dict[str, Any], action: str, params: dict[str, int], **kw: Any
+    ) -> int: ...
+    def table_clear(self, table: str) -> None: ...
+    def mc_group_set(self, group: int, replicas: list[tuple[int, int]]) -> None: ...
+    def mc_group_delete(self, group: int) -> None: ...
+    def register_read(self, name: str, index: int | None = None) -> Any: ...
+    def register_write(self, name: str, index: int, value: int) -> None: ...
+    def register_reset(self, name: str) -> None: ...
+    def counter_reset(self, name: str) -> None: ...
+    def direct_counter_read(self, table: str, handle: int) -> tuple[int, int]: ...
+    def direct_counter_reset(self, table: str) -> None: ...
+
+
+@dataclass
+class Dataplane:
+    """One test's view of the switch: the rack's static entries plus send/verify/read helpers."""
+
+    sw: SwitchTarget
+    groups: set[int] = field(default_factory=set)
+    handles: dict[tuple[str, bytes], int] = field(default_factory=dict)
+
+    # -- state ---------------------------------------------------------------------------------
+    def names(self, kind: str) -> list[str]:
+        return [entity.preamble.name for entity in getattr(self.sw.p4info, kind)]
+
+    def register(self, suffix: str) -> str:
+        """The register whose fully qualified name ends with ``suffix`` (one only)."""
+        found = [n for n in self.names("registers") if n == suffix or n.endswith("." + suffix)]
+        assert len(found) == 1, f"register {suffix!r}: {found}"
+        return found[0]
+
+    def reset(self) -> None:
+        for table in self.names("tables"):
+            self.sw.table_clear(table)
+        for reg in self.names("registers"):
+            self.sw.register_reset(reg)
+        for ctr in self.names("counters"):
+            self.sw.counter_reset(ctr)
+        for group in self.groups:
+            self.sw.mc_group_delete(group)
+        self.groups.clear()
+        self.handles.clear()
+
+    def snapshot(self) -> dict[str, list[int]]:
+        """Every register's contents, for "nothing changed" checks."""
+        return {reg: list(self.sw.register_read(reg)) for reg in self.names("registers")}
+
+    def reg(self, name: str, index: int = 0) -> int:
+        return int(self.sw.register_read(self.register(name), index))
+
+    # -- entries -------------------------------------------------------------------------------
+    def setup_rack(self) -> None:
+        for host in [*SERVERS, CLIENT]:
+            self.sw.table_add(
+                "ipv4_lpm",
+                {"dst_addr": (ip_int(host.ip), 32)},
+                "set_next_hop",
+                {"port": host.port, "dmac": mac_int(host.mac), "smac": mac_int(SWITCH_MAC)},
+            )
+        for offset, server in enumerate(SERVERS):
+            self.sw.table_add(
+                "ServeroffsetTable",
+                {"server_ip": ip_int(server.ip)},
+                "set_server_offset",
+                {"offset": offset, "port": server.port},
+            )
+            self.sw.table_add(
+                "PorttoserverTable",
+                {"port": server.port},
+                "set_replica",
+                {"ip": ip_int(server.ip), "mac": mac_int(server.mac)},
+            )
+            self.handles[("LoadcountTable", server.ip.encode())] = self.sw.table_add(
+                "LoadcountTable", {"dst_addr": ip_int(server.ip)}, "count_load", {}
+            )
+        self.sw.register_write(self.register("epoch"), 0, EPOCH)
+
+    def make_hot(self, key: bytes | str, slot: int, holders: Sequence[Host]) -> None:
+        """Install a hot key the way the controller does: ``holders[0]`` is the origin."""
+        k = int.from_bytes(key16(key), "big")
+        base = slot * MAX_SERVERS
+        self.handles[("HotkeyTable", key16(key))] = self.sw.table_add(
+            "HotkeyTable", {"key": k}, "set_hot", {"slot": slot, "n": len(holders)}
+        )
+        self.sw.table_add(
+            "KeyindexTable", {"key": k}, "set_key_index", {"slot": slot, "base": base}
+        )
+        for ordinal, server in enumerate(holders):
+            self.sw.table_add(
+                "ServermapTable",
+                {"slot": slot, "ordinal": ordinal},
+                "set_server",
+                {
+                    "vidx": base + SERVERS.index(server),
+                    "ip": ip_int(server.ip),
+                    "mac": mac_int(server.mac),
+                    "port": server.port,
+                },
+            )
+        if len(holders) > 1:
+            group = slot + 1
+            self.sw.table_add("MultigroupTable", {"key": k}, "set_mcast_group", {"group": group})
+            self.sw.mc_group_set(group, [(s.port, rid) for rid, s in enumerate(holders)])
+            self.groups.add(group)
+
+    def make_valid(self, slot: int, holders: Sequence[Host], ver: int) -> None:
+        """Registers as after a write of version ``ver`` acknowledged by all ``holders``."""
+        base = slot * MAX_SERVERS
+        self.sw.register_write(self.register("global_ver"), 0, ver)
+        self.sw.register_write(self.register("slot_ver"), slot, ver)
+        self.sw.register_write(self.register("origin_ver"), slot, ver)
+        for server in holders:
+            self.sw.register_write(self.register("valid_ver"), base + SERVERS.index(server), ver)
+
+    def hot_count(self, key: bytes | str) -> tuple[int, int]:
+        return self.sw.direct_counter_read("HotkeyTable", self.handles[("HotkeyTable", key16(key))])
+
+    def load_count(self, server: Host) -> tuple[int, int]:
+        handle = self.handles[("LoadcountTable", server.ip.encode())]
+        return self.sw.direct_counter_read("LoadcountTable", handle)
+
+    # -- packets -------------------------------------------------------------------------------
+    def send(self, port: int, pkt: Packet | bytes) -> list[tuple[int, bytes]]:
+        return self.sw.process(port, bytes(pkt))
+
+    def send_expect(
+        self, port: int, pkt: Packet | bytes, expected: Sequence[tuple[int, Expected]]
+    ) -> list[tuple[int, bytes]]:
+        """Send, then check that exactly ``expected`` came out (any order across ports)."""
+        out = self.send(port, pkt)
+        verify_packets(out, expected)
+        return out
+
+
+def _show(data: bytes) -> str:
+    return Ether(data).show2(dump=True)
+
+
+def verify_packets(out: list[tuple[int, bytes]], expected: Sequence[tuple[int, Expected]]) -> None:
+    left = list(out)
+    for port, want in expected:
+        for i, (got_port, data) in enumerate(left):
+            ok = want.matches(data) if isinstance(want, Masked) else data == bytes(want)
+            if got_port == port and ok:
+                del left[i]
+                break
+        else:
+            want_pkt = want.pkt if isinstance(want, Masked) else want
+            got = "\n".join(f"port {p}:\n{_show(d)}" for p, d in out) or "nothing"
+            pytest.fail(f"expected on port {port}:\n{_show(bytes(want_pkt))}\ngot:\n{got}")
+    if left:
+        extra = "\n".join(f"port {p}:\n{_show(d)}" for p, d in left)
+        pytest.fail(f"unexpected packets:\n{extra}")

@@ -1,0 +1,89 @@
+"""Rule 3: a CONFIRM sets valid_ver[base + offset(s)] only when it carries the current (epoch,
+version) of the slot and comes from server s itself (source address and ingress port agree with
+ServeroffsetTable). Confirms are always consumed; anything else changes nothing."""
+
+from __future__ import annotations
+
+import pytest
+
+from .base import (
+    CLIENT,
+    EPOCH,
+    MAX_SERVERS,
+    SERVERS,
+    SWITCH_IP,
+    Dataplane,
+    Host,
+    kvs,
+    proto,
+    routed,
+    udp_packet,
+)
+
+KEY = "confirmed-key"
+SLOT = 4
+ORIGIN, R1, R2 = SERVERS[0], SERVERS[1], SERVERS[2]
+VER = 6
+
+
+def _setup(dp: Dataplane) -> None:
+    dp.make_hot(KEY, SLOT, [ORIGIN, R1, R2])
+    dp.make_valid(SLOT, [ORIGIN], ver=VER)
+
+
+def _confirm(sender: Host, *, epoch: int = EPOCH, ver: int = VER, key: str = KEY) -> bytes:
+    msg = kvs(proto().op.CONFIRM, key, epoch=epoch, ver=ver, cid=0)
+    return bytes(udp_packet(sender, SWITCH_IP, msg, sport=proto().kvs_port))
+
+
+def test_current_confirm_validates_replica(dp: Dataplane) -> None:
+    _setup(dp)
+    dp.send_expect(R1.port, _confirm(R1), [])
+    assert dp.reg("valid_ver", SLOT * MAX_SERVERS + 1) == VER
+    assert dp.reg("valid_ver", SLOT * MAX_SERVERS + 2) == 0
+    # R1 now serves its turns; R2 (unconfirmed) does not.
+    op = proto().op
+    for seq, holder in enumerate([ORIGIN, R1, ORIGIN, ORIGIN, R1]):
+        get = udp_packet(CLIENT, ORIGIN.ip, kvs(op.GET, KEY, seq=seq))
+        dp.send_expect(
+            CLIENT.port, get, [(holder.port, routed(get, holder, redirect=holder != ORIGIN))]
+        )
+
+
+@pytest.mark.parametrize(
+    ("case", "port", "sender", "epoch", "ver"),
+    [
+        ("wrong ingress port", SERVERS[2].port, SERVERS[1], EPOCH, VER),
+        ("source of another server", SERVERS[1].port, SERVERS[2], EPOCH, VER),
+        ("not a server", CLIENT.port, CLIENT, EPOCH, VER),
+        ("stale version", SERVERS[1].port, SERVERS[1], EPOCH, VER - 1),
+        ("future version", SERVERS[1].port, SERVERS[1], EPOCH, VER + 1),
+        ("old epoch", SERVERS[1].port, SERVERS[1], EPOCH - 1, VER),
+    ],
+)
+def test_bad_confirm_ignored_and_consumed(
+    dp: Dataplane, case: str, port: int, sender: Host, epoch: int, ver: int
+) -> None:
+    _setup(dp)
+    before = dp.snapshot()
+    dp.send_expect(port, _confirm(sender, epoch=epoch, ver=ver), [])
+    assert dp.snapshot() == before, case
+
+
+def test_confirm_of_cold_key_consumed(dp: Dataplane) -> None:
+    _setup(dp)
+    before = dp.snapshot()
+    dp.send_expect(R1.port, _confirm(R1, key="not-hot"), [])
+    assert dp.snapshot() == before
+
+
+def test_late_confirm_after_new_write_ignored(dp: Dataplane) -> None:
+    # R1 confirms version 6 after a write took version 7: it must stay invalid.
+    _setup(dp)
+    op = proto().op
+    dp.sw.register_write(dp.register("global_ver"), 0, VER)
+    write = udp_packet(CLIENT, ORIGIN.ip, kvs(op.SET, KEY, b"v2"))
+    assert len(dp.send(CLIENT.port, write)) == 3
+    assert dp.reg("slot_ver", SLOT) == VER + 1
+    dp.send_expect(R1.port, _confirm(R1, ver=VER), [])
+    assert dp.reg("valid_ver", SLOT * MAX_SERVERS + 1) == 0

@@ -1,0 +1,75 @@
+"""Rule 4: a hot Get goes round-robin over the key's holders (ordinal 0 = origin), redirected to a
+replica only when it confirmed the version the origin acknowledged; otherwise to the origin."""
+
+from __future__ import annotations
+
+from scapy.packet import Packet
+
+from .base import CLIENT, MAX_SERVERS, SERVERS, Dataplane, Host, kvs, proto, routed, udp_packet
+
+KEY = "hot-key-1"
+SLOT = 3
+ORIGIN, R1, R2 = SERVERS[0], SERVERS[1], SERVERS[2]
+
+
+def _get(seq: int) -> Packet:
+    return udp_packet(CLIENT, ORIGIN.ip, kvs(proto().op.GET, KEY, seq=seq))
+
+
+def _send_gets(dp: Dataplane, first_seq: int, holders: list[Host]) -> None:
+    for i, holder in enumerate(holders):
+        pkt = _get(first_seq + i)
+        want = routed(pkt, holder, redirect=holder != ORIGIN)
+        dp.send_expect(CLIENT.port, pkt, [(holder.port, want)])
+
+
+def test_round_robin_over_valid_replicas(dp: Dataplane) -> None:
+    dp.make_hot(KEY, SLOT, [ORIGIN, R1, R2])
+    dp.make_valid(SLOT, [ORIGIN, R1, R2], ver=5)
+    _send_gets(dp, 1, [ORIGIN, R1, R2, ORIGIN, R1, R2, ORIGIN])
+    assert dp.reg("rr", SLOT) == 1
+    packets = dp.hot_count(KEY)[1]
+    assert packets == 7
+    assert dp.hot_count(KEY)[0] == 7 * len(_get(1))
+
+
+def test_invalid_replica_falls_back_to_origin(dp: Dataplane) -> None:
+    dp.make_hot(KEY, SLOT, [ORIGIN, R1, R2])
+    dp.make_valid(SLOT, [ORIGIN, R1, R2], ver=5)
+    # R2 confirmed an older version only: its turns go to the origin.
+    dp.sw.register_write(dp.register("valid_ver"), SLOT * MAX_SERVERS + 2, 4)
+    _send_gets(dp, 1, [ORIGIN, R1, ORIGIN, ORIGIN, R1, ORIGIN])
+    assert dp.reg("rr", SLOT) == 0
+
+
+def test_unacknowledged_version_goes_to_origin(dp: Dataplane) -> None:
+    dp.make_hot(KEY, SLOT, [ORIGIN, R1])
+    dp.make_valid(SLOT, [ORIGIN, R1], ver=5)
+    # A newer write (6) crossed the switch; the origin has not acknowledged it, R1 holds 5.
+    dp.sw.register_write(dp.register("slot_ver"), SLOT, 6)
+    _send_gets(dp, 1, [ORIGIN, ORIGIN, ORIGIN])
+    # Origin acknowledged 6 but R1 has not confirmed it: still the origin.
+    dp.sw.register_write(dp.register("origin_ver"), SLOT, 6)
+    _send_gets(dp, 4, [ORIGIN, ORIGIN])
+
+
+def test_never_written_key_goes_to_origin(dp: Dataplane) -> None:
+    # slot_ver 0 (no version yet): zero-filled origin_ver/valid_ver must not count as "confirmed".
+    dp.make_hot(KEY, SLOT, [ORIGIN, R1, R2])
+    _send_gets(dp, 1, [ORIGIN, ORIGIN, ORIGIN])
+
+
+def test_single_holder_key_stays_on_origin(dp: Dataplane) -> None:
+    dp.make_hot(KEY, SLOT, [ORIGIN])
+    dp.make_valid(SLOT, [ORIGIN], ver=3)
+    _send_gets(dp, 1, [ORIGIN, ORIGIN])
+    assert dp.hot_count(KEY)[1] == 2
+
+
+def test_cold_get_untouched(dp: Dataplane) -> None:
+    dp.make_hot(KEY, SLOT, [ORIGIN, R1])
+    dp.make_valid(SLOT, [ORIGIN, R1], ver=5)
+    pkt = udp_packet(CLIENT, R2.ip, kvs(proto().op.GET, "cold-key"))
+    dp.send_expect(CLIENT.port, pkt, [(R2.port, routed(pkt, R2))])
+    assert dp.hot_count(KEY) == (0, 0)
+    assert dp.reg("rr", SLOT) == 0

@@ -1,0 +1,103 @@
+"""Malformed KVSwitch packets are forwarded as plain IP with no KVSwitch state touched (no register,
+no hot-key or load counter); unknown ops are forwarded untouched; forged UPDATEs are dropped."""
+
+from __future__ import annotations
+
+import pytest
+
+from .base import (
+    CLIENT,
+    EPOCH,
+    MAX_SERVERS,
+    SERVERS,
+    Dataplane,
+    kvs,
+    proto,
+    routed,
+    tcp_packet,
+    udp_packet,
+)
+
+KEY = "guarded-key"
+SLOT = 8
+ORIGIN, R1 = SERVERS[0], SERVERS[1]
+
+
+def _setup(dp: Dataplane) -> None:
+    dp.make_hot(KEY, SLOT, [ORIGIN, R1])
+    dp.make_valid(SLOT, [ORIGIN, R1], ver=4)
+
+
+def _assert_untouched(dp: Dataplane, before: dict[str, list[int]]) -> None:
+    assert dp.snapshot() == before
+    assert dp.hot_count(KEY) == (0, 0)
+    assert dp.load_count(ORIGIN) == (0, 0)
+    assert dp.load_count(R1) == (0, 0)
+
+
+def _cases() -> list[tuple[str, bytes]]:
+    op = proto().op
+    full_set = kvs(op.SET, KEY, b"0123456789")
+    return [
+        ("header cut at 20 bytes", kvs(op.GET, KEY)[:20]),
+        ("header cut at 35 bytes", kvs(op.SET, KEY)[:35]),
+        ("value shorter than vlen", full_set[:-1]),
+        ("vlen far beyond the datagram", kvs(op.SET, KEY, b"abc", vlen=60000)),
+    ]
+
+
+@pytest.mark.parametrize(("case", "message"), _cases())
+def test_truncated_udp_forwarded_plain(dp: Dataplane, case: str, message: bytes) -> None:
+    _setup(dp)
+    before = dp.snapshot()
+    for _ in range(2):  # twice: a Get would have moved round-robin, a Set the versions
+        pkt = udp_packet(CLIENT, ORIGIN.ip, message)
+        dp.send_expect(CLIENT.port, pkt, [(ORIGIN.port, routed(pkt, ORIGIN))])
+    _assert_untouched(dp, before)
+
+
+@pytest.mark.parametrize(("case", "message"), _cases())
+def test_truncated_tcp_forwarded_plain(dp: Dataplane, case: str, message: bytes) -> None:
+    _setup(dp)
+    before = dp.snapshot()
+    pkt = tcp_packet(CLIENT, ORIGIN.ip, message)
+    dp.send_expect(CLIENT.port, pkt, [(ORIGIN.port, routed(pkt, ORIGIN))])
+    _assert_untouched(dp, before)
+
+
+def test_truncated_confirm_ignored(dp: Dataplane) -> None:
+    # A confirm cut short is no confirm: forwarded as IP (to the server it names), nothing set.
+    _setup(dp)
+    dp.sw.register_write(dp.register("valid_ver"), SLOT * MAX_SERVERS + 1, 0)
+    before = dp.snapshot()
+    message = kvs(proto().op.CONFIRM, KEY, epoch=EPOCH, ver=4)[:30]
+    pkt = udp_packet(R1, ORIGIN.ip, message, sport=proto().kvs_port)
+    dp.send_expect(R1.port, pkt, [(ORIGIN.port, routed(pkt, ORIGIN))])
+    assert dp.snapshot() == before
+
+
+def test_unknown_op_forwarded_untouched(dp: Dataplane) -> None:
+    _setup(dp)
+    before = dp.snapshot()
+    pkt = udp_packet(CLIENT, ORIGIN.ip, kvs(200, KEY, b"??"))
+    dp.send_expect(CLIENT.port, pkt, [(ORIGIN.port, routed(pkt, ORIGIN))])
+    assert dp.snapshot() == before
+    assert dp.hot_count(KEY) == (0, 0)
+
+
+@pytest.mark.parametrize("op_name", ["UPDATE", "UPDATE_DEL"])
+def test_update_from_host_dropped(dp: Dataplane, op_name: str) -> None:
+    _setup(dp)
+    before = dp.snapshot()
+    msg = kvs(proto().op[op_name], KEY, b"forged", epoch=EPOCH, ver=1000)
+    dp.send_expect(CLIENT.port, udp_packet(CLIENT, R1.ip, msg), [])
+    assert dp.snapshot() == before
+
+
+@pytest.mark.parametrize("op_name", ["GET_REPLY", "PUSH", "REMOVE", "REMOVE_REPLY"])
+def test_pass_through_ops_forwarded(dp: Dataplane, op_name: str) -> None:
+    _setup(dp)
+    before = dp.snapshot()
+    pkt = udp_packet(ORIGIN, R1.ip, kvs(proto().op[op_name], KEY, b"v", ver=4, epoch=EPOCH))
+    dp.send_expect(ORIGIN.port, pkt, [(R1.port, routed(pkt, R1))])
+    assert dp.snapshot() == before
