@@ -1,0 +1,173 @@
+"""``kvswitch bench dataplane``: packets/s of the KVSwitch program in the software switch, in-process
+on one core, for (a) a hot Get (HotkeyTable hit, round-robin, version checks, redirect, UDP checksum
+recomputed) and (b) a cold Get (HotkeyTable miss, d HashPipe stages), plus where the time goes
+(cProfile, the functions with the most own time).
+
+The rack is the data-plane tests' one: four servers on ports 1-4, a client on port 8; the hot key
+has three holders that all confirmed the current version, so two Gets in three are redirected.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import pstats
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Ether
+
+from kvswitch.paths import p4src_dir
+from kvswitch.protocol import KVS_PORT, Message, Op, pad_key
+
+SWITCH_MAC = 0x0200000000FE
+CLIENT = ("10.0.1.1", 0x020000000101, 8)
+SERVERS = [(f"10.0.0.{i + 1}", 0x020000000001 + i, i + 1) for i in range(4)]
+MAX_SERVERS = 32  # the program's default MAX_SERVERS (valid_ver base = slot * MAX_SERVERS)
+HOT_KEY = pad_key("bench-hot-key")
+HOT_SLOT = 1
+
+
+@dataclass(frozen=True)
+class Result:
+    name: str
+    packets: int
+    seconds: float
+
+    @property
+    def rate(self) -> float:
+        return self.packets / self.seconds
+
+
+def _ip(text: str) -> int:
+    return int.from_bytes(bytes(int(x) for x in text.split(".")), "big")
+
+
+def build_switch(defines: dict[str, str] | None = None) -> Any:
+    from softswitch import Switch
+
+    source = p4src_dir() / "kvswitch.p4"
+    return Switch.from_file(str(source), defines=defines, include_dirs=[str(source.parent)])
+
+
+def install_rack(sw: Any) -> None:
+    """Routes, server tables, and one hot key held by s0 (origin), s1 and s2, all valid."""
+    for ip, mac, port in [*SERVERS, CLIENT]:
+        sw.table_add(
+            "ipv4_lpm",
+            {"dst_addr": (_ip(ip), 32)},
+            "set_next_hop",
+            {"port": port, "dmac": mac, "smac": SWITCH_MAC},
+        )
+    for offset, (ip, mac, port) in enumerate(SERVERS):
+        sw.table_add(
+            "ServeroffsetTable",
+            {"server_ip": _ip(ip)},
+            "set_server_offset",
+            {"offset": offset, "port": port},
+        )
+        sw.table_add(
+            "PorttoserverTable", {"port": port}, "set_replica", {"ip": _ip(ip), "mac": mac}
+        )
+        sw.table_add("LoadcountTable", {"dst_addr": _ip(ip)}, "count_load", {})
+    key = int.from_bytes(HOT_KEY, "big")
+    holders = SERVERS[:3]
+    base = HOT_SLOT * MAX_SERVERS
+    sw.table_add("HotkeyTable", {"key": key}, "set_hot", {"slot": HOT_SLOT, "n": len(holders)})
+    sw.table_add("KeyindexTable", {"key": key}, "set_key_index", {"slot": HOT_SLOT, "base": base})
+    for ordinal, (ip, mac, port) in enumerate(holders):
+        sw.table_add(
+            "ServermapTable",
+            {"slot": HOT_SLOT, "ordinal": ordinal},
+            "set_server",
+            {"vidx": base + ordinal, "ip": _ip(ip), "mac": mac, "port": port},
+        )
+        sw.register_write("valid_ver", base + ordinal, 1)
+    sw.register_write("global_ver", 0, 1)
+    sw.register_write("slot_ver", HOT_SLOT, 1)
+    sw.register_write("origin_ver", HOT_SLOT, 1)
+
+
+def get_packet(key: bytes) -> bytes:
+    message = Message(Op.GET, key, cid=0x1234, seq=1).encode()
+    origin_ip = SERVERS[0][0]
+    return bytes(
+        Ether(src="02:00:00:00:01:01", dst="02:00:00:00:00:fe")
+        / IP(src=CLIENT[0], dst=origin_ip)
+        / UDP(sport=40000, dport=KVS_PORT)
+        / message
+    )
+
+
+def measure(sw: Any, name: str, packet: bytes, seconds: float) -> Result:
+    """Send ``packet`` back to back for about ``seconds``; count packets processed."""
+    process = sw.process
+    port = CLIENT[2]
+    done = 0
+    batch = 200
+    start = time.perf_counter()
+    deadline = start + seconds
+    while True:
+        for _ in range(batch):
+            process(port, packet)
+        done += batch
+        now = time.perf_counter()
+        if now >= deadline:
+            return Result(name, done, now - start)
+
+
+def profile(sw: Any, packet: bytes, count: int, top: int) -> str:
+    profiler = cProfile.Profile()
+    process = sw.process
+    port = CLIENT[2]
+    profiler.enable()
+    for _ in range(count):
+        process(port, packet)
+    profiler.disable()
+    out = io.StringIO()
+    pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(top)
+    return out.getvalue()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="kvswitch bench dataplane", description=__doc__)
+    parser.add_argument("--seconds", type=float, default=2.0, help="time per measurement")
+    parser.add_argument("--profile", type=int, default=5000, help="packets to profile (0: none)")
+    parser.add_argument("--top", type=int, default=15, help="profile lines to print")
+    args = parser.parse_args(list(argv) if argv is not None else None)
+
+    started = time.perf_counter()
+    try:
+        sw = build_switch()
+    except ImportError as exc:
+        print(f"software switch engine not available: {exc}")
+        return 2
+    print(f"program loaded in {time.perf_counter() - started:.2f} s")
+    install_rack(sw)
+    hot = get_packet(HOT_KEY)
+    cold = get_packet(pad_key("bench-cold-key"))
+    outs = [sw.process(CLIENT[2], hot)[0][0] for _ in range(3)]
+    if sorted(outs) != [1, 2, 3]:
+        print(f"hot Get did not go round-robin over ports 1-3: {outs}")
+        return 1
+    if [port for port, _ in sw.process(CLIENT[2], cold)] != [1]:
+        print("cold Get did not go to its origin")
+        return 1
+    for pkt, name in ((hot, "hot Get"), (cold, "cold Get")):
+        measure(sw, name, pkt, 0.2)  # warm-up
+        result = measure(sw, name, pkt, args.seconds)
+        print(
+            f"{name:9s} {result.rate:10,.0f} packets/s  ({result.packets} in {result.seconds:.2f} s)"
+        )
+    if args.profile:
+        print(f"\nwhere the time goes (hot Get, {args.profile} packets, own time):")
+        print(profile(sw, hot, args.profile, args.top))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
