@@ -25,8 +25,8 @@ State = bytes | None
 class Op:
     """One client operation on one key.
 
-    Times are comparable numbers; an operation returning at the very time another is called
-    precedes it (unless it is instantaneous, call == ret, which overlaps everything at that time).
+    Times are comparable numbers and intervals are closed, as in Porcupine: an operation that returns
+    at the very time another is called overlaps it (monotonic clocks can repeat a reading).
     ``kind`` is ``"get"``, ``"set"`` or ``"delete"``. For a get, ``output`` is the value read (None:
     not found). For a set, ``value`` is the value written. For a delete, ``output`` is True when the
     server said the key existed, False when it said not found, and None when either is accepted.
@@ -84,10 +84,9 @@ class Result:
 def _build_list(ops: list[Op]) -> _Entry:
     events: list[tuple[float, int, int, bool]] = []
     for i, op in enumerate(ops):
-        # At equal times a return sorts before a call (the two did not overlap), except the
-        # return of an instantaneous operation, which must follow its own call.
-        events.append((op.call, 1, i, True))
-        events.append((op.ret, 2 if op.ret == op.call else 0, i, False))
+        # Intervals are closed: at equal times calls sort before returns (the two overlap).
+        events.append((op.call, 0, i, True))
+        events.append((op.ret, 1, i, False))
     events.sort()
     head = _Entry(op_id=-1, is_call=False, time=-math.inf)
     calls: dict[int, _Entry] = {}

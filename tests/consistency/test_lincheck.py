@@ -14,9 +14,8 @@ K = b"k"
 
 
 def precedes(a: Op, b: Op) -> bool:
-    """Real-time order: a returned before b was called (a return at b's call time counts as before,
-    unless a is instantaneous)."""
-    return a.ret < b.call or (a.ret == b.call and a.call < a.ret)
+    """Real-time order over closed intervals: a returned strictly before b was called."""
+    return a.ret < b.call
 
 
 def brute_force(ops: list[Op], initial=None) -> bool:
