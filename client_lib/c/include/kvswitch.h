@@ -123,8 +123,9 @@ kvs_error kvs_encode(const kvs_header *h, const void *value, size_t vlen, uint8_
 /*
  * Parse a message of len bytes. Never reads outside buf[0..len). On success h holds the header and
  * *value (may be NULL when not wanted) points at the h->vlen value bytes inside buf. Bytes after
- * the value are ignored. KVS_ERR_MALFORMED if len < KVS_HEADER_SIZE, if KVS_HEADER_SIZE + vlen > len
- * or if vlen > KVS_MAX_VALUE.
+ * the value are ignored. KVS_ERR_MALFORMED if len < KVS_HEADER_SIZE, if KVS_HEADER_SIZE + vlen > len,
+ * or if op or status is not a code of docs/protocol.md (the same checks as Python's strict
+ * Message.decode; vlen itself may exceed KVS_MAX_VALUE, as over TCP, if the bytes are there).
  */
 kvs_error kvs_decode(const uint8_t *buf, size_t len, kvs_header *h, const uint8_t **value);
 

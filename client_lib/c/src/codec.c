@@ -71,7 +71,9 @@ kvs_error kvs_decode(const uint8_t *buf, size_t len, kvs_header *h, const uint8_
     if (len < KVS_HEADER_SIZE)
         return KVS_ERR_MALFORMED;
     uint16_t vlen = get16(buf + 2);
-    if (vlen > KVS_MAX_VALUE || (size_t)KVS_HEADER_SIZE + vlen > len)
+    if ((size_t)KVS_HEADER_SIZE + vlen > len)
+        return KVS_ERR_MALFORMED;
+    if (buf[0] < KVS_OP_GET || buf[0] > KVS_OP_REMOVE_REPLY || buf[1] > KVS_STATUS_SERVER_ERROR)
         return KVS_ERR_MALFORMED;
     h->op = buf[0];
     h->status = buf[1];
