@@ -1,0 +1,280 @@
+"""The agent's protocol logic, without sockets: bytes in, (bytes, destination) out.
+
+:meth:`AgentCore.handle` takes one message as received (a UDP datagram or one framed TCP message)
+and its sender's address, applies docs/protocol.md ("Consistency", "Agent rules") to the backend and
+returns the messages to send. The caller serialises calls (one lock): the check-then-write of a
+versioned write is atomic because nothing else touches the backend meanwhile.
+
+Rules implemented here:
+- ``GET`` → ``GET_REPLY`` with the value and its stored (epoch, ver), or ``NOT_FOUND``.
+- ``SET``/``DEL`` (client → origin) and ``UPDATE``/``UPDATE_DEL`` (switch → replica): a request id
+  ``(cid, seq)`` is applied at most once (``DUPLICATE`` with the first result's epoch/ver on a
+  repeat); a versioned write (``ver != 0``) applies only if (epoch, ver) is newer than the stored
+  version (``STALE`` otherwise); an unversioned write always applies and keeps the stored version. A
+  delete leaves a tombstone while the key has a version, so an older write cannot resurrect it.
+- ``UPDATE``/``UPDATE_DEL``/``PUSH`` get no reply; the replica sends ``CONFIRM`` with the version it
+  holds to the switch.
+- ``SYNC`` reflected by the switch (stamped, for a key this agent asked about): the version is
+  recorded for the current value if newer, ``SYNC_DONE`` goes to the switch and ``PUSH`` to the
+  replicas the controller named.
+- ``REMOVE`` drops the local copy and answers ``REMOVE_REPLY``.
+- Malformed input is dropped (truncated, unknown op, op not valid at a server) or answered
+  ``BAD_REQUEST``/``TOO_LARGE`` when a reply is due; it is counted and changes nothing.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter, OrderedDict
+from dataclasses import dataclass, field
+
+from kvswitch import protocol as p
+from kvswitch.agent.backends import Backend, BackendError, Item
+
+Addr = tuple[str, int]
+Output = tuple[bytes, Addr]
+
+#: Ops a server never receives: dropped silently (answering a reply could loop).
+_NOT_FOR_SERVERS = frozenset(
+    {
+        p.Op.GET_REPLY,
+        p.Op.SET_REPLY,
+        p.Op.DEL_REPLY,
+        p.Op.CONFIRM,
+        p.Op.SYNC_DONE,
+        p.Op.REMOVE_REPLY,
+    }
+)
+_WRITES = frozenset({p.Op.SET, p.Op.DEL, p.Op.UPDATE, p.Op.UPDATE_DEL})
+_DELETES = frozenset({p.Op.DEL, p.Op.UPDATE_DEL})
+
+
+@dataclass(frozen=True, slots=True)
+class _Result:
+    status: int
+    epoch: int
+    ver: int
+
+
+class RecentIds:
+    """Bounded memory of applied request ids: per client the last ``per_client`` seqs, and at most
+    ``clients`` clients (least recently seen forgotten first)."""
+
+    def __init__(self, per_client: int = 4096, clients: int = 4096) -> None:
+        self.per_client = per_client
+        self.clients = clients
+        self._by_cid: OrderedDict[int, OrderedDict[int, _Result]] = OrderedDict()
+
+    def get(self, cid: int, seq: int) -> _Result | None:
+        seqs = self._by_cid.get(cid)
+        return None if seqs is None else seqs.get(seq)
+
+    def add(self, cid: int, seq: int, result: _Result) -> None:
+        seqs = self._by_cid.get(cid)
+        if seqs is None:
+            seqs = self._by_cid[cid] = OrderedDict()
+            while len(self._by_cid) > self.clients:
+                self._by_cid.popitem(last=False)
+        else:
+            self._by_cid.move_to_end(cid)
+        seqs[seq] = result
+        while len(seqs) > self.per_client:
+            seqs.popitem(last=False)
+
+    def __len__(self) -> int:
+        return sum(len(s) for s in self._by_cid.values())
+
+
+@dataclass
+class PendingSync:
+    """A SYNC this agent sent and waits to see reflected: where to PUSH, and who waits."""
+
+    replicas: list[Addr]
+    done: threading.Event = field(default_factory=threading.Event)
+    version: tuple[int, int] | None = None
+    found: bool = False
+
+
+class AgentCore:
+    """The protocol state machine of one server agent."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        switch_addr: Addr | None = None,
+        max_value: int = p.MAX_VALUE,
+        recent_ids: RecentIds | None = None,
+    ) -> None:
+        self.backend = backend
+        self.switch_addr = switch_addr
+        self.max_value = max_value
+        self.ids = recent_ids or RecentIds()
+        self.stats: Counter[str] = Counter()
+        self.pending_syncs: dict[bytes, PendingSync] = {}
+
+    # -- entry point ----------------------------------------------------------------------------
+
+    def handle(self, data: bytes, src: Addr) -> list[Output]:
+        """Process one received message; never raises on bad input."""
+        self.stats["rx"] += 1
+        try:
+            msg = p.Message.decode(data)
+        except p.MalformedMessage:
+            self.stats["malformed"] += 1
+            return []
+        op = msg.op
+        if op in _NOT_FOR_SERVERS:
+            self.stats["wrong_op"] += 1
+            return []
+        reply_op = p.REPLY_OF.get(p.Op(op))
+        problem = self._check(msg)
+        if problem is not None:
+            self.stats["bad_request" if problem == p.Status.BAD_REQUEST else "too_large"] += 1
+            if reply_op is None:
+                return []
+            return [(msg.reply(reply_op, problem).encode(), src)]
+        self.stats[f"op_{p.Op(op).name.lower()}"] += 1
+        try:
+            return self._dispatch(msg, src, reply_op)
+        except BackendError:
+            self.stats["backend_error"] += 1
+            if reply_op is None:
+                return []
+            return [(msg.reply(reply_op, p.Status.SERVER_ERROR).encode(), src)]
+
+    def _check(self, msg: p.Message) -> int | None:
+        """A status for a message that is well framed but not acceptable, else None."""
+        if msg.status != p.Status.OK or msg.flags & ~p.FLAGS_KNOWN:
+            return p.Status.BAD_REQUEST
+        if msg.op not in p.VALUE_OPS and msg.value:
+            return p.Status.BAD_REQUEST
+        if msg.op in (p.Op.GET, p.Op.SET, p.Op.DEL) and msg.cid == 0:
+            return p.Status.BAD_REQUEST
+        if len(msg.value) > self.max_value:
+            return p.Status.TOO_LARGE
+        return None
+
+    def _dispatch(self, msg: p.Message, src: Addr, reply_op: p.Op | None) -> list[Output]:
+        op = msg.op
+        if op == p.Op.GET:
+            item = self.backend.get(msg.key)
+            if item is None or not item.live:
+                return [
+                    (msg.reply(p.Op.GET_REPLY, p.Status.NOT_FOUND, epoch=0, ver=0).encode(), src)
+                ]
+            reply = msg.reply(p.Op.GET_REPLY, value=item.value, epoch=item.epoch, ver=item.ver)
+            return [(reply.encode(), src)]
+        if op in _WRITES:
+            result = self._write(msg)
+            if op in (p.Op.SET, p.Op.DEL):
+                assert reply_op is not None
+                reply = msg.reply(reply_op, result.status, epoch=result.epoch, ver=result.ver)
+                return [(reply.encode(), src)]
+            return self._confirm(msg.key)
+        if op == p.Op.PUSH:
+            self._apply_write(msg)
+            return self._confirm(msg.key)
+        if op == p.Op.SYNC:
+            return self._sync_reflected(msg)
+        if op == p.Op.REMOVE:
+            found = self.backend.drop(msg.key)
+            status = p.Status.OK if found else p.Status.NOT_FOUND
+            return [(msg.reply(p.Op.REMOVE_REPLY, status).encode(), src)]
+        self.stats["wrong_op"] += 1  # unreachable with the current op table
+        return []
+
+    # -- writes -----------------------------------------------------------------------------------
+
+    def _write(self, msg: p.Message) -> _Result:
+        seen = self.ids.get(msg.cid, msg.seq) if msg.cid else None
+        if seen is not None:
+            self.stats["duplicate"] += 1
+            return _Result(p.Status.DUPLICATE, seen.epoch, seen.ver)
+        result = self._apply_write(msg)
+        if msg.cid:
+            self.ids.add(msg.cid, msg.seq, result)
+        return result
+
+    def _apply_write(self, msg: p.Message) -> _Result:
+        key = msg.key
+        stored = self.backend.get(key)
+        delete = msg.op in _DELETES
+        if msg.ver != 0:
+            if stored is not None and msg.version <= stored.version:
+                self.stats["stale"] += 1
+                return _Result(p.Status.STALE, stored.epoch, stored.ver)
+            version = msg.version
+        else:
+            version = stored.version if stored is not None else (0, 0)
+        existed = stored is not None and stored.live
+        if delete:
+            if version != (0, 0):
+                self.backend.put(key, Item(b"", *version, live=False))
+            elif stored is not None:
+                self.backend.drop(key)
+            status = p.Status.OK if existed else p.Status.NOT_FOUND
+        else:
+            self.backend.put(key, Item(msg.value, *version))
+            status = p.Status.OK
+        return _Result(status, msg.epoch, msg.ver)
+
+    def _confirm(self, key: bytes) -> list[Output]:
+        if self.switch_addr is None:
+            self.stats["confirm_unsent_no_switch"] += 1
+            return []
+        stored = self.backend.get(key)
+        if stored is None or stored.version == (0, 0):
+            return []
+        self.stats["confirm_sent"] += 1
+        confirm = p.Message(p.Op.CONFIRM, key, epoch=stored.epoch, ver=stored.ver)
+        return [(confirm.encode(), self.switch_addr)]
+
+    # -- SYNC: make replicas of a key that became hot without a write -----------------------------
+
+    def start_sync(self, key: bytes, replicas: list[Addr]) -> tuple[PendingSync, list[Output]]:
+        """Begin the SYNC flow for ``key``: the SYNC to send and the record to wait on.
+
+        Without a switch address there is no one to stamp a version: the current version is used
+        as is and the PUSHes are returned at once (standalone mode, for tests and single hosts).
+        """
+        pending = PendingSync(replicas)
+        if self.switch_addr is None:
+            return pending, self._finish_sync(key, pending, None)
+        self.pending_syncs[key] = pending
+        self.stats["sync_sent"] += 1
+        return pending, [(p.Message(p.Op.SYNC, key).encode(), self.switch_addr)]
+
+    def _sync_reflected(self, msg: p.Message) -> list[Output]:
+        pending = self.pending_syncs.get(msg.key)
+        if pending is None or msg.ver == 0:
+            self.stats["sync_unexpected"] += 1
+            return []
+        del self.pending_syncs[msg.key]
+        return self._finish_sync(msg.key, pending, msg.version)
+
+    def _finish_sync(
+        self, key: bytes, pending: PendingSync, version: tuple[int, int] | None
+    ) -> list[Output]:
+        stored = self.backend.get(key)
+        out: list[Output] = []
+        if stored is not None and version is not None and version > stored.version:
+            stored = Item(stored.value, *version, live=stored.live)
+            self.backend.put(key, stored)
+        if stored is not None and stored.live:
+            pending.found = True
+            pending.version = stored.version
+            if self.switch_addr is not None:
+                done = p.Message(p.Op.SYNC_DONE, key, epoch=stored.epoch, ver=stored.ver)
+                out.append((done.encode(), self.switch_addr))
+            push = p.Message(p.Op.PUSH, key, stored.value, epoch=stored.epoch, ver=stored.ver)
+            raw = push.encode()
+            out += [(raw, replica) for replica in pending.replicas]
+            self.stats["push_sent"] += len(pending.replicas)
+        pending.done.set()
+        return out
+
+    def remove_local(self, key: bytes) -> bool:
+        return self.backend.drop(key)
+
+    def snapshot(self) -> list[tuple[bytes, Item]]:
+        return list(self.backend.items())

@@ -1,0 +1,58 @@
+"""``kvswitch agent``: one KVSwitch server agent in front of a backend store."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import signal
+import sys
+
+from kvswitch import protocol as p
+from kvswitch.agent.backends import BackendError, make_backend, parse_hostport
+from kvswitch.agent.core import AgentCore, RecentIds
+from kvswitch.agent.server import AgentConfig, AgentServer
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="kvswitch agent", description=__doc__)
+    ap.add_argument("--listen", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    ap.add_argument("--port", type=int, default=p.KVS_PORT, help="UDP and TCP port (default 8900)")
+    ap.add_argument("--backend", choices=("memory", "memcached", "redis"), default="memory")
+    ap.add_argument("--backend-addr", help="host:port of memcached/redis (their default ports)")
+    ap.add_argument("--backend-prefix", default="kvs:", help="prefix of the backend's key names")
+    ap.add_argument(
+        "--switch-addr", help="switch address (ip[:port]) for CONFIRM, SYNC and SYNC_DONE"
+    )
+    ap.add_argument("--control-port", type=int, help="TCP port of the JSON-lines control API")
+    ap.add_argument("--no-tcp", action="store_true", help="serve UDP only")
+    ap.add_argument("--max-value", type=int, default=p.MAX_VALUE, help="largest value accepted")
+    ap.add_argument("--ids-per-client", type=int, default=4096, help="request ids kept per client")
+    ap.add_argument("--ids-clients", type=int, default=4096, help="clients whose ids are kept")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        backend = make_backend(args.backend, args.backend_addr, args.backend_prefix)
+        switch = parse_hostport(args.switch_addr, p.KVS_PORT) if args.switch_addr else None
+        core = AgentCore(
+            backend, switch, args.max_value, RecentIds(args.ids_per_client, args.ids_clients)
+        )
+        server = AgentServer(
+            core,
+            AgentConfig(args.listen, args.port, args.control_port, tcp=not args.no_tcp),
+        )
+    except (OSError, ValueError, BackendError) as exc:
+        print(f"kvswitch agent: {exc}", file=sys.stderr)
+        return 1
+    signal.signal(signal.SIGTERM, lambda *_: server.request_stop())
+    control = f", control on {server.control_port}" if server.control_port else ""
+    print(
+        f"kvswitch agent: {args.backend} backend, serving {args.listen}:{server.port}{control}",
+        flush=True,
+    )
+    with contextlib.suppress(KeyboardInterrupt):
+        server.serve_forever()
+    backend.close()
+    return 0

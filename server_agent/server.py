@@ -1,0 +1,242 @@
+"""The agent's sockets: UDP and TCP on the KVS port, and the JSON-lines control API.
+
+Threads: one UDP receive loop, one thread per TCP connection, one per control connection. Every
+message goes through :meth:`AgentCore.handle` under one lock, so the backend sees one request at a
+time. Messages the core addresses to the sender of a TCP request go back on that connection; all
+others (UDP replies, CONFIRM, SYNC, SYNC_DONE, PUSH) leave from the UDP socket, whose source port is
+the KVS port, as docs/protocol.md requires of replies.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import socketserver
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from kvswitch import protocol as p
+from kvswitch.agent.backends import BackendError, parse_hostport
+from kvswitch.agent.core import Addr, AgentCore, Output
+
+_TCP_READ_LIMIT = p.HEADER_LEN + 0xFFFF
+
+
+@dataclass
+class AgentConfig:
+    listen: str = "127.0.0.1"
+    port: int = p.KVS_PORT
+    control_port: int | None = None
+    tcp: bool = True
+    sync_timeout: float = 0.5
+    sync_attempts: int = 3
+
+
+class AgentServer:
+    """One agent process's network side around an :class:`AgentCore`."""
+
+    def __init__(self, core: AgentCore, config: AgentConfig) -> None:
+        self.core = core
+        self.config = config
+        self.lock = threading.Lock()
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self.udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.udp.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+        self.udp.bind((config.listen, config.port))
+        self.udp.settimeout(0.2)
+        self.port = self.udp.getsockname()[1]
+        self._tcp: socketserver.ThreadingTCPServer | None = None
+        self._control: socketserver.ThreadingTCPServer | None = None
+        if config.tcp:
+            self._tcp = _Server((config.listen, self.port), _KvsTcpHandler, self)
+        if config.control_port is not None:
+            self._control = _Server((config.listen, config.control_port), _ControlHandler, self)
+
+    @property
+    def control_port(self) -> int | None:
+        return None if self._control is None else self._control.server_address[1]
+
+    def start(self) -> None:
+        self._spawn(self._udp_loop, "agent-udp")
+        for server in (self._tcp, self._control):
+            if server is not None:
+                self._spawn(server.serve_forever, "agent-tcp", 0.1)
+
+    def _spawn(self, target: Any, name: str, *args: Any) -> None:
+        thread = threading.Thread(target=target, args=args, name=name, daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    def request_stop(self) -> None:
+        """Ask :meth:`serve_forever` to return (safe from a signal handler)."""
+        self._stop.set()
+
+    def stop(self) -> None:
+        self._stop.set()
+        for server in (self._tcp, self._control):
+            if server is not None:
+                server.shutdown()
+                server.server_close()
+        for thread in self._threads:
+            thread.join(timeout=2)
+        self.udp.close()
+
+    def serve_forever(self) -> None:
+        self.start()
+        try:
+            self._stop.wait()
+        finally:
+            self.stop()
+
+    # -- KVS traffic --------------------------------------------------------------------------------
+
+    def process(self, data: bytes, src: Addr) -> list[Output]:
+        with self.lock:
+            return self.core.handle(data, src)
+
+    def send(self, outputs: list[Output]) -> None:
+        for raw, dst in outputs:
+            try:
+                self.udp.sendto(raw, dst)
+            except OSError:
+                self.core.stats["tx_error"] += 1
+
+    def _udp_loop(self) -> None:
+        recv, stop = self.udp.recvfrom, self._stop
+        while not stop.is_set():
+            try:
+                data, src = recv(65535)
+            except TimeoutError:
+                continue
+            except OSError:
+                if stop.is_set():
+                    return
+                continue
+            self.send(self.process(data, src))
+
+    # -- control ------------------------------------------------------------------------------------
+
+    def control(self, request: dict[str, Any]) -> dict[str, Any]:
+        """One control command (see docs/agent.md); errors come back as ``{"ok": false}``."""
+        cmd = request.get("cmd")
+        try:
+            if cmd == "ping":
+                return {"ok": True, "port": self.port}
+            if cmd == "stats":
+                with self.lock:
+                    stats = dict(self.core.stats)
+                    stats["recent_ids"] = len(self.core.ids)
+                return {"ok": True, "backend": self.core.backend.name, "stats": stats}
+            if cmd in ("keys", "versions"):
+                with self.lock:
+                    items = self.core.snapshot()
+                rows = [
+                    {"key_hex": k.hex(), "epoch": it.epoch, "ver": it.ver, "live": it.live}
+                    for k, it in items
+                    if it.live or cmd == "versions"
+                ]
+                return {"ok": True, "keys": rows}
+            if cmd == "remove":
+                key = _key_of(request)
+                with self.lock:
+                    found = self.core.remove_local(key)
+                return {"ok": True, "found": found}
+            if cmd == "push":
+                return self._push(_key_of(request), request.get("replicas", []))
+        except (KeyError, ValueError, TypeError, p.ProtocolError) as exc:
+            return {"ok": False, "error": f"bad request: {exc}"}
+        except BackendError as exc:
+            return {"ok": False, "error": f"backend: {exc}"}
+        return {"ok": False, "error": f"unknown cmd {cmd!r}"}
+
+    def _push(self, key: bytes, replicas: list[str]) -> dict[str, Any]:
+        if not isinstance(replicas, list) or not all(isinstance(r, str) for r in replicas):
+            raise ValueError("replicas must be a list of 'ip' or 'ip:port' strings")
+        addrs = [parse_hostport(r, p.KVS_PORT) for r in replicas]
+        for _ in range(max(1, self.config.sync_attempts)):
+            with self.lock:
+                pending, out = self.core.start_sync(key, addrs)
+            self.send(out)
+            if pending.done.wait(self.config.sync_timeout):
+                if not pending.found:
+                    return {"ok": False, "error": "key not held here"}
+                epoch, ver = pending.version or (0, 0)
+                return {"ok": True, "epoch": epoch, "ver": ver, "pushed": len(addrs)}
+        with self.lock:
+            self.core.pending_syncs.pop(key, None)
+        return {"ok": False, "error": "no SYNC reflection from the switch"}
+
+
+def _key_of(request: dict[str, Any]) -> bytes:
+    if "key_hex" in request:
+        raw = bytes.fromhex(str(request["key_hex"]))
+        if len(raw) != p.KEY_LEN:
+            raise ValueError("key_hex must be 16 bytes")
+        return raw
+    return p.pad_key(str(request["key"]))
+
+
+class _Server(socketserver.ThreadingTCPServer):
+    allow_reuse_address = True
+    daemon_threads = True
+
+    def __init__(self, addr: Addr, handler: type, agent: AgentServer) -> None:
+        self.agent = agent
+        super().__init__(addr, handler)
+
+
+class _KvsTcpHandler(socketserver.BaseRequestHandler):
+    """A TCP stream of requests, framed by each header's ``vlen``; replies on the same stream."""
+
+    def handle(self) -> None:
+        agent: AgentServer = self.server.agent  # type: ignore[attr-defined]
+        conn: socket.socket = self.request
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        buf = bytearray()
+        while True:
+            try:
+                chunk = conn.recv(65536)
+            except OSError:
+                return
+            if not chunk:
+                return
+            buf += chunk
+            while len(buf) >= p.HEADER_LEN:
+                end = p.message_length(buf)
+                if len(buf) < end:
+                    break
+                data = bytes(buf[:end])
+                del buf[:end]
+                outputs = agent.process(data, self.client_address)
+                back = [raw for raw, dst in outputs if dst == self.client_address]
+                agent.send([(raw, dst) for raw, dst in outputs if dst != self.client_address])
+                with contextlib.suppress(OSError):
+                    conn.sendall(b"".join(back))
+            if len(buf) > _TCP_READ_LIMIT:
+                return
+
+
+class _ControlHandler(socketserver.StreamRequestHandler):
+    """JSON lines: one command object per line, one answer object per line."""
+
+    def handle(self) -> None:
+        agent: AgentServer = self.server.agent  # type: ignore[attr-defined]
+        for line in self.rfile:
+            if len(line) > 1 << 20:
+                answer: dict[str, Any] = {"ok": False, "error": "line too long"}
+            else:
+                try:
+                    request = json.loads(line)
+                    if not isinstance(request, dict):
+                        raise ValueError("not an object")
+                    answer = agent.control(request)
+                except ValueError as exc:
+                    answer = {"ok": False, "error": f"bad json: {exc}"}
+            try:
+                self.wfile.write(json.dumps(answer).encode() + b"\n")
+                self.wfile.flush()
+            except OSError:
+                return
