@@ -1,0 +1,333 @@
+"""The synchronous, thread-safe KVSwitch client.
+
+One UDP socket (unconnected, so a Get redirected by the switch to a replica is accepted from the
+replica's address) and one receive thread that hands each reply to the waiting request matched by
+(key, seq) and checked for this client's ``cid`` and the expected reply op. Any number of threads may
+call :meth:`Client.get`, :meth:`Client.set` and :meth:`Client.delete` at once; :meth:`Client.pipeline`
+keeps a window of requests in flight from one thread (load generation).
+
+Retries resend the very same bytes (same ``seq``): the agent applies a request id at most once and
+answers a repeat with ``DUPLICATE``, which the client counts as success. A Set/Delete answered
+``STALE`` (a newer stamped write already won) is also a success: the write is ordered before the
+newer one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import random
+import socket
+import threading
+import time
+from collections import deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from kvswitch import protocol as p
+from kvswitch.client.errors import BadRequest, ClientClosed, ServerError, Timeout
+
+Addr = tuple[str, int]
+
+_WRITE_OK = frozenset({p.Status.OK, p.Status.STALE, p.Status.DUPLICATE})
+
+
+@dataclass(slots=True)
+class _Pending:
+    expect: int
+    event: threading.Event = field(default_factory=threading.Event)
+    reply: p.Message | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One request of a pipeline: ``op`` is ``"get"``, ``"set"`` or ``"delete"``."""
+
+    op: str
+    key: bytes | str
+    value: bytes = b""
+
+
+@dataclass(slots=True)
+class Outcome:
+    """The result of one pipelined request.
+
+    ``value``: the value read (get; None if missing), ``found`` (get/delete), ``error`` (an
+    exception instance, or None on success), ``latency`` in seconds from first send to reply.
+    """
+
+    request: Request
+    value: bytes | None = None
+    found: bool = False
+    error: Exception | None = None
+    latency: float = 0.0
+    reply: p.Message | None = None
+
+
+_OPS = {"get": p.Op.GET, "set": p.Op.SET, "delete": p.Op.DEL}
+
+
+class Client:
+    """A KVSwitch client for the servers of one rack.
+
+    ``servers`` are the (ip, port) addresses of servers 0 … M-1 in rack order: the origin of a key
+    is chosen by consistent hashing over them (docs/protocol.md). ``timeout`` is per attempt, and
+    ``retries`` the number of resends after the first attempt. ``tcp_writes`` sends Sets and Deletes
+    over TCP (one request per segment, waiting for the reply) instead of UDP.
+    """
+
+    def __init__(
+        self,
+        servers: Sequence[Addr],
+        cid: int | None = None,
+        timeout: float = 0.5,
+        retries: int = 3,
+        vnodes: int = p.DEFAULT_VNODES,
+        tcp_writes: bool = False,
+        bind: Addr = ("0.0.0.0", 0),
+    ) -> None:
+        if not servers:
+            raise ValueError("a client needs at least one server")
+        self.servers = [(str(h), int(port)) for h, port in servers]
+        self.cid = cid if cid is not None else random.SystemRandom().randrange(1, 1 << 32)
+        if not 0 < self.cid < 1 << 32:
+            raise ValueError("cid must be in 1 .. 2^32-1")
+        self.timeout = timeout
+        self.retries = retries
+        self.tcp_writes = tcp_writes
+        self.ring = p.HashRing(len(self.servers), vnodes)
+        self._seq = itertools.count(random.randrange(1, 1 << 31))
+        self._pending: dict[tuple[bytes, int], _Pending] = {}
+        self._tcp: dict[Addr, tuple[threading.Lock, list[socket.socket | None]]] = {
+            addr: (threading.Lock(), [None]) for addr in self.servers
+        }
+        self.stray_replies = 0
+        self._closed = threading.Event()
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+        self._sock.bind(bind)
+        self._sock.settimeout(0.2)
+        self._rx = threading.Thread(target=self._receive_loop, name="kvs-client-rx", daemon=True)
+        self._rx.start()
+
+    # -- public API -------------------------------------------------------------------------------
+
+    def get(self, key: bytes | str) -> bytes | None:
+        """The value of ``key``, or None if the server does not have it."""
+        reply = self._call(p.Op.GET, p.pad_key(key))
+        return _get_result(reply)
+
+    def set(self, key: bytes | str, value: bytes) -> None:
+        """Store ``value`` under ``key`` (UDP, or TCP with ``tcp_writes``)."""
+        key16 = p.pad_key(key)
+        value = p.check_value(value)
+        reply = self._call(p.Op.SET, key16, value, tcp=self.tcp_writes)
+        _write_result(reply)
+
+    def delete(self, key: bytes | str) -> bool:
+        """Delete ``key``; False if the server said it was missing. A retried delete that the
+        server had already applied (``DUPLICATE``) reports True."""
+        reply = self._call(p.Op.DEL, p.pad_key(key), tcp=self.tcp_writes)
+        return _write_result(reply)
+
+    def origin(self, key: bytes | str) -> Addr:
+        """The address of the key's origin server."""
+        return self.servers[self.ring.origin(key)]
+
+    def pipeline(self, requests: Iterable[Request], window: int = 64) -> list[Outcome]:
+        """Run ``requests`` over UDP with up to ``window`` in flight; outcomes in request order.
+
+        Errors are reported per request in :attr:`Outcome.error`, never raised.
+        """
+        outcomes: list[Outcome] = []
+        flight: deque[tuple[Outcome, _Pending, tuple[bytes, int], bytes, Addr, int, float]] = (
+            deque()
+        )
+        source = iter(requests)
+        exhausted = False
+        while True:
+            while not exhausted and len(flight) < window:
+                req = next(source, None)
+                if req is None:
+                    exhausted = True
+                    break
+                out = Outcome(req)
+                outcomes.append(out)
+                op = _OPS.get(req.op)
+                if op is None:
+                    out.error = ValueError(f"unknown request op {req.op!r}")
+                    continue
+                try:
+                    key16 = p.pad_key(req.key)
+                    value = p.check_value(req.value)
+                except p.ProtocolError as exc:
+                    out.error = exc
+                    continue
+                raw, ident, pend = self._prepare(op, key16, value)
+                addr = self.servers[self.ring.origin(key16)]
+                self._send(raw, addr)
+                flight.append((out, pend, ident, raw, addr, 0, time.perf_counter()))
+            if not flight:
+                return outcomes
+            out, pend, ident, raw, addr, attempt, started = flight.popleft()
+            deadline = started + self.timeout * (attempt + 1)
+            if pend.event.wait(max(0.0, deadline - time.perf_counter())):
+                self._pending.pop(ident, None)
+                out.latency = time.perf_counter() - started
+                out.reply = pend.reply
+                _fill(out, pend.reply)
+            elif attempt < self.retries:
+                self._send(raw, addr)
+                flight.append((out, pend, ident, raw, addr, attempt + 1, started))
+            else:
+                self._pending.pop(ident, None)
+                out.error = Timeout(f"no reply from {addr} after {attempt + 1} attempts")
+
+    def close(self) -> None:
+        if self._closed.is_set():
+            return
+        self._closed.set()
+        self._rx.join(timeout=1)
+        self._sock.close()
+        for lock, holder in self._tcp.values():
+            with lock:
+                if holder[0] is not None:
+                    holder[0].close()
+                    holder[0] = None
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- internals ----------------------------------------------------------------------------------
+
+    def _prepare(
+        self, op: p.Op, key16: bytes, value: bytes = b""
+    ) -> tuple[bytes, tuple[bytes, int], _Pending]:
+        seq = next(self._seq) & 0xFFFFFFFF
+        raw = p.Message(op, key16, value, cid=self.cid, seq=seq).encode()
+        pend = _Pending(p.REPLY_OF[op])
+        self._pending[(key16, seq)] = pend
+        return raw, (key16, seq), pend
+
+    def _send(self, raw: bytes, addr: Addr) -> None:
+        if self._closed.is_set():
+            raise ClientClosed("client is closed")
+        # A failed send is a lost attempt: the retry or the timeout handles it.
+        with contextlib.suppress(OSError):
+            self._sock.sendto(raw, addr)
+
+    def _call(self, op: p.Op, key16: bytes, value: bytes = b"", tcp: bool = False) -> p.Message:
+        addr = self.servers[self.ring.origin(key16)]
+        raw, ident, pend = self._prepare(op, key16, value)
+        try:
+            for _ in range(self.retries + 1):
+                if tcp:
+                    reply = self._tcp_call(addr, raw, ident)
+                    if reply is not None:
+                        return reply
+                    continue
+                self._send(raw, addr)
+                if pend.event.wait(self.timeout):
+                    assert pend.reply is not None
+                    return pend.reply
+            raise Timeout(f"no reply from {addr} after {self.retries + 1} attempts")
+        finally:
+            self._pending.pop(ident, None)
+
+    def _tcp_call(self, addr: Addr, raw: bytes, ident: tuple[bytes, int]) -> p.Message | None:
+        lock, holder = self._tcp[addr]
+        with lock:
+            try:
+                if holder[0] is None:
+                    conn = socket.create_connection(addr, timeout=self.timeout)
+                    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                    holder[0] = conn
+                conn = holder[0]
+                conn.sendall(raw)
+                while True:
+                    reply = p.Message.decode(_read_message(conn))
+                    if (reply.key, reply.seq) == ident and reply.cid == self.cid:
+                        return reply
+            except (OSError, p.MalformedMessage):
+                if holder[0] is not None:
+                    holder[0].close()
+                holder[0] = None
+                return None
+
+    def _receive_loop(self) -> None:
+        recv, closed, pending = self._sock.recvfrom, self._closed, self._pending
+        while not closed.is_set():
+            try:
+                data, _src = recv(65535)
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            try:
+                msg = p.Message.decode(data)
+            except p.MalformedMessage:
+                self.stray_replies += 1
+                continue
+            pend = pending.get((msg.key, msg.seq))
+            if pend is None or msg.cid != self.cid or msg.op != pend.expect or pend.event.is_set():
+                self.stray_replies += 1
+                continue
+            pend.reply = msg
+            pend.event.set()
+
+
+def _read_exactly(conn: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = conn.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionResetError("server closed the connection")
+        buf += chunk
+    return bytes(buf)
+
+
+def _read_message(conn: socket.socket) -> bytes:
+    header = _read_exactly(conn, p.HEADER_LEN)
+    return header + _read_exactly(conn, p.message_length(header) - p.HEADER_LEN)
+
+
+def _raise_status(reply: p.Message) -> None:
+    status = reply.status
+    if status == p.Status.TOO_LARGE:
+        raise p.ValueTooLarge("the server refused the value as too large")
+    if status == p.Status.BAD_REQUEST:
+        raise BadRequest("the server answered BAD_REQUEST", status)
+    raise ServerError(f"the server answered status {status}", status)
+
+
+def _get_result(reply: p.Message) -> bytes | None:
+    if reply.status == p.Status.OK:
+        return reply.value
+    if reply.status == p.Status.NOT_FOUND:
+        return None
+    _raise_status(reply)
+    return None  # unreachable
+
+
+def _write_result(reply: p.Message) -> bool:
+    if reply.status in _WRITE_OK:
+        return True
+    if reply.status == p.Status.NOT_FOUND:
+        return False
+    _raise_status(reply)
+    return False  # unreachable
+
+
+def _fill(out: Outcome, reply: p.Message | None) -> None:
+    assert reply is not None
+    try:
+        if out.request.op == "get":
+            out.value = _get_result(reply)
+            out.found = out.value is not None
+        else:
+            out.found = _write_result(reply)
+    except Exception as exc:
+        out.error = exc

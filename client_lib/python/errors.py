@@ -1,0 +1,46 @@
+"""Typed errors of the KVSwitch client.
+
+``KeyTooLong`` and ``ValueTooLarge`` are the protocol module's (raised before anything is sent, or
+for ``ValueTooLarge`` also when the server answers ``TOO_LARGE``). A missing key is not an error:
+``get`` returns ``None`` and ``delete`` returns ``False``.
+"""
+
+from __future__ import annotations
+
+from kvswitch.protocol import KeyTooLong, ProtocolError, ValueTooLarge
+
+
+class KvsError(Exception):
+    """Base of the client's own errors."""
+
+
+class Timeout(KvsError, TimeoutError):
+    """No reply after every retry."""
+
+
+class ServerError(KvsError):
+    """The server answered ``SERVER_ERROR`` (its backend failed) or an unexpected status."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class BadRequest(ServerError):
+    """The server answered ``BAD_REQUEST``."""
+
+
+class ClientClosed(KvsError):
+    """The client was closed."""
+
+
+__all__ = [
+    "BadRequest",
+    "ClientClosed",
+    "KeyTooLong",
+    "KvsError",
+    "ProtocolError",
+    "ServerError",
+    "Timeout",
+    "ValueTooLarge",
+]
