@@ -151,7 +151,7 @@ typedef struct kvs_config {
     const char *const *servers; /* "ip:port" (IPv4 or a host name; port defaults to KVS_PORT) */
     size_t nservers;            /* in rack order: server i is ring server i */
     unsigned vnodes;            /* 0: KVS_DEFAULT_VNODES */
-    unsigned timeout_ms;        /* per attempt; 0: 200 ms */
+    unsigned timeout_ms;        /* per attempt; 0: 500 ms (as the Python client) */
     unsigned retries;           /* extra attempts after the first (UDP); e.g. 3 */
     uint32_t cid;               /* client id; 0: random non-zero */
     int tcp_writes;             /* non-zero: Sets and Deletes over TCP instead of UDP */

@@ -395,6 +395,9 @@ static void *receiver(void *arg)
         count_reply(st, &h, server, r->o->nservers);
         record_latency(st, h.op == KVS_OP_GET_REPLY ? KVS_OP_GET : KVS_OP_SET, (int64_t)(t - sched));
     }
+    if (atomic_load(&r->sent) > last_sent || st->received > last_recv) /* the partial last second */
+        report_interval(r, (double)(now_ns() - r->start_ns) / 1e9, atomic_load(&r->sent) - last_sent,
+                        st->received - last_recv);
     return NULL;
 }
 
@@ -470,8 +473,12 @@ static int run_closed(struct run *r, rng *g, const uint8_t *value)
             last_recv = r->st.received;
             next_report += 1000000000u;
         }
-        if (t0 >= r->end_ns)
+        if (t0 >= r->end_ns) {
+            if (sent > last_sent) /* the partial last second */
+                report_interval(r, (double)(t0 - r->start_ns) / 1e9, sent - last_sent,
+                                r->st.received - last_recv);
             break;
+        }
         if (t0 >= next_shift) {
             apply_shift(r, g);
             next_shift += (uint64_t)(o->shift_every * 1e9);
@@ -490,10 +497,8 @@ static int run_closed(struct run *r, rng *g, const uint8_t *value)
                           : kvs_set(r->client, key, (size_t)klen, value, o->value_size, &info);
         sent++;
         atomic_store(&r->sent, sent);
-        if (e == KVS_ERR_TIMEOUT || e == KVS_ERR_SYSTEM || e == KVS_ERR_INVALID_ARGUMENT) {
-            r->st.unmatched += 0; /* lost: no reply; accounted as sent - received */
-            continue;
-        }
+        if (e == KVS_ERR_TIMEOUT || e == KVS_ERR_SYSTEM || e == KVS_ERR_INVALID_ARGUMENT)
+            continue; /* no reply: counted as lost (sent - received) */
         kvs_header h = {.op = kvs_reply_op(op), .status = info.status};
         count_reply(&r->st, &h, info.server, o->nservers);
         record_latency(&r->st, op, (int64_t)(now_ns() - t0));

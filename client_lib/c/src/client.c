@@ -17,7 +17,7 @@
 
 #include "kvswitch.h"
 
-#define DEFAULT_TIMEOUT_MS 200u
+#define DEFAULT_TIMEOUT_MS 500u
 #define RCVBUF_BYTES (4 << 20)
 
 struct kvs_client {
@@ -123,7 +123,12 @@ kvs_client *kvs_client_new(const kvs_config *cfg, kvs_error *err)
             goto fail;
         }
     }
-    c->next_seq = 1;
+    /* a random first seq, as the Python client: a reused cid does not collide with old ids */
+    if (getrandom(&c->next_seq, sizeof c->next_seq, 0) != sizeof c->next_seq) {
+        *err = KVS_ERR_SYSTEM;
+        goto fail;
+    }
+    c->next_seq = (c->next_seq >> 1) | 1u;
     c->timeout_ms = cfg->timeout_ms ? cfg->timeout_ms : DEFAULT_TIMEOUT_MS;
     c->retries = cfg->retries;
     c->tcp_writes = cfg->tcp_writes;

@@ -1,0 +1,514 @@
+/* The client against fake servers in threads (UDP and TCP on loopback): routing to the origin,
+ * retries with the same request id, replies from another server (a redirected Get), stale and
+ * malformed datagrams, timeouts, status mapping, TCP writes, the async pair, and the load
+ * generator binary run open- and closed-loop against a fake server. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kvswitch.h"
+#include "testutil.h"
+
+enum mode { ECHO, DROP_FIRST, REPLICA, NOISE_FIRST, SILENT, STATUS, TCP_ECHO, TCP_CLOSE_FIRST };
+
+struct fake {
+    int fd, replica_fd, listen_fd;
+    uint16_t port;
+    enum mode mode;
+    uint8_t status;
+    atomic_int stop;
+    atomic_int requests;
+    uint32_t seqs[64];
+    int nseqs;
+    int index;          /* ring index of this server, for the routing check */
+    const kvs_ring *ring;
+    atomic_int misrouted;
+    pthread_t th;
+};
+
+static int udp_socket(uint16_t *port)
+{
+    int fd = socket(AF_INET, SOCK_DGRAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    socklen_t len = sizeof a;
+    getsockname(fd, (struct sockaddr *)&a, &len);
+    if (port)
+        *port = ntohs(a.sin_port);
+    return fd;
+}
+
+/* The reply a well-behaved server would send. Gets return "v=" + the key text. */
+static size_t make_reply(const kvs_header *rq, uint8_t status, uint8_t *out)
+{
+    kvs_header h = *rq;
+    h.op = kvs_reply_op(rq->op);
+    h.status = status;
+    char value[32];
+    size_t vlen = 0;
+    if (rq->op == KVS_OP_GET && status == KVS_STATUS_OK)
+        vlen = (size_t)snprintf(value, sizeof value, "v=%.16s", (const char *)rq->key);
+    size_t len = 0;
+    kvs_encode(&h, value, vlen, out, KVS_MAX_MESSAGE, &len);
+    return len;
+}
+
+static void serve_tcp(struct fake *f)
+{
+    int first = 1;
+    while (!atomic_load(&f->stop)) {
+        struct pollfd p = {.fd = f->listen_fd, .events = POLLIN};
+        if (poll(&p, 1, 20) <= 0)
+            continue;
+        int c = accept(f->listen_fd, NULL, NULL);
+        if (c < 0)
+            continue;
+        uint8_t buf[KVS_MAX_MESSAGE];
+        for (;;) {
+            ssize_t n = recv(c, buf, KVS_HEADER_SIZE, MSG_WAITALL);
+            if (n != KVS_HEADER_SIZE)
+                break;
+            size_t vlen = (size_t)(buf[2] << 8 | buf[3]);
+            if (vlen && recv(c, buf + KVS_HEADER_SIZE, vlen, MSG_WAITALL) != (ssize_t)vlen)
+                break;
+            kvs_header h;
+            if (kvs_decode(buf, KVS_HEADER_SIZE + vlen, &h, NULL) != KVS_OK)
+                break;
+            if (f->nseqs < 64)
+                f->seqs[f->nseqs++] = h.seq;
+            atomic_fetch_add(&f->requests, 1);
+            if (f->mode == TCP_CLOSE_FIRST && first) {
+                first = 0;
+                break; /* drop the connection without answering */
+            }
+            uint8_t out[KVS_MAX_MESSAGE];
+            size_t len = make_reply(&h, KVS_STATUS_OK, out);
+            send(c, out, len, MSG_NOSIGNAL);
+        }
+        close(c);
+    }
+}
+
+static void *serve(void *arg)
+{
+    struct fake *f = arg;
+    if (f->mode == TCP_ECHO || f->mode == TCP_CLOSE_FIRST) {
+        serve_tcp(f);
+        return NULL;
+    }
+    uint8_t buf[KVS_MAX_MESSAGE], out[KVS_MAX_MESSAGE];
+    while (!atomic_load(&f->stop)) {
+        struct pollfd p = {.fd = f->fd, .events = POLLIN};
+        if (poll(&p, 1, 20) <= 0)
+            continue;
+        struct sockaddr_in from;
+        socklen_t flen = sizeof from;
+        ssize_t n = recvfrom(f->fd, buf, sizeof buf, 0, (struct sockaddr *)&from, &flen);
+        kvs_header h;
+        if (n <= 0 || kvs_decode(buf, (size_t)n, &h, NULL) != KVS_OK)
+            continue;
+        int count = atomic_fetch_add(&f->requests, 1);
+        if (f->nseqs < 64)
+            f->seqs[f->nseqs++] = h.seq;
+        if (f->ring && (int)kvs_ring_origin(f->ring, h.key) != f->index)
+            atomic_fetch_add(&f->misrouted, 1);
+        int fd = f->mode == REPLICA ? f->replica_fd : f->fd;
+        if (f->mode == SILENT || (f->mode == DROP_FIRST && count == 0))
+            continue;
+        if (f->mode == NOISE_FIRST) {
+            sendto(fd, "junk!", 5, 0, (struct sockaddr *)&from, flen);
+            kvs_header w = h;
+            w.seq ^= 0x5555; /* a late reply to another request */
+            size_t len = make_reply(&w, KVS_STATUS_OK, out);
+            sendto(fd, out, len, 0, (struct sockaddr *)&from, flen);
+            w = h;
+            w.key[0] ^= 1; /* right id, wrong key */
+            len = make_reply(&w, KVS_STATUS_OK, out);
+            sendto(fd, out, len, 0, (struct sockaddr *)&from, flen);
+            w = h;
+            w.cid ^= 1; /* another client's reply */
+            len = make_reply(&w, KVS_STATUS_OK, out);
+            sendto(fd, out, len, 0, (struct sockaddr *)&from, flen);
+            len = make_reply(&h, KVS_STATUS_OK, out);
+            out[2] = 0x7f; /* truncated: vlen beyond the datagram */
+            sendto(fd, out, len, 0, (struct sockaddr *)&from, flen);
+        }
+        size_t len = make_reply(&h, f->mode == STATUS ? f->status : KVS_STATUS_OK, out);
+        sendto(fd, out, len, 0, (struct sockaddr *)&from, flen);
+    }
+    return NULL;
+}
+
+static void fake_start(struct fake *f, enum mode mode)
+{
+    memset(f, 0, sizeof *f);
+    f->mode = mode;
+    f->fd = udp_socket(&f->port);
+    f->replica_fd = udp_socket(NULL);
+    f->listen_fd = -1;
+    if (mode == TCP_ECHO || mode == TCP_CLOSE_FIRST) {
+        f->listen_fd = socket(AF_INET, SOCK_STREAM, 0);
+        int one = 1;
+        setsockopt(f->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(f->port),
+                                .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        assert_int_equal(bind(f->listen_fd, (struct sockaddr *)&a, sizeof a), 0);
+        assert_int_equal(listen(f->listen_fd, 8), 0);
+    }
+    assert_int_equal(pthread_create(&f->th, NULL, serve, f), 0);
+}
+
+static void fake_stop(struct fake *f)
+{
+    atomic_store(&f->stop, 1);
+    pthread_join(f->th, NULL);
+    close(f->fd);
+    close(f->replica_fd);
+    if (f->listen_fd >= 0)
+        close(f->listen_fd);
+}
+
+static kvs_client *client_for(struct fake *fakes, size_t n, unsigned timeout_ms, unsigned retries,
+                              int tcp)
+{
+    static char text[8][32];
+    const char *servers[8];
+    for (size_t i = 0; i < n; i++) {
+        snprintf(text[i], sizeof text[i], "127.0.0.1:%u", fakes[i].port);
+        servers[i] = text[i];
+    }
+    kvs_config cfg = {.servers = servers, .nservers = n, .timeout_ms = timeout_ms,
+                      .retries = retries, .tcp_writes = tcp};
+    kvs_error err;
+    kvs_client *c = kvs_client_new(&cfg, &err);
+    assert_non_null(c);
+    assert_int_not_equal(kvs_client_cid(c), 0);
+    return c;
+}
+
+static void test_basic_ops(void **state)
+{
+    (void)state;
+    struct fake f;
+    fake_start(&f, ECHO);
+    kvs_client *c = client_for(&f, 1, 500, 0, 0);
+    char buf[64];
+    size_t vlen = 0;
+    kvs_reply_info info;
+    assert_int_equal(kvs_get(c, "hello", 5, buf, sizeof buf, &vlen, &info), KVS_OK);
+    assert_int_equal(vlen, 7);
+    assert_memory_equal(buf, "v=hello", 7);
+    assert_int_equal(info.attempts, 1);
+    assert_int_equal(info.server, 0);
+    assert_int_equal(kvs_set(c, "hello", 5, "world", 5, &info), KVS_OK);
+    assert_int_equal(kvs_delete(c, "hello", 5, NULL), KVS_OK);
+    /* the value does not fit: the needed size is reported */
+    assert_int_equal(kvs_get(c, "hello", 5, buf, 3, &vlen, NULL), KVS_ERR_BUFFER_TOO_SMALL);
+    assert_int_equal(vlen, 7);
+    /* local errors never reach the server */
+    int before = atomic_load(&f.requests);
+    assert_int_equal(kvs_get(c, "0123456789abcdefX", 17, buf, sizeof buf, &vlen, NULL),
+                     KVS_ERR_KEY_TOO_LONG);
+    static uint8_t big[KVS_MAX_VALUE + 1];
+    assert_int_equal(kvs_set(c, "k", 1, big, sizeof big, NULL), KVS_ERR_VALUE_TOO_LARGE);
+    assert_int_equal(atomic_load(&f.requests), before);
+    /* every request had its own seq */
+    for (int i = 1; i < f.nseqs; i++)
+        assert_int_not_equal(f.seqs[i], f.seqs[i - 1]);
+    kvs_client_free(c);
+    fake_stop(&f);
+}
+
+static void test_retry_keeps_seq(void **state)
+{
+    (void)state;
+    struct fake f;
+    fake_start(&f, DROP_FIRST);
+    kvs_client *c = client_for(&f, 1, 100, 2, 0);
+    kvs_reply_info info;
+    assert_int_equal(kvs_set(c, "k1", 2, "x", 1, &info), KVS_OK);
+    assert_int_equal(info.attempts, 2);
+    assert_int_equal(atomic_load(&f.requests), 2);
+    assert_int_equal(f.seqs[0], f.seqs[1]);
+    kvs_client_free(c);
+    fake_stop(&f);
+}
+
+static void test_reply_from_other_server(void **state)
+{
+    (void)state;
+    struct fake f;
+    fake_start(&f, REPLICA);
+    kvs_client *c = client_for(&f, 1, 500, 0, 0);
+    char buf[64];
+    size_t vlen;
+    kvs_reply_info info;
+    assert_int_equal(kvs_get(c, "hot", 3, buf, sizeof buf, &vlen, &info), KVS_OK);
+    assert_memory_equal(buf, "v=hot", 5);
+    assert_int_equal(info.server, -1); /* answered by an address that is not the origin */
+    kvs_client_free(c);
+    fake_stop(&f);
+}
+
+static void test_noise_is_ignored(void **state)
+{
+    (void)state;
+    struct fake f;
+    fake_start(&f, NOISE_FIRST);
+    kvs_client *c = client_for(&f, 1, 500, 0, 0);
+    char buf[64];
+    size_t vlen;
+    kvs_reply_info info;
+    for (int i = 0; i < 5; i++) {
+        assert_int_equal(kvs_get(c, "key", 3, buf, sizeof buf, &vlen, &info), KVS_OK);
+        assert_int_equal(vlen, 5);
+        assert_int_equal(info.attempts, 1);
+    }
+    assert_true(kvs_client_dropped(c) >= 5); /* junk and truncated datagrams counted */
+    kvs_client_free(c);
+    fake_stop(&f);
+}
+
+static void test_timeout(void **state)
+{
+    (void)state;
+    struct fake f;
+    fake_start(&f, SILENT);
+    kvs_client *c = client_for(&f, 1, 50, 2, 0);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    char buf[8];
+    size_t vlen;
+    assert_int_equal(kvs_get(c, "k", 1, buf, sizeof buf, &vlen, NULL), KVS_ERR_TIMEOUT);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double ms = (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6;
+    assert_true(ms >= 150 && ms < 1000);
+    assert_int_equal(atomic_load(&f.requests), 3);
+    kvs_client_free(c);
+    fake_stop(&f);
+}
+
+static void test_statuses(void **state)
+{
+    (void)state;
+    const struct {
+        uint8_t status;
+        kvs_error err;
+    } cases[] = {{KVS_STATUS_NOT_FOUND, KVS_ERR_NOT_FOUND},
+                 {KVS_STATUS_BAD_REQUEST, KVS_ERR_BAD_REQUEST},
+                 {KVS_STATUS_TOO_LARGE, KVS_ERR_TOO_LARGE},
+                 {KVS_STATUS_STALE, KVS_ERR_STALE},
+                 {KVS_STATUS_DUPLICATE, KVS_OK},
+                 {KVS_STATUS_SERVER_ERROR, KVS_ERR_SERVER}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct fake f;
+        fake_start(&f, STATUS);
+        f.status = cases[i].status;
+        kvs_client *c = client_for(&f, 1, 500, 0, 0);
+        kvs_reply_info info;
+        assert_int_equal(kvs_set(c, "k", 1, "v", 1, &info), cases[i].err);
+        assert_int_equal(info.status, cases[i].status);
+        kvs_client_free(c);
+        fake_stop(&f);
+    }
+}
+
+static void test_routing(void **state)
+{
+    (void)state;
+    struct fake f[3];
+    for (int i = 0; i < 3; i++)
+        fake_start(&f[i], ECHO);
+    kvs_client *c = client_for(f, 3, 500, 0, 0);
+    for (int i = 0; i < 3; i++) {
+        f[i].ring = kvs_client_ring(c);
+        f[i].index = i;
+    }
+    for (int i = 0; i < 300; i++) {
+        char key[16];
+        int n = snprintf(key, sizeof key, "user%d", i);
+        assert_int_equal(kvs_set(c, key, (size_t)n, "v", 1, NULL), KVS_OK);
+    }
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(atomic_load(&f[i].misrouted), 0);
+        assert_true(atomic_load(&f[i].requests) > 30); /* every server is somebody's origin */
+    }
+    kvs_client_free(c);
+    for (int i = 0; i < 3; i++)
+        fake_stop(&f[i]);
+}
+
+static void test_tcp_writes(void **state)
+{
+    (void)state;
+    struct fake f;
+    fake_start(&f, TCP_ECHO);
+    kvs_client *c = client_for(&f, 1, 500, 1, 1);
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(kvs_set(c, "t", 1, "value", 5, NULL), KVS_OK);
+    assert_int_equal(kvs_delete(c, "t", 1, NULL), KVS_OK);
+    assert_int_equal(atomic_load(&f.requests), 6);
+    kvs_client_free(c);
+    fake_stop(&f);
+
+    fake_start(&f, TCP_CLOSE_FIRST);
+    c = client_for(&f, 1, 500, 1, 1);
+    kvs_reply_info info;
+    assert_int_equal(kvs_set(c, "t", 1, "value", 5, &info), KVS_OK);
+    assert_int_equal(info.attempts, 2);
+    assert_int_equal(f.seqs[0], f.seqs[1]); /* the retry on a new connection keeps the id */
+    kvs_client_free(c);
+    fake_stop(&f);
+}
+
+static void test_async_pair(void **state)
+{
+    (void)state;
+    struct fake f;
+    fake_start(&f, ECHO);
+    kvs_client *c = client_for(&f, 1, 500, 0, 0);
+    uint8_t key[KVS_KEY_SIZE];
+    kvs_make_key("async", 5, key);
+    for (uint32_t seq = 100; seq < 110; seq++)
+        assert_int_equal(kvs_send(c, KVS_OP_GET, key, NULL, 0, seq), KVS_OK);
+    assert_int_equal(kvs_send(c, KVS_OP_CONFIRM, key, NULL, 0, 1), KVS_ERR_INVALID_ARGUMENT);
+    int seen = 0;
+    kvs_header h;
+    char buf[4];
+    size_t vlen;
+    int server;
+    while (kvs_recv(c, &h, buf, sizeof buf, &vlen, &server, 500) == KVS_OK) {
+        assert_int_equal(h.op, KVS_OP_GET_REPLY);
+        assert_in_range(h.seq, 100, 109);
+        assert_int_equal(vlen, 7);                /* full length ... */
+        assert_memory_equal(buf, "v=as", 4);      /* ... value truncated to the buffer */
+        assert_int_equal(server, 0);
+        if (++seen == 10)
+            break;
+    }
+    assert_int_equal(seen, 10);
+    assert_int_equal(kvs_recv(c, &h, buf, sizeof buf, &vlen, NULL, 0), KVS_ERR_TIMEOUT);
+    kvs_client_free(c);
+    fake_stop(&f);
+}
+
+static void test_bad_config(void **state)
+{
+    (void)state;
+    kvs_error err;
+    const char *bad[] = {"127.0.0.1:0", "127.0.0.1:x", "127.0.0.1:70000", ":8900", "no.such.host.invalid:1"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        kvs_config cfg = {.servers = &bad[i], .nservers = 1};
+        assert_null(kvs_client_new(&cfg, &err));
+        assert_int_equal(err, KVS_ERR_INVALID_ARGUMENT);
+    }
+    kvs_config none = {0};
+    assert_null(kvs_client_new(&none, &err));
+    assert_null(kvs_client_new(NULL, NULL));
+    const char *good[] = {"localhost"};
+    kvs_config cfg = {.servers = good, .nservers = 1, .cid = 42};
+    kvs_client *c = kvs_client_new(&cfg, &err);
+    assert_non_null(c);
+    assert_int_equal(kvs_client_cid(c), 42);
+    kvs_client_free(c);
+}
+
+/* Run the load generator binary; its --json summary into out. Exit status returned. */
+static int run_loadgen(char *const argv[], char *out, size_t cap)
+{
+    int p[2];
+    assert_int_equal(pipe(p), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(p[1], 1);
+        close(p[0]);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    close(p[1]);
+    size_t got = 0;
+    ssize_t n;
+    while ((n = read(p[0], out + got, cap - 1 - got)) > 0)
+        got += (size_t)n;
+    out[got] = '\0';
+    close(p[0]);
+    int status;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static long json_int(const char *json, const char *field)
+{
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\": ", field);
+    const char *at = strstr(json, pat);
+    if (at == NULL)
+        fail_msg("no %s in %s", field, json);
+    return strtol(at + strlen(pat), NULL, 10);
+}
+
+static void test_loadgen(void **state)
+{
+    (void)state;
+    const char *bin = getenv("KVS_LOADGEN");
+    if (bin == NULL || access(bin, X_OK) != 0) {
+        print_message("KVS_LOADGEN not set: run through `make test`; skipped\n");
+        skip();
+    }
+    struct fake f[2];
+    fake_start(&f[0], ECHO);
+    fake_start(&f[1], ECHO);
+    char servers[64];
+    snprintf(servers, sizeof servers, "127.0.0.1:%u,127.0.0.1:%u", f[0].port, f[1].port);
+    static char out[1 << 16];
+    char *open_argv[] = {(char *)bin, "--servers", servers, "--rate", "2000", "--duration", "1",
+                         "--keys", "1000", "--zipf", "1.2", "--write-ratio", "0.2",
+                         "--shift", "hot-in:0.3", "--json", "--quiet", NULL};
+    assert_int_equal(run_loadgen(open_argv, out, sizeof out), 0);
+    long sent = json_int(out, "sent"), received = json_int(out, "received");
+    assert_in_range(sent, 1900, 2001);
+    assert_int_equal(received, sent);
+    assert_int_equal(json_int(out, "lost"), 0);
+    assert_int_equal(json_int(out, "shifts"), 3);
+    assert_int_equal(atomic_load(&f[0].requests) + atomic_load(&f[1].requests), sent);
+    assert_non_null(strstr(out, "\"intervals\": [{\"t\": "));
+
+    char *closed_argv[] = {(char *)bin, "--servers", servers, "--closed", "--duration", "0.5",
+                           "--keys", "100", "--value-size", "1000", "--write-ratio", "0.5",
+                           "--preload", "--json", "--quiet", NULL};
+    assert_int_equal(run_loadgen(closed_argv, out, sizeof out), 0);
+    assert_true(json_int(out, "received") > 100);
+    assert_int_equal(json_int(out, "lost"), 0);
+
+    char *bad_argv[] = {(char *)bin, "--servers", servers, "--zipf", "-1", NULL};
+    assert_int_equal(run_loadgen(bad_argv, out, sizeof out), 2);
+    char *long_key_argv[] = {(char *)bin, "--servers", servers, "--key-prefix",
+                             "a-very-long-prefix", NULL};
+    assert_int_equal(run_loadgen(long_key_argv, out, sizeof out), 2);
+    fake_stop(&f[0]);
+    fake_stop(&f[1]);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_basic_ops),    cmocka_unit_test(test_retry_keeps_seq),
+        cmocka_unit_test(test_reply_from_other_server), cmocka_unit_test(test_noise_is_ignored),
+        cmocka_unit_test(test_timeout),      cmocka_unit_test(test_statuses),
+        cmocka_unit_test(test_routing),      cmocka_unit_test(test_tcp_writes),
+        cmocka_unit_test(test_async_pair),   cmocka_unit_test(test_bad_config),
+        cmocka_unit_test(test_loadgen),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
