@@ -108,7 +108,7 @@ class AgentCore:
         self.backend = backend
         self.switch_addr = switch_addr
         self.max_value = max_value
-        self.ids = recent_ids or RecentIds()
+        self.ids = recent_ids if recent_ids is not None else RecentIds()
         self.stats: Counter[str] = Counter()
         self.pending_syncs: dict[bytes, PendingSync] = {}
 

@@ -1,0 +1,183 @@
+"""The agent rules of docs/protocol.md, on AgentCore directly (no sockets) and on each backend."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvswitch import protocol as p
+from kvswitch.agent.backends import Backend, BackendError, Item, MemoryBackend
+from kvswitch.agent.core import AgentCore, RecentIds
+
+CLIENT = ("127.0.0.1", 40000)
+SWITCH = ("127.0.0.1", 8999)
+K = p.pad_key(b"key")
+
+
+def msg(op: p.Op, value: bytes = b"", **fields: int) -> bytes:
+    fields.setdefault("cid", 7)
+    return p.Message(op, fields.pop("key", K), value, **fields).encode()  # type: ignore[arg-type]
+
+
+def one(core: AgentCore, raw: bytes, src: tuple[str, int] = CLIENT) -> p.Message:
+    out = core.handle(raw, src)
+    assert len(out) == 1, out
+    assert out[0][1] == src
+    return p.Message.decode(out[0][0])
+
+
+@pytest.fixture
+def core(backend: Backend) -> AgentCore:
+    return AgentCore(backend, SWITCH)
+
+
+def test_get_set_delete(core: AgentCore) -> None:
+    assert one(core, msg(p.Op.GET, seq=1)).status == p.Status.NOT_FOUND
+    r = one(core, msg(p.Op.SET, b"v1", seq=2))
+    assert (r.op, r.status, r.cid, r.seq, r.key) == (p.Op.SET_REPLY, p.Status.OK, 7, 2, K)
+    r = one(core, msg(p.Op.GET, seq=3))
+    assert (r.op, r.status, r.value) == (p.Op.GET_REPLY, p.Status.OK, b"v1")
+    assert one(core, msg(p.Op.DEL, seq=4)).status == p.Status.OK
+    assert one(core, msg(p.Op.GET, seq=5)).status == p.Status.NOT_FOUND
+    assert one(core, msg(p.Op.DEL, seq=6)).status == p.Status.NOT_FOUND
+
+
+def test_versioned_writes_only_if_newer(core: AgentCore) -> None:
+    r = one(core, msg(p.Op.SET, b"v5", seq=1, epoch=1, ver=5))
+    assert (r.status, r.epoch, r.ver) == (p.Status.OK, 1, 5)
+    r = one(core, msg(p.Op.SET, b"v4", seq=2, epoch=1, ver=4))
+    assert (r.status, r.epoch, r.ver) == (p.Status.STALE, 1, 5)
+    assert one(core, msg(p.Op.SET, b"v5b", seq=3, epoch=1, ver=5)).status == p.Status.STALE
+    # A newer epoch wins over any ver of an older one.
+    assert one(core, msg(p.Op.SET, b"e2", seq=4, epoch=2, ver=1)).status == p.Status.OK
+    assert one(core, msg(p.Op.SET, b"old", seq=5, epoch=1, ver=99)).status == p.Status.STALE
+    g = one(core, msg(p.Op.GET, seq=6))
+    assert (g.value, g.epoch, g.ver) == (b"e2", 2, 1)
+    # An unversioned write always applies and keeps the stored version.
+    assert one(core, msg(p.Op.SET, b"plain", seq=7)).status == p.Status.OK
+    g = one(core, msg(p.Op.GET, seq=8))
+    assert (g.value, g.epoch, g.ver) == (b"plain", 2, 1)
+    assert one(core, msg(p.Op.SET, b"old", seq=9, epoch=2, ver=1)).status == p.Status.STALE
+
+
+def test_versioned_delete_leaves_a_tombstone(core: AgentCore) -> None:
+    one(core, msg(p.Op.SET, b"v", seq=1, epoch=1, ver=10))
+    assert one(core, msg(p.Op.DEL, seq=2, epoch=1, ver=11)).status == p.Status.OK
+    # A late, older update must not bring the key back.
+    assert core.handle(msg(p.Op.UPDATE, b"late", seq=3, epoch=1, ver=10), SWITCH) == [
+        (p.Message(p.Op.CONFIRM, K, epoch=1, ver=11).encode(), SWITCH)
+    ]
+    assert one(core, msg(p.Op.GET, seq=4)).status == p.Status.NOT_FOUND
+    assert one(core, msg(p.Op.SET, b"new", seq=5, epoch=1, ver=12)).status == p.Status.OK
+    assert one(core, msg(p.Op.GET, seq=6)).value == b"new"
+
+
+def test_request_ids_applied_once(core: AgentCore) -> None:
+    first = one(core, msg(p.Op.SET, b"a", seq=1, epoch=1, ver=3))
+    one(core, msg(p.Op.SET, b"b", cid=8, seq=1))  # same seq, other client: applied
+    again = one(core, msg(p.Op.SET, b"a", seq=1, epoch=1, ver=3))
+    assert again.status == p.Status.DUPLICATE
+    assert (again.epoch, again.ver) == (first.epoch, first.ver)
+    assert one(core, msg(p.Op.GET, seq=2)).value == b"b"
+    # A retried unversioned Set after another client's write must not overwrite it.
+    one(core, msg(p.Op.SET, b"c", cid=9, seq=1))
+    assert one(core, msg(p.Op.SET, b"b", cid=8, seq=1)).status == p.Status.DUPLICATE
+    assert one(core, msg(p.Op.GET, seq=3)).value == b"c"
+    assert one(core, msg(p.Op.DEL, seq=4)).status == p.Status.OK
+    assert one(core, msg(p.Op.DEL, seq=4)).status == p.Status.DUPLICATE
+    assert core.stats["duplicate"] == 3
+
+
+def test_recent_ids_are_bounded() -> None:
+    ids = RecentIds(per_client=3, clients=2)
+    core = AgentCore(MemoryBackend(), None, recent_ids=ids)
+    for seq in range(10):
+        one(core, msg(p.Op.SET, b"x", seq=seq))
+    assert len(ids) == 3
+    assert one(core, msg(p.Op.SET, b"x", seq=9)).status == p.Status.DUPLICATE
+    for cid in (100, 101, 102):
+        one(core, msg(p.Op.SET, b"y", cid=cid, seq=1))
+    assert len(ids) == 2  # clients 101 and 102, one id each
+    assert ids.get(7, 9) is None  # the oldest client was forgotten
+
+
+def test_update_and_push_confirm_to_switch(core: AgentCore) -> None:
+    out = core.handle(msg(p.Op.UPDATE, b"u", seq=1, epoch=3, ver=7, flags=p.F_TCP), SWITCH)
+    assert [p.Message.decode(raw) for raw, _ in out] == [p.Message(p.Op.CONFIRM, K, epoch=3, ver=7)]
+    assert out[0][1] == SWITCH
+    # A stale PUSH is not applied; the confirm still says what the replica holds.
+    out = core.handle(msg(p.Op.PUSH, b"old", cid=0, epoch=3, ver=6), CLIENT)
+    assert p.Message.decode(out[0][0]).version == (3, 7)
+    out = core.handle(msg(p.Op.UPDATE_DEL, seq=2, epoch=3, ver=8), SWITCH)
+    assert p.Message.decode(out[0][0]).version == (3, 8)
+    assert one(core, msg(p.Op.GET, seq=3)).status == p.Status.NOT_FOUND
+    core.handle(msg(p.Op.PUSH, b"pushed", cid=0, epoch=3, ver=9), CLIENT)
+    g = one(core, msg(p.Op.GET, seq=4))
+    assert (g.value, g.version) == (b"pushed", (3, 9))
+
+
+def test_sync_flow() -> None:
+    core = AgentCore(MemoryBackend(), SWITCH)
+    replicas = [("127.0.0.2", 8900), ("127.0.0.3", 8900)]
+    one(core, msg(p.Op.SET, b"val", seq=1))
+    pending, out = core.start_sync(K, replicas)
+    assert out == [(p.Message(p.Op.SYNC, K).encode(), SWITCH)]
+    assert not pending.done.is_set()
+    # A reflection for another key, or an unstamped one, is ignored.
+    assert core.handle(msg(p.Op.SYNC, cid=0, epoch=1, ver=5, key=p.pad_key(b"zz")), SWITCH) == []
+    assert core.handle(msg(p.Op.SYNC, cid=0), SWITCH) == []
+    out = core.handle(msg(p.Op.SYNC, cid=0, epoch=1, ver=5), SWITCH)
+    sent = [(p.Message.decode(raw), dst) for raw, dst in out]
+    assert sent[0] == (p.Message(p.Op.SYNC_DONE, K, epoch=1, ver=5), SWITCH)
+    assert sent[1:] == [(p.Message(p.Op.PUSH, K, b"val", epoch=1, ver=5), r) for r in replicas]
+    assert pending.done.is_set() and pending.version == (1, 5)
+    assert one(core, msg(p.Op.GET, seq=2)).version == (1, 5)
+    # A second reflection of the same SYNC is not expected any more.
+    assert core.handle(msg(p.Op.SYNC, cid=0, epoch=1, ver=5), SWITCH) == []
+
+
+def test_remove_drops_replica_copy(core: AgentCore) -> None:
+    core.handle(msg(p.Op.PUSH, b"r", cid=0, epoch=1, ver=2), CLIENT)
+    r = one(core, msg(p.Op.REMOVE, cid=0, seq=1))
+    assert (r.op, r.status) == (p.Op.REMOVE_REPLY, p.Status.OK)
+    assert one(core, msg(p.Op.GET, seq=2)).status == p.Status.NOT_FOUND
+    assert one(core, msg(p.Op.REMOVE, cid=0, seq=3)).status == p.Status.NOT_FOUND
+
+
+@pytest.mark.parametrize(
+    ("raw", "status"),
+    [
+        (msg(p.Op.SET, b"x" * (p.MAX_VALUE + 1), seq=1), p.Status.TOO_LARGE),
+        (msg(p.Op.GET, b"value-on-a-get", seq=1), p.Status.BAD_REQUEST),
+        (msg(p.Op.SET, b"x", seq=1, status=3), p.Status.BAD_REQUEST),
+        (msg(p.Op.SET, b"x", seq=1, flags=0x8000), p.Status.BAD_REQUEST),
+        (msg(p.Op.SET, b"x", seq=1, cid=0), p.Status.BAD_REQUEST),
+    ],
+)
+def test_bad_requests_are_answered_and_change_nothing(raw: bytes, status: int) -> None:
+    core = AgentCore(MemoryBackend(), SWITCH)
+    r = one(core, raw)
+    assert r.status == status
+    assert core.snapshot() == []
+
+
+def test_ops_not_for_servers_are_dropped() -> None:
+    core = AgentCore(MemoryBackend(), SWITCH)
+    for op in (p.Op.GET_REPLY, p.Op.SET_REPLY, p.Op.DEL_REPLY, p.Op.CONFIRM, p.Op.SYNC_DONE):
+        assert core.handle(msg(op, seq=1), CLIENT) == []
+    assert core.stats["wrong_op"] == 5
+    assert core.handle(b"\x01" * 35, CLIENT) == []
+    assert core.stats["malformed"] == 1
+
+
+class _FailingBackend(MemoryBackend):
+    name = "failing"
+
+    def get(self, key: bytes) -> Item | None:
+        raise BackendError("down")
+
+
+def test_backend_failure_answers_server_error() -> None:
+    core = AgentCore(_FailingBackend(), SWITCH)
+    assert one(core, msg(p.Op.GET, seq=1)).status == p.Status.SERVER_ERROR
+    assert one(core, msg(p.Op.SET, b"v", seq=2)).status == p.Status.SERVER_ERROR
+    assert core.stats["backend_error"] == 2
