@@ -1,0 +1,709 @@
+"""Builds the whole v1model program: instantiates the V1Switch package, translates its parser,
+controls and deparser to Python (once), and keeps what the control plane needs (tables, actions,
+registers, counters) with their control-plane names."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from lark import Token, Tree
+
+from softswitch.engine import hashes
+from softswitch.engine.codegen import (
+    ActionInfo,
+    E,
+    Emitter,
+    Exit,
+    ExternInst,
+    ParserError,
+    TableInfo,
+    Translator,
+    _Ret,
+    mask,
+)
+from softswitch.engine.runtime import AssertFailed, PacketContext, Stack
+from softswitch.engine.tables import KeyField, Table, TableAction
+from softswitch.errors import P4Error
+from softswitch.frontend.checker import Checker, Decl, Scope, Sym, trees
+from softswitch.frontend.types import (
+    BitT,
+    BoolT,
+    EnumT,
+    ErrorT,
+    ExternT,
+    IntT,
+    P4Type,
+    StackT,
+    StructLikeT,
+    bit_width_of,
+)
+
+SUPPORTED_EXTERN_INSTANCES = {"register", "counter", "direct_counter"}
+
+
+@dataclass
+class Program:
+    """The checked and translated program."""
+
+    tables: dict[str, TableInfo] = field(default_factory=dict)
+    actions: dict[str, ActionInfo] = field(default_factory=dict)
+    externs: dict[str, ExternInst] = field(default_factory=dict)
+    headers: dict[str, StructLikeT] = field(default_factory=dict)
+    errors: dict[str, int] = field(default_factory=dict)
+    blocks: dict[str, str] = field(default_factory=dict)  # role -> P4 type name
+    source: str = ""
+    ns: dict[str, Any] = field(default_factory=dict)
+    controller_headers: list[tuple[str, StructLikeT]] = field(default_factory=list)
+    # generated entry points
+    parser: Any = None
+    verify: Any = None
+    ingress: Any = None
+    egress: Any = None
+    compute: Any = None
+    deparser: Any = None
+    hdr_cls: Any = None
+    meta_cls: Any = None
+    sm_cls: Any = None
+    ctx: PacketContext = field(default_factory=PacketContext)
+
+
+def expr_text(node: Any) -> str:
+    """Source-like text of a key expression (P4Info match-field names, as p4c prints them)."""
+    if isinstance(node, Token):
+        return str(node)
+    d = node.data
+    if d in ("var", "field_name", "name", "kw_name"):
+        return expr_text(node.children[0])
+    if d == "member":
+        return f"{expr_text(node.children[0])}.{expr_text(node.children[1])}"
+    if d == "index":
+        return f"{expr_text(node.children[0])}[{expr_text(node.children[1])}]"
+    if d == "slice":
+        return f"{expr_text(node.children[0])}[{expr_text(node.children[1])}:{expr_text(node.children[2])}]"
+    if d == "int_lit":
+        return str(node.children[0])
+    if d == "call":
+        return f"{expr_text(node.children[0])}()"
+    return "".join(expr_text(c) for c in node.children if c is not None)
+
+
+class Builder:
+    def __init__(self, ck: Checker) -> None:
+        self.ck = ck
+        self.tr = Translator(ck)
+        self.prog = Program(errors=dict(ck.errors))
+        self.funcs: list[str] = []
+
+    def err(self, node: Any, msg: str) -> P4Error:
+        return self.ck.error(node, msg)
+
+    # ------------------------------------------------------------------ package
+    def build(self) -> Program:
+        main = self.ck.main
+        if main is None:
+            raise P4Error(
+                "no V1Switch(...) main; package instantiation found", self.ck.pre.origin(1)[0], 1, 1
+            )
+        args = main.children[2]
+        blocks = [] if args is None else list(args.children)
+        if len(blocks) != 6:
+            raise self.err(main, f"V1Switch takes 6 blocks, {len(blocks)} given")
+        decls: list[tuple[Decl, list[Any]]] = []
+        for b in blocks:
+            if isinstance(b, Tree) and b.data == "ctor_call":
+                name = str(b.children[0])
+                cargs = [] if b.children[1] is None else list(b.children[1].children)
+            elif isinstance(b, Tree) and b.data == "var":
+                inst = self.ck.globals.lookup(self.ck.name_of(b.children[0]))
+                if inst is None or inst.kind != "global_inst":
+                    raise self.err(b, "V1Switch arguments must be parser/control instances")
+                it = inst.value
+                name = str(it.children[1].children[0])
+                cargs = [] if it.children[2] is None else list(it.children[2].children)
+            else:
+                raise self.err(b, "V1Switch arguments must be parser/control instances")
+            if name not in self.ck.decls or self.ck.decls[name].kind not in ("parser", "control"):
+                raise self.err(b, f"{name} is not a parser or control")
+            decls.append((self.ck.decls[name], cargs))
+        roles = ["parser", "verify", "ingress", "egress", "compute", "deparser"]
+        if decls[0][0].kind != "parser" or any(d.kind != "control" for d, _ in decls[1:]):
+            raise self.err(main, "V1Switch needs a parser and five controls")
+        names: dict[str, str] = {}
+        for role, (decl, cargs) in zip(roles, decls, strict=True):
+            names[role] = (
+                self.build_parser(decl, cargs)
+                if role == "parser"
+                else self.build_control(decl, decl.name, cargs, top=True)["func"]
+            )
+            self.prog.blocks[role] = decl.name
+        # header/meta classes from the parser's parameter types
+        ptree = decls[0][0].tree
+        ptypes = [
+            self.tr.resolve_type(p.children[2], self.ck.globals) for p in ptree.children[2].children
+        ]
+        if len(ptypes) != 4:
+            raise self.err(
+                ptree,
+                "the v1model parser takes (packet_in, out H, inout M, inout standard_metadata_t)",
+            )
+        hdr_t, meta_t, sm_t = ptypes[1], ptypes[2], ptypes[3]
+        for t in (hdr_t, meta_t):
+            if not isinstance(t, StructLikeT) or t.is_header:
+                raise self.err(
+                    ptree, f"v1model headers and metadata must be structs, got {t.show()}"
+                )
+        if not (isinstance(sm_t, StructLikeT) and sm_t.name == "standard_metadata_t"):
+            raise self.err(ptree, "the last parser parameter must be standard_metadata_t")
+        cls = {k: self.tr.py_class(t) for k, t in (("hdr", hdr_t), ("meta", meta_t), ("sm", sm_t))}
+        self.compile_module(names, cls)
+        for t in self.ck.globals.types.values():
+            if isinstance(t, StructLikeT) and t.is_header:
+                self.prog.headers[t.name] = t
+                if "controller_header" in t.annotations:
+                    self.prog.controller_headers.append(
+                        (str(t.annotations["controller_header"][0]), t)
+                    )
+        return self.prog
+
+    def compile_module(self, names: dict[str, str], cls: dict[str, str]) -> None:
+        tr = self.tr
+        src = "\n\n".join(tr.class_src) + "\n\n" + "\n\n".join(self.funcs) + "\n"
+        self.prog.source = src
+        ns: dict[str, Any] = self.prog.ns
+        ns.update(
+            {
+                "_Stack": Stack,
+                "_PErr": ParserError,
+                "_Exit": Exit,
+                "_Ret": _Ret,
+                "_Assert": AssertFailed,
+                "_pack": hashes.pack_fields,
+                "_randint": random.randint,
+                "_G": self.prog.ctx,
+            }
+        )
+        for n, f in hashes.ALGORITHMS.items():
+            ns[f"_H_{n}"] = f
+        for t in self.prog.tables.values():
+            ns[t.pyname] = t.runtime
+            ns[t.pyname + "_exact"] = t.runtime.exact
+        for x in self.prog.externs.values():
+            if x.kind == "register":
+                ns[x.pyname] = [0] * x.size
+            elif x.kind == "counter":
+                ns[x.pyname + "_p"] = [0] * x.size
+                ns[x.pyname + "_b"] = [0] * x.size
+        code = compile(src, "<softswitch-generated>", "exec")
+        exec(code, ns)
+        p = self.prog
+        p.parser = ns[names["parser"]]
+        p.verify = ns[names["verify"]]
+        p.ingress = ns[names["ingress"]]
+        p.egress = ns[names["egress"]]
+        p.compute = ns[names["compute"]]
+        p.deparser = ns[names["deparser"]]
+        p.hdr_cls, p.meta_cls, p.sm_cls = ns[cls["hdr"]], ns[cls["meta"]], ns[cls["sm"]]
+        p.actions = dict(tr.actions)
+
+    # ------------------------------------------------------------------ params
+    def bind_ctor(
+        self, tree: Tree, ctor_node: Tree | None, cargs: list[Any], scope: Scope, caller: Scope
+    ) -> None:
+        cparams = (
+            []
+            if ctor_node is None or ctor_node.children[0] is None
+            else list(ctor_node.children[0].children)
+        )
+        if len(cparams) != len(cargs):
+            raise self.err(tree, f"constructor takes {len(cparams)} arguments, {len(cargs)} given")
+        for p, a in zip(cparams, cargs, strict=True):
+            t = self.tr.resolve_type(p.children[2], scope)
+            e = self.tr.convert(self.tr.expr(a, caller, t), t, a)
+            if not e.is_const:
+                raise self.err(a, "constructor arguments must be compile-time constants")
+            scope.names[self.ck.name_of(p.children[3])] = Sym("const", t, value=e.const)
+
+    def bind_params(
+        self, params_node: Tree | None, scope: Scope
+    ) -> tuple[list[str], list[tuple[str, str, P4Type]]]:
+        py: list[str] = []
+        info: list[tuple[str, str, P4Type]] = []
+        if params_node is None:
+            return py, info
+        for p in params_node.children:
+            d = p.children[1]
+            direction = str(d.children[0]) if d is not None else ""
+            t = self.tr.resolve_type(p.children[2], scope)
+            name = self.ck.name_of(p.children[3])
+            if isinstance(t, ExternT) and t.name == "packet_in":
+                scope.names[name] = Sym("packet_in")
+                py.append("_pkt")
+            elif isinstance(t, ExternT) and t.name == "packet_out":
+                scope.names[name] = Sym("packet_out")
+                py.append("_out")
+            else:
+                code = f"p_{name}_{next(self.tr.uid)}"
+                scope.names[name] = Sym("var", t, code=code, lvalue=direction != "in")
+                py.append(code)
+            info.append((name, direction, t))
+        return py, info
+
+    # ------------------------------------------------------------------ controls
+    def build_control(
+        self, decl: Decl, fq: str, cargs: list[Any], top: bool, caller: Scope | None = None
+    ) -> dict[str, Any]:
+        tree = decl.tree
+        ch = tree.children
+        params_node, ctor_node = ch[2], ch[3]
+        body = ch[-1]
+        local_decls = [c for c in ch[4:-2] if isinstance(c, Tree)]
+        scope = Scope(self.ck.globals)
+        self.bind_ctor(tree, ctor_node, cargs, scope, caller or self.ck.globals)
+        py, info = self.bind_params(params_node, scope)
+        fname = f"ctl_{decl.name}_{next(self.tr.uid)}"
+        saved = (self.tr.em, self.tr.fq, self.tr.in_parser)
+        em = Emitter()
+        self.tr.em, self.tr.fq, self.tr.in_parser = em, fq, False
+        for ld in local_decls:
+            self.control_local(ld, scope, fq)
+        em("try:")
+        with em.block():
+            em("pass")
+            self.tr.block(body, scope)
+        em("except _Ret:")
+        with em.block():
+            em("pass")
+        outs = [
+            scope.names[n].code
+            for n, d, t in info
+            if d in ("out", "inout")
+            and not isinstance(t, (StructLikeT, StackT))
+            and scope.names[n].kind == "var"
+        ]
+        if outs and not top:
+            em(f"return ({', '.join(outs)},)")
+        self.funcs.append(f"def {fname}({', '.join(py)}):\n" + "\n".join(em.lines))
+        self.tr.em, self.tr.fq, self.tr.in_parser = saved
+        return {"name": fq, "func": fname, "params": info}
+
+    def control_local(self, node: Tree, scope: Scope, fq: str) -> None:
+        k = node.data
+        if k == "const_decl":
+            self.tr.s_const_decl(node, scope)
+        elif k == "var_decl":
+            self.tr.s_var_decl(node, scope)
+        elif k == "action_decl":
+            scope.names[self.ck.name_of(node.children[1])] = Sym("action", value=(node, scope, fq))
+        elif k == "instantiation":
+            self.instantiate(node, scope, fq)
+        elif k == "table_decl":
+            self.table(node, scope, fq)
+        else:
+            raise self.err(node, f"unsupported declaration in a control ({k})")
+
+    def instantiate(self, node: Tree, scope: Scope, fq: str) -> None:
+        anns = self.ck.annotations(node.children[0])
+        tref = node.children[1]
+        t = self.tr.resolve_type(tref, scope)
+        name = self.ck.name_of(node.children[3])
+        args = [] if node.children[2] is None else list(node.children[2].children)
+        full = self.tr.control_plane_name(fq, name, anns)
+        tname = str(tref.children[0]) if tref.data in ("named_type", "specialized_type") else ""
+        if tname in self.ck.decls and self.ck.decls[tname].kind == "control":
+            inst = self.build_control(self.ck.decls[tname], full, args, top=False, caller=scope)
+            scope.names[name] = Sym("control_inst", value=inst)
+            return
+        if not isinstance(t, ExternT):
+            raise self.err(node, f"cannot instantiate {t.show()} here")
+        if t.name not in SUPPORTED_EXTERN_INSTANCES:
+            raise self.err(node, f"extern {t.name} is not supported by this target")
+        x = ExternInst(t.name, full, annotations=anns, pyname=f"X_{next(self.tr.uid)}")
+        if t.name == "register":
+            if not t.type_args or not isinstance(t.type_args[0], BitT):
+                raise self.err(node, "register<T> needs a bit<> element type")
+            x.width = t.type_args[0].width
+            if len(args) != 1:
+                raise self.err(node, "register(size)")
+            x.size = self.const_int(args[0], scope)
+        elif t.name == "counter":
+            if len(args) != 2:
+                raise self.err(node, "counter(size, CounterType)")
+            x.size = self.const_int(args[0], scope)
+            x.counter_type = self.enum_member(args[1], scope, "CounterType")
+        elif t.name == "direct_counter":
+            if len(args) != 1:
+                raise self.err(node, "direct_counter(CounterType)")
+            x.counter_type = self.enum_member(args[1 - 1], scope, "CounterType")
+        if full in self.prog.externs:
+            raise self.err(node, f"duplicate name {full}")
+        self.prog.externs[full] = x
+        scope.names[name] = Sym("extern", value=x)
+
+    def const_int(self, node: Any, scope: Scope) -> int:
+        e = self.tr.expr(node, scope)
+        if not e.is_const or not isinstance(e.const, int):
+            raise self.err(node, "expected an integer constant")
+        return int(e.const)
+
+    def enum_member(self, node: Any, scope: Scope, enum: str) -> str:
+        e = self.tr.expr(node, scope)
+        if not (isinstance(e.type, EnumT) and e.type.name == enum):
+            raise self.err(node, f"expected a {enum}")
+        return next(k for k, v in e.type.members.items() if v == e.const)
+
+    # ------------------------------------------------------------------ tables
+    def table(self, node: Tree, scope: Scope, fq: str) -> None:
+        anns = self.ck.annotations(node.children[0])
+        local = self.ck.name_of(node.children[1])
+        full = self.tr.control_plane_name(fq, local, anns)
+        ti = TableInfo(full, local, node, annotations=anns, pyname=f"T_{next(self.tr.uid)}")
+        entries_node = None
+        default_node = None
+        for prop in node.children[2:]:
+            if prop.data == "table_key":
+                for ke in trees(prop):
+                    e = self.tr.expr(ke.children[0], scope)
+                    kind = str(ke.children[1])
+                    kanns = self.ck.annotations(ke.children[2])
+                    if kind not in self.ck.match_kinds:
+                        raise self.err(ke, f"unknown match kind {kind}")
+                    if kind not in ("exact", "lpm", "ternary", "optional", "range"):
+                        raise self.err(ke, f"match kind {kind} is not supported by this target")
+                    t = e.type
+                    if isinstance(t, BoolT):
+                        e = E(f"int({e.code})", BitT(1))
+                    elif isinstance(t, EnumT) and t.underlying is not None:
+                        e = E(e.code, t.underlying)
+                    elif isinstance(t, ErrorT):
+                        e = E(e.code, BitT(32))
+                    elif not isinstance(e.type, BitT):
+                        raise self.err(ke, f"table key must be bit<>/bool/enum, got {t.show()}")
+                    kname = str(kanns["name"][0]) if "name" in kanns else expr_text(ke.children[0])
+                    ti.keys.append((kname, kind, e))
+            elif prop.data == "table_actions":
+                for ar in trees(prop):
+                    aanns = self.ck.annotations(ar.children[0])
+                    aname = self.ck.name_of(ar.children[1])
+                    s = scope.lookup(aname)
+                    if s is None or s.kind != "action":
+                        raise self.err(ar, f"{aname} is not an action")
+                    if ar.children[2] is not None:
+                        raise self.err(
+                            ar, "action arguments in a table's action list are not supported"
+                        )
+                    info = self.tr.action_info(s)
+                    scope_kind = (
+                        "tableonly"
+                        if "tableonly" in aanns
+                        else "defaultonly"
+                        if "defaultonly" in aanns
+                        else ""
+                    )
+                    if any(a[0].name == info.name for a in ti.actions):
+                        raise self.err(ar, f"action {aname} listed twice")
+                    for pname, d, pt in info.params:
+                        if d:
+                            raise self.err(
+                                ar,
+                                f"action {aname}: parameter {pname} has a direction; table actions take directionless parameters only",
+                            )
+                        if bit_width_of(pt) is None:
+                            raise self.err(ar, f"action {aname}: parameter {pname} must be bit<>")
+                    ti.actions.append((info, scope_kind, aanns))
+            elif prop.data == "table_entries":
+                if prop.children[1] is None:
+                    raise self.err(prop, "non-const entries are not supported by this target")
+                entries_node = prop
+            elif prop.data == "table_prop":
+                pname = str(prop.children[2])
+                val = prop.children[3]
+                if pname == "default_action":
+                    default_node = val
+                    ti.default_const = prop.children[1] is not None
+                elif pname == "size":
+                    ti.size = self.const_int(val, scope)
+                elif pname == "counters":
+                    cname = self.ck.name_of(val.children[0]) if val.data == "var" else ""
+                    s = scope.lookup(cname)
+                    if s is None or s.kind != "extern" or s.value.kind != "direct_counter":
+                        raise self.err(val, "counters must name a direct_counter")
+                    ti.counters = s.value
+                    s.value.table = full
+                elif pname == "implementation":
+                    raise self.err(
+                        val,
+                        "table implementations (action profiles) are not supported by this target",
+                    )
+                elif pname in ("support_timeout", "meters", "idle_timeout_with_auto_delete"):
+                    raise self.err(val, f"table property {pname} is not supported by this target")
+                else:
+                    raise self.err(prop, f"unknown table property {pname}")
+        if not ti.actions:
+            raise self.err(node, f"table {local} has no actions")
+        # default action
+        if default_node is None:
+            noaction = self.ck.globals.lookup("NoAction")
+            idx = next((i for i, a in enumerate(ti.actions) if a[0].name == "NoAction"), None)
+            if idx is None:
+                assert noaction is not None
+                ti.actions.append((self.tr.action_info(noaction), "defaultonly", {}))
+                idx = len(ti.actions) - 1
+            ti.default = (idx, [])
+        else:
+            idx, args = self.action_call(default_node, ti, scope)
+            if ti.actions[idx][1] == "tableonly":
+                raise self.err(default_node, "a @tableonly action cannot be the default action")
+            ti.default = (idx, args)
+        if ti.pyname and any(t.name == full for t in self.prog.tables.values()):
+            raise self.err(node, f"duplicate table name {full}")
+        ti.runtime = Table(
+            full,
+            [KeyField(n, k, e.type.width) for n, k, e in ti.keys],  # type: ignore[attr-defined]
+            [
+                TableAction(a.name, i, [(pn, bit_width_of(pt) or 0) for pn, _d, pt in a.params], sk)
+                for i, (a, sk, _an) in enumerate(ti.actions)
+            ],
+            ti.size,
+            ti.default[0],
+            tuple(ti.default[1]),
+            ti.default_const,
+            ti.counters is not None,
+        )
+        if entries_node is not None:
+            self.const_entries(entries_node, ti, scope)
+        self.prog.tables[full] = ti
+        scope.names[local] = Sym("table", value=ti)
+
+    def action_call(self, node: Any, ti: TableInfo, scope: Scope) -> tuple[int, list[int]]:
+        if node.data in ("call", "action_call_expr"):
+            target = node.children[0]
+            aname = self.ck.name_of(
+                target.children[0] if isinstance(target, Tree) and target.data == "var" else target
+            )
+            args = [] if node.children[1] is None else list(node.children[1].children)
+        elif node.data == "var":
+            aname = self.ck.name_of(node.children[0])
+            args = []
+        else:
+            raise self.err(node, "expected an action call")
+        s = scope.lookup(aname)
+        if s is None or s.kind != "action":
+            raise self.err(node, f"{aname} is not an action")
+        info = self.tr.action_info(s)
+        idx = next((i for i, a in enumerate(ti.actions) if a[0].name == info.name), None)
+        if idx is None:
+            raise self.err(node, f"action {aname} is not in the table's action list")
+        if len(args) != len(info.params):
+            raise self.err(
+                node, f"action {aname} takes {len(info.params)} arguments, {len(args)} given"
+            )
+        vals = []
+        for (_pn, _d, pt), a in zip(info.params, args, strict=True):
+            e = self.tr.convert(self.tr.expr(a, scope, pt), pt, a)
+            if not e.is_const:
+                raise self.err(a, "action arguments here must be constants")
+            vals.append(int(e.const) & mask(bit_width_of(pt) or 1))
+        return idx, vals
+
+    def const_entries(self, prop: Tree, ti: TableInfo, scope: Scope) -> None:
+        entries = [c for c in prop.children[3:] if isinstance(c, Tree)]
+        rt: Table = ti.runtime
+        n = len(entries)
+        for i, ent in enumerate(entries):
+            eanns = self.ck.annotations(ent.children[0])
+            ks = ent.children[1]
+            items = (
+                list(ks.children) if isinstance(ks, Tree) and ks.data == "tuple_keyset" else [ks]
+            )
+            if len(items) != len(ti.keys):
+                raise self.err(
+                    ent, f"entry has {len(items)} key values, table has {len(ti.keys)} keys"
+                )
+            match: dict[str, Any] = {}
+            for (kname, kind, ke), item in zip(ti.keys, items, strict=True):
+                w = ke.type.width  # type: ignore[attr-defined]
+                full = mask(w)
+                if isinstance(item, Tree) and item.data in ("dontcare_keyset", "default_keyset"):
+                    if kind == "exact":
+                        raise self.err(item, "exact keys need a value")
+                    match[kname] = None
+                    continue
+                if isinstance(item, Tree) and item.data == "mask_keyset":
+                    v = self.const_int(item.children[0], scope) & full
+                    m = self.const_int(item.children[1], scope) & full
+                    if kind == "lpm":
+                        plen = bin(m).count("1")
+                        match[kname] = (v & m, plen)
+                    else:
+                        match[kname] = (v & m, m)
+                    continue
+                if isinstance(item, Tree) and item.data == "range_keyset":
+                    match[kname] = (
+                        self.const_int(item.children[0], scope),
+                        self.const_int(item.children[1], scope),
+                    )
+                    continue
+                v = self.const_int(item, scope) & full
+                match[kname] = v if kind in ("exact", "optional", "lpm") else (v, full)
+            idx, args = self.action_call(ent.children[2], ti, scope)
+            info = ti.actions[idx][0]
+            prio = (
+                int(eanns["priority"][0])
+                if "priority" in eanns
+                else (n - i if rt.needs_priority() else None)
+            )
+            params = {pn: a for (pn, _d, _t), a in zip(info.params, args, strict=True)}
+            try:
+                rt.add(match, info.name, params, prio, const=True)
+            except Exception as exc:
+                raise self.err(ent, f"bad const entry: {exc}") from None
+            ti.const_entries.append((items, idx, args, prio))
+        rt.const_entries = True
+        ti.has_const_entries = True
+
+    # ------------------------------------------------------------------ parsers
+    def build_parser(self, decl: Decl, cargs: list[Any]) -> str:
+        tree = decl.tree
+        ch = tree.children
+        params_node, ctor_node = ch[2], ch[3]
+        rest = [c for c in ch[4:] if isinstance(c, Tree)]
+        local_decls = [c for c in rest if c.data != "parser_state"]
+        states = [c for c in rest if c.data == "parser_state"]
+        scope = Scope(self.ck.globals)
+        self.bind_ctor(tree, ctor_node, cargs, scope, self.ck.globals)
+        py, _info = self.bind_params(params_node, scope)
+        fname = f"prs_{decl.name}_{next(self.tr.uid)}"
+        saved = (self.tr.em, self.tr.fq, self.tr.in_parser)
+        em = Emitter()
+        self.tr.em, self.tr.fq, self.tr.in_parser = em, decl.name, True
+        em("_plen = len(_pkt); _off = 0")
+        for ld in local_decls:
+            if ld.data == "value_set_decl":
+                raise self.err(ld, "value_set is not supported by this target")
+            if ld.data == "instantiation":
+                raise self.err(ld, "instantiations in parsers are not supported by this target")
+            self.control_local(ld, scope, decl.name)
+        index: dict[str, int] = {}
+        for s in states:
+            sname = self.ck.name_of(s.children[2])
+            if sname in index or sname in ("accept", "reject"):
+                raise self.err(s, f"duplicate or reserved state name {sname}")
+            index[sname] = len(index)
+        if "start" not in index:
+            raise self.err(tree, f"parser {decl.name} has no start state")
+        em(f"_st = {index['start']}")
+        em("try:")
+        with em.block():
+            em("while True:")
+            with em.block():
+                for i, s in enumerate(states):
+                    em(f"{'if' if i == 0 else 'elif'} _st == {i}:")
+                    with em.block():
+                        sc = Scope(scope)
+                        em("pass")
+                        for st in s.children[3:-1]:
+                            self.tr.stmt(st, sc)
+                        self.transition(s.children[-1], sc, index)
+        em("except _PErr as _err:")
+        with em.block():
+            em("_G.sm.parser_error = _err.code")
+        em("return _off")
+        self.funcs.append(f"def {fname}({', '.join(py)}):\n" + "\n".join(em.lines))
+        self.tr.em, self.tr.fq, self.tr.in_parser = saved
+        return fname
+
+    def goto(self, name_node: Any, index: dict[str, int]) -> str:
+        name = self.ck.name_of(name_node)
+        if name == "accept":
+            return "return _off"
+        if name == "reject":
+            return f"raise _PErr({self.ck.errors.get('NoError', 0)})"
+        if name not in index:
+            raise self.err(name_node, f"unknown parser state {name}")
+        return f"_st = {index[name]}; continue"
+
+    def transition(self, node: Tree, scope: Scope, index: dict[str, int]) -> None:
+        em = self.tr.em
+        if node.data == "transition_direct":
+            em(self.goto(node.children[0], index))
+            return
+        sel = node.children[0]
+        keys = [self.tr.expr(k, scope) for k in sel.children[0].children if k is not None]
+        for k, kn in zip(keys, sel.children[0].children, strict=False):
+            if isinstance(k.type, BoolT):
+                k.code, k.type = f"int({k.code})", BitT(1)
+            elif isinstance(k.type, EnumT) and k.type.underlying is not None:
+                k.type = k.type.underlying
+            if not isinstance(k.type, (BitT, ErrorT, EnumT)):
+                raise self.err(kn, f"cannot select on {k.type.show()}")
+        kv = []
+        for k in keys:
+            v = self.tr.tmp("k")
+            em(f"{v} = {k.code}")
+            kv.append(v)
+        first = True
+        has_default = False
+        for case in sel.children[1:]:
+            ks, target = case.children[0], case.children[1]
+            items = (
+                list(ks.children) if isinstance(ks, Tree) and ks.data == "tuple_keyset" else [ks]
+            )
+            if (
+                len(items) == 1
+                and isinstance(items[0], Tree)
+                and items[0].data in ("default_keyset", "dontcare_keyset")
+            ):
+                conds = ["True"]
+            else:
+                if len(items) != len(keys):
+                    raise self.err(case, f"keyset has {len(items)} values, select has {len(keys)}")
+                conds = []
+                for k, v, item in zip(keys, kv, items, strict=True):
+                    conds.append(self.keyset_cond(item, k, v, scope))
+            cond = " and ".join(c for c in conds if c != "True") or "True"
+            if cond == "True":
+                has_default = True
+            em(f"{'if' if first else 'elif'} {cond}:")
+            first = False
+            with em.block():
+                em(self.goto(target, index))
+        nomatch = self.ck.errors["NoMatch"]
+        if first:
+            em(f"raise _PErr({nomatch})")
+        elif not has_default:
+            em("else:")
+            with em.block():
+                em(f"raise _PErr({nomatch})")
+
+    def keyset_cond(self, item: Any, k: E, v: str, scope: Scope) -> str:
+        t = k.type
+        if isinstance(item, Tree) and item.data in ("default_keyset", "dontcare_keyset"):
+            return "True"
+        if isinstance(item, Tree) and item.data == "mask_keyset":
+            a = self.tr.convert(self.tr.expr(item.children[0], scope, t), t, item)
+            m = self.tr.convert(self.tr.expr(item.children[1], scope, t), t, item)
+            if not (a.is_const and m.is_const):
+                raise self.err(item, "keyset values must be constants")
+            return f"({v} & {m.const}) == {a.const & m.const}"
+        if isinstance(item, Tree) and item.data == "range_keyset":
+            lo = self.tr.convert(self.tr.expr(item.children[0], scope, t), t, item)
+            hi = self.tr.convert(self.tr.expr(item.children[1], scope, t), t, item)
+            if not (lo.is_const and hi.is_const):
+                raise self.err(item, "keyset values must be constants")
+            return f"{lo.const} <= {v} <= {hi.const}"
+        e = self.tr.expr(item, scope, t)
+        if isinstance(t, BitT) and isinstance(e.type, EnumT) and e.type.underlying == t:
+            e = E(e.code, t, e.const)
+        e = self.tr.convert(e, t, item)
+        if not e.is_const:
+            raise self.err(item, "keyset values must be constants")
+        return f"{v} == {e.const!r}"
+
+
+def _unused(*_a: Any) -> None:
+    return None
+
+
+__all__ = ["Builder", "IntT", "Program", "StackT", "_unused"]

@@ -1,0 +1,76 @@
+"""Objects the generated code uses at run time."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class PacketContext:
+    """Per-packet values the generated code reads without passing them around (one packet at a
+    time under the switch's lock)."""
+
+    __slots__ = ("payload", "plen", "sm")
+
+    def __init__(self) -> None:
+        self.plen = 0
+        self.payload = b""
+        self.sm: Any = None
+
+
+class Stack(list):  # type: ignore[type-arg]
+    """A header stack: a list of headers plus ``_n``, the next index."""
+
+    _n: int = 0
+
+    def _next(self) -> Any:
+        from softswitch.engine.codegen import ParserError
+
+        if self._n >= len(self):
+            raise ParserError(3)  # StackOutOfBounds
+        h = self[self._n]
+        self._n += 1
+        return h
+
+    def _last(self) -> Any:
+        if self._n == 0:
+            from softswitch.engine.codegen import ParserError
+
+            raise ParserError(3)
+        return self[self._n - 1]
+
+    def _at(self, i: int) -> Any:
+        if i >= len(self):
+            raise IndexError("header stack index out of bounds")
+        return self[i]
+
+    def _push_front(self, n: int) -> None:
+        size = len(self)
+        for i in range(size - 1, -1, -1):
+            if i >= n:
+                self[i]._set(self[i - n])
+            else:
+                self[i]._inv()
+        self._n = min(self._n + n, size)
+
+    def _pop_front(self, n: int) -> None:
+        size = len(self)
+        for i in range(size):
+            if i + n < size:
+                self[i]._set(self[i + n])
+            else:
+                self[i]._inv()
+        self._n = max(self._n - n, 0)
+
+    def _set(self, o: Stack) -> None:
+        for a, b in zip(self, o, strict=True):
+            a._set(b)
+        self._n = o._n
+
+    def _copy(self) -> Stack:
+        s = Stack(x._copy() for x in self)
+        s._n = self._n
+        return s
+
+
+class AssertFailed(Exception):
+    """v1model ``assert`` failed: the packet is dropped."""
