@@ -1,0 +1,173 @@
+"""``kvswitch switch``: the software switch as a process, with simple_switch_grpc's flags.
+
+    kvswitch switch [options] [PROGRAM.p4] [-- --grpc-server-addr ADDR --cpu-port N]
+
+This target takes P4 source (``-D NAME=VAL`` and ``-I DIR`` as for a compiler) where
+simple_switch_grpc takes a compiled JSON; everything else is spelled the same.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+from pathlib import Path
+from types import FrameType
+
+from softswitch import P4Error
+from softswitch.io import PortIO, parse_port_spec
+from softswitch.runtime.bundle import Bundle
+from softswitch.runtime.device import Device
+
+LOG = logging.getLogger("softswitch")
+LEVELS = {
+    "trace": logging.DEBUG,
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "warn": logging.WARNING,
+    "error": logging.ERROR,
+    "critical": logging.CRITICAL,
+    "off": logging.CRITICAL + 10,
+}
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="kvswitch switch", description=__doc__.split("\n\n")[0])
+    p.add_argument("program", nargs="?", help="P4-16 v1model program (source)")
+    p.add_argument("-i", "--interface", action="append", default=[], metavar="PORT@IFACE")
+    p.add_argument("--device-id", type=int, default=0)
+    p.add_argument("--thrift-port", type=int, default=9090)
+    p.add_argument("--log-console", action="store_true", help="log to stderr")
+    p.add_argument("--log-file", help="log to this file")
+    p.add_argument("-L", "--log-level", choices=sorted(LEVELS), default="info")
+    p.add_argument(
+        "--pcap", nargs="?", const=".", metavar="DIR", help="write PORT_in/out.pcap files"
+    )
+    p.add_argument(
+        "--use-files", type=float, metavar="WAIT", help="ports are pcap files; wait first"
+    )
+    p.add_argument("--no-p4", action="store_true", help="start without a program")
+    p.add_argument("-D", dest="defines", action="append", default=[], metavar="NAME=VAL")
+    p.add_argument("-I", dest="includes", action="append", default=[], metavar="DIR")
+    return p
+
+
+def target_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="kvswitch switch ... --", add_help=True)
+    p.add_argument("--grpc-server-addr", default="0.0.0.0:9559")
+    p.add_argument("--cpu-port", type=int)
+    return p
+
+
+def setup_logging(args: argparse.Namespace) -> None:
+    root = logging.getLogger("softswitch")
+    root.setLevel(LEVELS[args.log_level])
+    fmt = logging.Formatter(
+        "%(asctime)s.%(msecs)03d %(levelname)s %(name)s: %(message)s", "%H:%M:%S"
+    )
+    handlers: list[logging.Handler] = []
+    if args.log_console:
+        handlers.append(logging.StreamHandler(sys.stderr))
+    if args.log_file:
+        handlers.append(logging.FileHandler(args.log_file))
+    if not handlers:  # errors still reach the console
+        quiet = logging.StreamHandler(sys.stderr)
+        quiet.setLevel(logging.WARNING)
+        handlers.append(quiet)
+    for h in handlers:
+        h.setFormatter(fmt)
+        root.addHandler(h)
+
+
+def parse_defines(items: list[str]) -> dict[str, str]:
+    out = {}
+    for item in items:
+        name, _, value = item.partition("=")
+        if not name:
+            raise ValueError(f"bad define {item!r}")
+        out[name] = value or "1"
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    own, target = (
+        (argv[: argv.index("--")], argv[argv.index("--") + 1 :]) if "--" in argv else (argv, [])
+    )
+    args = parser().parse_args(own)
+    targs = target_parser().parse_args(target)
+    setup_logging(args)
+    if args.program and args.no_p4:
+        print("kvswitch switch: give a program or --no-p4, not both", file=sys.stderr)
+        return 2
+    if not args.program and not args.no_p4:
+        print("kvswitch switch: a P4 program is required (or --no-p4)", file=sys.stderr)
+        return 2
+
+    device = Device(device_id=args.device_id, cpu_port=targs.cpu_port)
+    if args.program:
+        try:
+            bundle = Bundle.from_file(args.program, parse_defines(args.defines), args.includes)
+            device.install(device.load(bundle))
+        except (OSError, ValueError, P4Error) as exc:
+            print(f"kvswitch switch: cannot load {args.program}: {exc}", file=sys.stderr)
+            return 1
+
+    io = PortIO(device.process, Path(args.pcap) if args.pcap else None)
+    device.transmit = io.transmit
+    try:
+        for spec in args.interface:
+            num, name = parse_port_spec(spec)
+            if args.use_files is not None:
+                io.add_file_port(num, name)
+            else:
+                io.add_interface(num, name)
+    except PermissionError:
+        print("kvswitch switch: raw sockets need root (or CAP_NET_RAW)", file=sys.stderr)
+        io.close()
+        return 1
+    except (OSError, ValueError) as exc:
+        print(f"kvswitch switch: {exc}", file=sys.stderr)
+        io.close()
+        return 1
+
+    # Imported here: the servers pull in grpc and thrift, which the I/O alone does not need.
+    from softswitch.runtime.p4runtime_server import P4RuntimeServer
+    from softswitch.runtime.thrift_server import ThriftServer
+
+    try:
+        thrift = ThriftServer(device, args.thrift_port, ports=io.names)
+        grpc_server = P4RuntimeServer(device, targs.grpc_server_addr)
+    except (OSError, RuntimeError) as exc:
+        print(f"kvswitch switch: cannot listen: {exc}", file=sys.stderr)
+        io.close()
+        return 1
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        LOG.info("signal %d: shutting down", signum)
+        io.stop()
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
+    thrift.start()
+    grpc_server.start()
+    LOG.info(
+        "switch ready: device %d, ports %s, thrift %d, grpc %s",
+        args.device_id,
+        io.names(),
+        args.thrift_port,
+        targs.grpc_server_addr,
+    )
+    try:
+        if args.use_files is not None and not io.stopped.wait(args.use_files):
+            io.run_files()
+        io.run()
+    finally:
+        grpc_server.stop()
+        thrift.stop()
+        io.close()
+        LOG.info("switch stopped")
+    return 0

@@ -1,0 +1,120 @@
+"""The P4 device config of this target: a JSON bundle of P4 source files.
+
+This target compiles P4 source itself, so the ``p4_device_config`` of a P4Runtime
+``ForwardingPipelineConfig`` carries the program's source, not a compiled artefact::
+
+    {
+      "format": "softswitch-p4-source/1",
+      "main": "basic.p4",                      # path of the top-level file inside "files"
+      "files": {"basic.p4": "...", "lib/headers.p4": "..."},
+      "defines": {"HOT_KEYS": "64"},           # -D NAME=VALUE, optional
+      "include_dirs": ["lib"]                  # -I DIR relative to the bundle root, optional
+    }
+
+The bundle root is always on the include path. Paths are relative, '/'-separated and may not
+leave the bundle (no absolute paths, no '..').
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from softswitch import Switch
+
+FORMAT = "softswitch-p4-source/1"
+SOURCE_SUFFIXES = (".p4", ".h", ".p4h", ".def")
+
+
+class BundleError(ValueError):
+    """A device config that is not a valid source bundle."""
+
+
+@dataclass
+class Bundle:
+    main: str
+    files: dict[str, str]
+    defines: dict[str, str] = field(default_factory=dict)
+    include_dirs: list[str] = field(default_factory=list)
+
+    def to_bytes(self) -> bytes:
+        doc = {
+            "format": FORMAT,
+            "main": self.main,
+            "files": self.files,
+            "defines": self.defines,
+            "include_dirs": self.include_dirs,
+        }
+        return json.dumps(doc, sort_keys=True).encode()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> Bundle:
+        try:
+            doc = json.loads(data.decode())
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise BundleError(f"device config is not a JSON source bundle: {exc}") from None
+        if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+            raise BundleError(f"device config must be a JSON object with format {FORMAT!r}")
+        main, files = doc.get("main"), doc.get("files")
+        defines, include_dirs = doc.get("defines") or {}, doc.get("include_dirs") or []
+        if not isinstance(files, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in files.items()
+        ):
+            raise BundleError("bundle 'files' must map paths to source text")
+        if not isinstance(main, str) or main not in files:
+            raise BundleError("bundle 'main' must name one of its files")
+        if not isinstance(defines, dict) or not isinstance(include_dirs, list):
+            raise BundleError("bundle 'defines' must be an object, 'include_dirs' a list")
+        for path in [*files, *include_dirs]:
+            _check_relative(path)
+        return cls(main, files, {str(k): str(v) for k, v in defines.items()}, include_dirs)
+
+    @classmethod
+    def from_file(
+        cls,
+        main: str | Path,
+        defines: dict[str, str] | None = None,
+        include_dirs: list[str | Path] | None = None,
+    ) -> Bundle:
+        """Pack a program on disk: the main file, the sources beside it and in ``include_dirs``."""
+        main_path = Path(main)
+        root = main_path.parent
+        files = {p.relative_to(root).as_posix(): p.read_text() for p in _sources(root)}
+        files[main_path.name] = main_path.read_text()
+        dirs = []
+        for i, inc in enumerate(include_dirs or []):
+            prefix = f"_include{i}"
+            dirs.append(prefix)
+            for p in _sources(Path(inc)):
+                files[f"{prefix}/{p.relative_to(inc).as_posix()}"] = p.read_text()
+        return cls(main_path.name, files, dict(defines or {}), dirs)
+
+    def compile(self) -> Switch:
+        """Write the files to a scratch directory and load the program (raises P4Error)."""
+        with tempfile.TemporaryDirectory(prefix="softswitch-bundle-") as tmp:
+            root = Path(tmp)
+            for rel, text in self.files.items():
+                target = root / rel
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(text)
+            return Switch.from_file(
+                str(root / self.main),
+                defines=self.defines or None,
+                include_dirs=[str(root), *(str(root / d) for d in self.include_dirs)],
+            )
+
+
+def _sources(root: Path) -> list[Path]:
+    if not root.is_dir():
+        return []
+    return sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in SOURCE_SUFFIXES)
+
+
+def _check_relative(path: object) -> None:
+    if not isinstance(path, str):
+        raise BundleError(f"bundle path {path!r} is not a string")
+    p = PurePosixPath(path)
+    if p.is_absolute() or ".." in p.parts:
+        raise BundleError(f"bundle path {path!r} leaves the bundle")
