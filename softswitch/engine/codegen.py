@@ -477,9 +477,10 @@ class Translator:
         ft = bt.field_type(member)
         if ft is None:
             raise self.err(node, f"{bt.name} has no field {member}")
-        if isinstance(ft, VarbitT):
-            return E(f"{base.code}.{member}", ft, lvalue=base.lvalue)
-        return E(f"{base.code}.{member}", ft, lvalue=base.lvalue)
+        e = E(f"{base.code}.{member}", ft, lvalue=base.lvalue)
+        if bt.is_header:
+            e.hdr_base = base.code  # type: ignore[attr-defined]
+        return e
 
     def x_index(self, node: Tree, scope: Scope, want: P4Type | None) -> E:
         base = self.expr(node.children[0], scope)
@@ -1085,34 +1086,62 @@ class Translator:
         raise self.err(node, f"{inst.kind}.{method} is not supported by this target")
 
     def data_list(self, node: Any, scope: Scope) -> tuple[str, int]:
-        """Code building the byte string of a field list (BMv2 packs at bit granularity)."""
+        """Code building the byte string of a field list. As BMv2 does, fields are packed at bit
+        granularity, fields of invalid headers are left out, and the result is zero-padded."""
         e = self.expr(node, scope)
         items: list[E] = getattr(e, "items", None) or [e]
-        vals, widths = [], []
+        vals: list[str] = []
+        widths: list[str] = []
+        valid: list[str] = []
         for it in items:
             t = it.type
             if isinstance(t, EnumT) and t.underlying is not None:
                 t = t.underlying
             if isinstance(t, StructLikeT) and t.is_header:
                 for fname, ft in t.fields:
-                    w = bit_width_of(ft)
-                    if w is None:
-                        raise self.err(
-                            node, "varbit fields in hash/checksum data are not supported"
-                        )
                     vals.append(f"{it.code}.{fname}")
-                    widths.append(w)
+                    w = bit_width_of(ft)
+                    widths.append(f"{it.code}.{fname}__len" if w is None else str(w))
+                    valid.append(f"{it.code}._v")
+                continue
+            hb = getattr(it, "hdr_base", None)
+            valid.append(f"{hb}._v" if hb else "True")
+            if isinstance(t, VarbitT):
+                vals.append(it.code)
+                widths.append(f"{it.code}__len")
                 continue
             if isinstance(t, BoolT):
                 vals.append(f"int({it.code})")
-                widths.append(1)
+                widths.append("1")
                 continue
             if not isinstance(t, BitT):
                 raise self.err(node, f"hash/checksum data must have widths, got {t.show()}")
             vals.append(it.code)
-            widths.append(t.width)
+            widths.append(str(t.width))
+        generic = f"_pack([{', '.join(vals)}], [{', '.join(widths)}])"
+        if all(w.isdigit() for w in widths):
+            generic = self.inline_pack(vals, [int(w) for w in widths])
+        if all(v == "True" for v in valid):
+            return generic, 0
+        bases = sorted({v for v in valid if v != "True"})
+        if all(w.isdigit() for w in widths):
+            slow = f"_pack_v([{', '.join(vals)}], [{', '.join(widths)}], [{', '.join(valid)}])"
+            return f"({generic} if {' and '.join(bases)} else {slow})", 0
+        return (
+            f"_pack_v([{', '.join(vals)}], [{', '.join(widths)}], [{', '.join(valid)}])",
+            0,
+        )
+
+    @staticmethod
+    def inline_pack(vals: list[str], widths: list[int]) -> str:
         total = sum(widths)
-        return f"_pack([{', '.join(vals)}], {widths!r})", total
+        pad = (-total) % 8
+        parts = []
+        shift = total + pad
+        for v, w in zip(vals, widths, strict=True):
+            shift -= w
+            parts.append(f"(({v}) & {mask(w)}) << {shift}" if shift else f"(({v}) & {mask(w)})")
+        return f"({' | '.join(parts) or '0'}).to_bytes({(total + pad) // 8}, 'big')"
 
     def algo(self, node: Any, scope: Scope) -> str:
         e = self.expr(node, scope)

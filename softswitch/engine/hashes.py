@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import random as _random
+import sys
 import zlib
 from collections.abc import Callable
+
+_LITTLE = sys.byteorder == "little"
 
 
 def _reflect(value: int, bits: int) -> int:
@@ -63,10 +66,14 @@ def csum16(data: bytes) -> int:
     """Internet checksum (RFC 1071) of ``data`` (odd length padded with a zero byte)."""
     if len(data) & 1:
         data += b"\x00"
-    s = sum(int.from_bytes(data[i : i + 2], "big") for i in range(0, len(data), 2))
+    # the one's-complement sum does not depend on byte order: sum native 16-bit words, then swap
+    s = sum(memoryview(data).cast("H"))
     while s >> 16:
         s = (s & 0xFFFF) + (s >> 16)
-    return ~s & 0xFFFF
+    r = ~s & 0xFFFF
+    if _LITTLE:
+        r = ((r & 0xFF) << 8) | (r >> 8)
+    return r
 
 
 def xor16(data: bytes) -> int:
@@ -107,3 +114,9 @@ def pack_fields(values: list[int], widths: list[int]) -> bytes:
         total += w
     pad = (-total) % 8
     return (acc << pad).to_bytes((total + pad) // 8, "big")
+
+
+def pack_fields_valid(values: list[int], widths: list[int], valid: list[bool]) -> bytes:
+    """pack_fields, leaving out the fields whose header is invalid."""
+    keep = [i for i, v in enumerate(valid) if v]
+    return pack_fields([values[i] for i in keep], [widths[i] for i in keep])

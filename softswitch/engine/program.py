@@ -180,6 +180,7 @@ class Builder:
                 "_Ret": _Ret,
                 "_Assert": AssertFailed,
                 "_pack": hashes.pack_fields,
+                "_pack_v": hashes.pack_fields_valid,
                 "_randint": random.randint,
                 "_G": self.prog.ctx,
             }
