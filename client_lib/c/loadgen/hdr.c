@@ -20,23 +20,32 @@ size_t hdr_index(const hdr_hist *h, int64_t value)
     return (size_t)(h->sub_count + (uint64_t)(shift - 1) * half + (sub - half));
 }
 
+/* The bucket at index holds the values [sub << shift, (sub + 1) << shift). */
+static void bucket(const hdr_hist *h, size_t index, uint64_t *sub, unsigned *shift)
+{
+    if (index < h->sub_count) {
+        *sub = index;
+        *shift = 0;
+        return;
+    }
+    uint64_t half = h->sub_count / 2;
+    *shift = (unsigned)((index - h->sub_count) / half + 1);
+    *sub = (index - h->sub_count) % half + half;
+}
+
 int64_t hdr_lowest_equivalent(const hdr_hist *h, size_t index)
 {
-    if (index < h->sub_count)
-        return (int64_t)index;
-    uint64_t half = h->sub_count / 2;
-    uint64_t shift = (index - h->sub_count) / half + 1;
-    uint64_t sub = (index - h->sub_count) % half + half;
+    uint64_t sub;
+    unsigned shift;
+    bucket(h, index, &sub, &shift);
     return (int64_t)(sub << shift);
 }
 
 int64_t hdr_highest_equivalent(const hdr_hist *h, size_t index)
 {
-    if (index < h->sub_count)
-        return (int64_t)index;
-    uint64_t half = h->sub_count / 2;
-    uint64_t shift = (index - h->sub_count) / half + 1;
-    uint64_t sub = (index - h->sub_count) % half + half;
+    uint64_t sub;
+    unsigned shift;
+    bucket(h, index, &sub, &shift);
     return (int64_t)(((sub + 1) << shift) - 1);
 }
 

@@ -88,6 +88,7 @@ struct run {
     _Atomic int sending_done;
     uint64_t *sent_per_server;
     uint64_t start_ns, end_ns;
+    uint64_t next_shift_ns;        /* UINT64_MAX without --shift */
     struct stats st;
     unsigned shifts;
 };
@@ -305,6 +306,24 @@ static void apply_shift(struct run *r, rng *g)
     r->shifts++;
 }
 
+/* The key of the next request, after the popularity shift that is due at time now, if any. */
+static size_t draw_key(struct run *r, rng *g, uint64_t now)
+{
+    if (now >= r->next_shift_ns) {
+        apply_shift(r, g);
+        r->next_shift_ns += (uint64_t)(r->o->shift_every * 1e9);
+    }
+    return r->perm[zipf_rank(&r->z, rng_uniform(g))];
+}
+
+static void start_clock(struct run *r, uint64_t start)
+{
+    r->start_ns = start;
+    r->end_ns = start + (uint64_t)(r->o->duration * 1e9);
+    r->next_shift_ns = r->o->shift != SHIFT_NONE ? start + (uint64_t)(r->o->shift_every * 1e9)
+                                                 : UINT64_MAX;
+}
+
 static uint8_t pick_op(struct run *r, rng *g)
 {
     return r->o->write_ratio > 0 && rng_uniform(g) < r->o->write_ratio ? KVS_OP_SET : KVS_OP_GET;
@@ -412,26 +431,19 @@ static int run_open(struct run *r, rng *g, const uint8_t *value)
     r->slots = calloc(size, sizeof r->slots[0]);
     if (r->slots == NULL)
         return -1;
-    r->start_ns = now_ns() + 1000000; /* 1 ms to start the receiver */
-    r->end_ns = r->start_ns + (uint64_t)(o->duration * 1e9);
+    start_clock(r, now_ns() + 1000000); /* 1 ms to start the receiver */
     pthread_t th;
     if (pthread_create(&th, NULL, receiver, r) != 0)
         return -1;
     double period_ns = 1e9 / o->rate;
     double next = (double)r->start_ns;
-    uint64_t next_shift = o->shift != SHIFT_NONE ? r->start_ns + (uint64_t)(o->shift_every * 1e9)
-                                                 : UINT64_MAX;
     const kvs_ring *ring = kvs_client_ring(r->client);
     for (uint32_t seq = 1;; seq++) {
         uint64_t sched = (uint64_t)next;
         if (sched >= r->end_ns)
             break;
-        if (sched >= next_shift) {
-            apply_shift(r, g);
-            next_shift += (uint64_t)(o->shift_every * 1e9);
-        }
         uint8_t op = pick_op(r, g);
-        size_t id = r->perm[zipf_rank(&r->z, rng_uniform(g))];
+        size_t id = draw_key(r, g, sched);
         struct slot *s = &r->slots[seq & r->mask];
         s->seq = seq;
         s->op = op;
@@ -457,11 +469,8 @@ static int run_closed(struct run *r, rng *g, const uint8_t *value)
 {
     struct options *o = r->o;
     uint8_t buf[KVS_MAX_VALUE];
-    r->start_ns = now_ns();
-    r->end_ns = r->start_ns + (uint64_t)(o->duration * 1e9);
+    start_clock(r, now_ns());
     uint64_t next_report = r->start_ns + 1000000000u;
-    uint64_t next_shift = o->shift != SHIFT_NONE ? r->start_ns + (uint64_t)(o->shift_every * 1e9)
-                                                 : UINT64_MAX;
     uint64_t last_sent = 0, last_recv = 0, sent = 0;
     const kvs_ring *ring = kvs_client_ring(r->client);
     for (;;) {
@@ -479,12 +488,8 @@ static int run_closed(struct run *r, rng *g, const uint8_t *value)
                                 r->st.received - last_recv);
             break;
         }
-        if (t0 >= next_shift) {
-            apply_shift(r, g);
-            next_shift += (uint64_t)(o->shift_every * 1e9);
-        }
         uint8_t op = pick_op(r, g);
-        size_t id = r->perm[zipf_rank(&r->z, rng_uniform(g))];
+        size_t id = draw_key(r, g, t0);
         char key[64];
         int klen = snprintf(key, sizeof key, "%s%zu", o->prefix, id);
         uint8_t key16[KVS_KEY_SIZE];

@@ -424,38 +424,12 @@ static void test_bad_config(void **state)
     kvs_client_free(c);
 }
 
-/* Run the load generator binary; its --json summary into out. Exit status returned. */
-static int run_loadgen(char *const argv[], char *out, size_t cap)
-{
-    int p[2];
-    assert_int_equal(pipe(p), 0);
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(p[1], 1);
-        close(p[0]);
-        execv(argv[0], argv);
-        _exit(127);
-    }
-    close(p[1]);
-    size_t got = 0;
-    ssize_t n;
-    while ((n = read(p[0], out + got, cap - 1 - got)) > 0)
-        got += (size_t)n;
-    out[got] = '\0';
-    close(p[0]);
-    int status;
-    waitpid(pid, &status, 0);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
 static long json_int(const char *json, const char *field)
 {
-    char pat[64];
-    snprintf(pat, sizeof pat, "\"%s\": ", field);
-    const char *at = strstr(json, pat);
-    if (at == NULL)
+    long v = json_long(json, field);
+    if (v == -__LONG_MAX__ - 1)
         fail_msg("no %s in %s", field, json);
-    return strtol(at + strlen(pat), NULL, 10);
+    return v;
 }
 
 static void test_loadgen(void **state)
@@ -475,7 +449,7 @@ static void test_loadgen(void **state)
     char *open_argv[] = {(char *)bin, "--servers", servers, "--rate", "2000", "--duration", "1",
                          "--keys", "1000", "--zipf", "1.2", "--write-ratio", "0.2",
                          "--shift", "hot-in:0.3", "--json", "--quiet", NULL};
-    assert_int_equal(run_loadgen(open_argv, out, sizeof out), 0);
+    assert_int_equal(run_capture(open_argv, out, sizeof out), 0);
     long sent = json_int(out, "sent"), received = json_int(out, "received");
     assert_in_range(sent, 1900, 2001);
     assert_int_equal(received, sent);
@@ -487,15 +461,15 @@ static void test_loadgen(void **state)
     char *closed_argv[] = {(char *)bin, "--servers", servers, "--closed", "--duration", "0.5",
                            "--keys", "100", "--value-size", "1000", "--write-ratio", "0.5",
                            "--preload", "--json", "--quiet", NULL};
-    assert_int_equal(run_loadgen(closed_argv, out, sizeof out), 0);
+    assert_int_equal(run_capture(closed_argv, out, sizeof out), 0);
     assert_true(json_int(out, "received") > 100);
     assert_int_equal(json_int(out, "lost"), 0);
 
     char *bad_argv[] = {(char *)bin, "--servers", servers, "--zipf", "-1", NULL};
-    assert_int_equal(run_loadgen(bad_argv, out, sizeof out), 2);
+    assert_int_equal(run_capture(bad_argv, out, sizeof out), 2);
     char *long_key_argv[] = {(char *)bin, "--servers", servers, "--key-prefix",
                              "a-very-long-prefix", NULL};
-    assert_int_equal(run_loadgen(long_key_argv, out, sizeof out), 2);
+    assert_int_equal(run_capture(long_key_argv, out, sizeof out), 2);
     fake_stop(&f[0]);
     fake_stop(&f[1]);
 }
