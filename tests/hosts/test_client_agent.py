@@ -1,0 +1,378 @@
+"""The Python client against real agents on loopback, on every backend."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from kvswitch import protocol as p
+from kvswitch.agent.backends import Backend, MemoryBackend
+from kvswitch.agent.core import AgentCore
+from kvswitch.agent.server import AgentConfig, AgentServer
+from kvswitch.bench.lincheck import Op as HistOp
+from kvswitch.bench.lincheck import check_history
+from kvswitch.client import Client, KeyTooLong, Request, Timeout, ValueTooLarge
+from kvswitch.client.cli import main as client_main
+
+from .conftest import free_port
+
+LOOP = "127.0.0.1"
+AgentFactory = Callable[..., AgentServer]
+
+
+def addr(agent: AgentServer) -> tuple[str, int]:
+    return (LOOP, agent.port)
+
+
+def test_get_set_delete_udp_and_tcp(backend: Backend, agent_factory: AgentFactory) -> None:
+    agent = agent_factory(backend)
+    for tcp in (False, True):
+        with Client([addr(agent)], timeout=1.0, tcp_writes=tcp) as c:
+            assert c.get(b"missing") is None
+            c.set("user:1", b"alice")
+            assert c.get("user:1") == b"alice"
+            c.set(b"bin\x00\xff", bytes(range(256)) * 8)
+            assert c.get(b"bin\x00\xff") == bytes(range(256)) * 8
+            c.set(b"big", b"x" * p.MAX_VALUE)
+            assert c.get(b"big") == b"x" * p.MAX_VALUE
+            assert c.delete("user:1") is True
+            assert c.delete("user:1") is False
+            assert c.get("user:1") is None
+
+
+def test_client_refuses_bad_keys_and_values(agent_factory: AgentFactory) -> None:
+    agent = agent_factory(MemoryBackend())
+    with Client([addr(agent)]) as c:
+        with pytest.raises(KeyTooLong):
+            c.get(b"k" * 17)
+        with pytest.raises(ValueTooLarge):
+            c.set(b"k", b"v" * (p.MAX_VALUE + 1))
+    assert agent.core.stats["rx"] == 0
+
+
+def test_server_too_large_is_value_too_large() -> None:
+    server = AgentServer(AgentCore(MemoryBackend(), max_value=10), AgentConfig(port=0))
+    server.start()
+    try:
+        with Client([(LOOP, server.port)]) as c, pytest.raises(ValueTooLarge):
+            c.set(b"k", b"v" * 11)
+    finally:
+        server.stop()
+
+
+def test_timeout_after_retries() -> None:
+    silent = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    silent.bind((LOOP, 0))
+    with Client([silent.getsockname()], timeout=0.05, retries=2) as c:
+        started = time.monotonic()
+        with pytest.raises(Timeout):
+            c.get(b"k")
+        assert 0.14 < time.monotonic() - started < 1.0
+    silent.settimeout(0.5)
+    received = [silent.recv(100) for _ in range(3)]
+    assert len(set(received)) == 1, "retries must resend the same request id"
+    silent.close()
+
+
+def test_reply_from_another_address_matched_by_key_and_seq() -> None:
+    """A redirected Get is answered by a replica: another source address than the one asked."""
+    origin = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    origin.bind((LOOP, 0))
+    replica = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    replica.bind((LOOP, 0))
+
+    def serve() -> None:
+        data, client_addr = origin.recvfrom(100)
+        req = p.Message.decode(data)
+        # Stray replies first: wrong seq, wrong cid, wrong op, garbage. All must be ignored.
+        replica.sendto(
+            req.reply(p.Op.GET_REPLY, value=b"no", seq=req.seq + 1).encode(), client_addr
+        )
+        replica.sendto(
+            req.reply(p.Op.GET_REPLY, value=b"no", cid=req.cid ^ 1).encode(), client_addr
+        )
+        replica.sendto(req.reply(p.Op.SET_REPLY).encode(), client_addr)
+        replica.sendto(b"garbage", client_addr)
+        replica.sendto(req.reply(p.Op.GET_REPLY, value=b"from-replica").encode(), client_addr)
+
+    thread = threading.Thread(target=serve)
+    thread.start()
+    with Client([origin.getsockname()], timeout=1.0) as c:
+        assert c.get(b"hot") == b"from-replica"
+        time.sleep(0.05)
+        assert c.stray_replies == 4
+    thread.join()
+    origin.close()
+    replica.close()
+
+
+class LossyRelay:
+    """Forwards datagrams between clients and one agent; drops replies the predicate picks."""
+
+    def __init__(self, target: tuple[str, int], drop: Callable[[p.Message], bool]) -> None:
+        self.target = target
+        self.drop = drop
+        self.front = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.front.bind((LOOP, 0))
+        self.back = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.back.bind((LOOP, 0))
+        self.client: tuple[str, int] | None = None
+        self.dropped = 0
+        for sock in (self.front, self.back):
+            sock.settimeout(0.1)
+        self._stop = threading.Event()
+        self._threads = [
+            threading.Thread(target=self._up, daemon=True),
+            threading.Thread(target=self._down, daemon=True),
+        ]
+        for t in self._threads:
+            t.start()
+
+    @property
+    def addr(self) -> tuple[str, int]:
+        return self.front.getsockname()
+
+    def _up(self) -> None:
+        while not self._stop.is_set():
+            try:
+                data, self.client = self.front.recvfrom(65535)
+            except TimeoutError:
+                continue
+            self.back.sendto(data, self.target)
+
+    def _down(self) -> None:
+        while not self._stop.is_set():
+            try:
+                data = self.back.recv(65535)
+            except TimeoutError:
+                continue
+            if self.drop(p.Message.decode(data)):
+                self.dropped += 1
+                continue
+            assert self.client is not None
+            self.front.sendto(data, self.client)
+
+    def close(self) -> None:
+        self._stop.set()
+        for t in self._threads:
+            t.join()
+        self.front.close()
+        self.back.close()
+
+
+def test_retried_set_is_applied_once(backend: Backend, agent_factory: AgentFactory) -> None:
+    agent = agent_factory(backend)
+    first_reply = [True]
+
+    def drop_first_set_reply(m: p.Message) -> bool:
+        if m.op == p.Op.SET_REPLY and first_reply[0]:
+            first_reply[0] = False
+            return True
+        return False
+
+    relay = LossyRelay(addr(agent), drop_first_set_reply)
+    try:
+        with Client([relay.addr], timeout=0.2, retries=3) as c:
+            c.set(b"k", b"v1")  # first reply lost: the retry is answered DUPLICATE
+        assert relay.dropped == 1
+        assert agent.core.stats["duplicate"] == 1
+        assert agent.core.stats["op_set"] == 2
+    finally:
+        relay.close()
+    # The same request id replayed after another client's write changes nothing.
+    raw = p.Message(p.Op.SET, p.pad_key(b"r"), b"old", cid=77, seq=5).encode()
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s, Client([addr(agent)]) as other:
+        s.settimeout(1)
+        s.sendto(raw, addr(agent))
+        assert p.Message.decode(s.recv(100)).status == p.Status.OK
+        other.set(b"r", b"new")
+        s.sendto(raw, addr(agent))
+        assert p.Message.decode(s.recv(100)).status == p.Status.DUPLICATE
+        assert other.get(b"r") == b"new"
+
+
+def test_concurrent_clients_linearizable(backend: Backend, agent_factory: AgentFactory) -> None:
+    """Threads hammer three keys of one server; the history must be linearizable."""
+    agent = agent_factory(backend)
+    history: list[HistOp] = []
+    lock = threading.Lock()
+    keys = [b"a", b"b", b"c"]
+
+    def worker(n: int) -> None:
+        rng = random.Random(n)
+        with Client([addr(agent)], timeout=1.0) as c:
+            for i in range(120):
+                key = rng.choice(keys)
+                kind = rng.choice(("get", "get", "set", "delete"))
+                call = time.monotonic()
+                value: bytes | None = None
+                output: object = None
+                if kind == "get":
+                    output = c.get(key)
+                elif kind == "set":
+                    value = b"%d-%d" % (n, i)
+                    c.set(key, value)
+                else:
+                    output = c.delete(key)
+                ret = time.monotonic()
+                with lock:
+                    history.append(HistOp(kind, key, call, ret, value, output, n))
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(history) == 480
+    results = check_history(history)
+    assert all(r.ok for r in results), [r.key for r in results if not r.ok]
+    # The checker does refuse a history with a stale read (so the check above can fail).
+    bad = [
+        HistOp("set", b"a", 0, 1, b"x"),
+        HistOp("set", b"a", 2, 3, b"y"),
+        HistOp("get", b"a", 4, 5, output=b"x"),
+    ]
+    assert not all(r.ok for r in check_history(bad))
+    assert not any(op.ret == math.inf for op in history)
+
+
+def test_pipeline_many_in_flight(agent_factory: AgentFactory) -> None:
+    agent = agent_factory(MemoryBackend())
+    with Client([addr(agent)], timeout=1.0) as c:
+        sets = [Request("set", b"k%d" % i, b"v%d" % i) for i in range(500)]
+        assert all(o.error is None for o in c.pipeline(sets, window=64))
+        gets = [Request("get", b"k%d" % (i % 600)) for i in range(2000)]
+        outcomes = c.pipeline(gets, window=128)
+        for i, o in enumerate(outcomes):
+            expect = b"v%d" % (i % 600) if i % 600 < 500 else None
+            assert o.error is None and o.value == expect
+            assert o.latency > 0
+        bad = c.pipeline([Request("get", b"x" * 17), Request("frob", b"k")])
+        assert isinstance(bad[0].error, KeyTooLong) and isinstance(bad[1].error, ValueError)
+
+
+def test_keys_go_to_their_origin(agent_factory: AgentFactory) -> None:
+    agents = [agent_factory(MemoryBackend()) for _ in range(3)]
+    with Client([addr(a) for a in agents], timeout=1.0) as c:
+        keys = [b"key%d" % i for i in range(150)]
+        for k in keys:
+            c.set(k, k.upper())
+        ring = p.HashRing(3)
+        for i, a in enumerate(agents):
+            held = {k for k, _ in a.core.snapshot()}
+            assert held == {p.pad_key(k) for k in keys if ring.origin(k) == i}
+            assert held, "consistent hashing left a server without keys"
+        assert [c.get(k) for k in keys] == [k.upper() for k in keys]
+
+
+@pytest.fixture
+def fake_switch() -> Iterator[socket.socket]:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.bind((LOOP, 0))
+    sock.settimeout(2)
+    yield sock
+    sock.close()
+
+
+def _control(port: int, *requests: dict[str, object] | bytes) -> list[dict[str, object]]:
+    with socket.create_connection((LOOP, port), timeout=5) as conn:
+        f = conn.makefile("rwb")
+        for r in requests:
+            f.write(r if isinstance(r, bytes) else json.dumps(r).encode() + b"\n")
+        f.flush()
+        return [json.loads(f.readline()) for _ in requests]
+
+
+def test_control_push_sync_flow(fake_switch: socket.socket, agent_factory: AgentFactory) -> None:
+    switch = fake_switch.getsockname()
+    origin = agent_factory(MemoryBackend(), switch, control_port=0)
+    replica = agent_factory(MemoryBackend(), switch, control_port=0)
+    assert origin.control_port and replica.control_port
+    with Client([addr(origin)]) as c:
+        c.set(b"hot", b"value")
+    answers: list[dict[str, object]] = []
+    push = {"cmd": "push", "key": "hot", "replicas": [f"{LOOP}:{replica.port}"]}
+    t = threading.Thread(target=lambda: answers.extend(_control(origin.control_port or 0, push)))
+    t.start()
+    # The switch's part: stamp the SYNC and reflect it; then collect SYNC_DONE and CONFIRM.
+    data, sender = fake_switch.recvfrom(100)
+    sync = p.Message.decode(data)
+    assert (sync.op, sync.key, sync.ver, sender) == (p.Op.SYNC, p.pad_key(b"hot"), 0, addr(origin))
+    fake_switch.sendto(p.Message(p.Op.SYNC, sync.key, epoch=2, ver=41).encode(), sender)
+    seen = {}
+    for _ in range(2):
+        data, sender = fake_switch.recvfrom(100)
+        m = p.Message.decode(data)
+        seen[p.Op(m.op)] = (m.version, sender)
+    t.join()
+    assert seen == {
+        p.Op.SYNC_DONE: ((2, 41), addr(origin)),
+        p.Op.CONFIRM: ((2, 41), addr(replica)),
+    }
+    assert answers == [{"ok": True, "epoch": 2, "ver": 41, "pushed": 1}]
+    keys = _control(replica.control_port, {"cmd": "keys"}, {"cmd": "versions"})
+    row = {"key_hex": p.pad_key(b"hot").hex(), "epoch": 2, "ver": 41, "live": True}
+    assert keys[0] == {"ok": True, "keys": [row]}
+    with Client([addr(replica)]) as c:
+        assert c.get(b"hot") == b"value"
+    out = _control(
+        replica.control_port,
+        {"cmd": "remove", "key": "hot"},
+        {"cmd": "remove", "key_hex": "00"},
+        {"cmd": "frobnicate"},
+        b"not json\n",
+        b"[1, 2]\n",
+        {"cmd": "push", "key": "hot", "replicas": "nope"},
+        {"cmd": "stats"},
+    )
+    assert out[0] == {"ok": True, "found": True}
+    assert [o["ok"] for o in out[1:6]] == [False] * 5
+    assert out[6]["ok"] is True and out[6]["stats"]["confirm_sent"] == 1  # type: ignore[index]
+    with Client([addr(replica)]) as c:
+        assert c.get(b"hot") is None
+
+
+def test_control_push_without_reflection_fails_cleanly(
+    fake_switch: socket.socket, agent_factory: AgentFactory
+) -> None:
+    origin = agent_factory(MemoryBackend(), fake_switch.getsockname(), control_port=0)
+    origin.config.sync_timeout = 0.05
+    with Client([addr(origin)]) as c:
+        c.set(b"k", b"v")
+    out = _control(origin.control_port or 0, {"cmd": "push", "key": "k", "replicas": []})
+    assert out == [{"ok": False, "error": "no SYNC reflection from the switch"}]
+    assert origin.core.pending_syncs == {}
+
+
+def test_agent_cli_process_and_client_cli(capfd: pytest.CaptureFixture[str]) -> None:
+    port, control = free_port(), free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kvswitch", "agent", "--port", str(port),
+         "--control-port", str(control)],
+        stdout=subprocess.PIPE,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        assert b"serving" in proc.stdout.readline()
+        servers = ["--servers", f"{LOOP}:{port}"]
+        assert client_main([*servers, "set", "cli-key", "cli-value"]) == 0
+        assert client_main([*servers, "get", "cli-key"]) == 0
+        assert client_main([*servers, "--tcp", "del", "cli-key"]) == 0
+        assert client_main([*servers, "get", "cli-key"]) == 1
+        assert client_main([*servers, "get", "k" * 17]) == 2
+        assert "cli-value" in capfd.readouterr().out
+        assert _control(control, {"cmd": "ping"}) == [{"ok": True, "port": port}]
+    finally:
+        proc.terminate()  # the PID started above
+        assert proc.wait(timeout=5) == 0
