@@ -1,0 +1,127 @@
+"""Shared fixtures of the runtime tests: the test program, an in-process P4Runtime server, and
+the switch as a separate process (``kvswitch switch``)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from google.protobuf import text_format
+
+from softswitch.runtime.bundle import Bundle
+from softswitch.runtime.device import Device
+from softswitch.runtime.p4runtime_server import P4RuntimeServer
+
+P4_DIR = Path(__file__).parent / "p4"
+PROGRAM = P4_DIR / "runtime.p4"
+CPU_PORT = 255
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_port(port: int, proc: subprocess.Popen[bytes] | None = None, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(
+                f"switch exited with {proc.returncode}: {proc.stderr.read().decode() if proc.stderr else ''}"
+            )
+        with (
+            contextlib.suppress(OSError),
+            socket.create_connection(("127.0.0.1", port), timeout=0.2),
+        ):
+            return
+        time.sleep(0.05)
+    raise TimeoutError(f"nothing listens on port {port}")
+
+
+@dataclass
+class Program:
+    """The test program as P4Runtime clients get it: P4Info text file and device config file."""
+
+    bundle: Bundle
+    p4info_path: Path
+    blob_path: Path
+
+
+@pytest.fixture(scope="session")
+def program(tmp_path_factory: pytest.TempPathFactory) -> Program:
+    tmp = tmp_path_factory.mktemp("program")
+    bundle = Bundle.from_file(PROGRAM)
+    switch = bundle.compile()
+    info = tmp / "runtime.p4info.txtpb"
+    info.write_text(text_format.MessageToString(switch.p4info))
+    blob = tmp / "runtime.bundle.json"
+    blob.write_bytes(bundle.to_bytes())
+    return Program(bundle, info, blob)
+
+
+@dataclass
+class Server:
+    device: Device
+    server: P4RuntimeServer
+    address: str
+
+
+@pytest.fixture
+def rt_server() -> Iterator[Server]:
+    """A P4Runtime server in this process, device id 0, no pipeline yet, CPU port 255."""
+    device = Device(device_id=0, cpu_port=CPU_PORT)
+    address = f"127.0.0.1:{free_port()}"
+    server = P4RuntimeServer(device, address)
+    server.start()
+    try:
+        yield Server(device, server, address)
+    finally:
+        server.stop(grace=0)
+
+
+@dataclass
+class SwitchProcess:
+    proc: subprocess.Popen[bytes]
+    thrift_port: int
+    grpc_port: int
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+
+@contextlib.contextmanager
+def switch_process(
+    args: list[str], cwd: Path | None = None, cpu_port: int | None = None
+) -> Iterator[SwitchProcess]:
+    """``kvswitch switch ARGS`` on free Thrift and gRPC ports; stopped with SIGTERM at the end."""
+    thrift, grpc_port = free_port(), free_port()
+    target = ["--", "--grpc-server-addr", f"127.0.0.1:{grpc_port}"]
+    if cpu_port is not None:
+        target += ["--cpu-port", str(cpu_port)]
+    cmd = [sys.executable, "-m", "kvswitch", "switch", "--thrift-port", str(thrift), *args, *target]
+    proc = subprocess.Popen(
+        cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=dict(os.environ)
+    )
+    sp = SwitchProcess(proc, thrift, grpc_port)
+    try:
+        wait_port(grpc_port, proc)
+        yield sp
+    finally:
+        sp.stop()
