@@ -46,7 +46,7 @@ def test_model_evicts_into_later_stages() -> None:
 def test_registers_equal_reference_after_random_trace(dp: Dataplane) -> None:
     op = proto().op
     rng = random.Random(20190908)
-    hot = key16("hot-is-not-tracked")
+    hot = key16("hot-untracked")
     dp.make_hot(hot, 0, [SERVERS[0]])
     # Zipf-like popularity over 300 keys: heavy hitters, collisions and evictions in 4 x 16 slots.
     population = [key16(f"key-{i}") for i in range(300)]
