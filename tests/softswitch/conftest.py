@@ -55,3 +55,9 @@ def basic_switch_factory():
         return Switch.from_file(P4_DIR / "basic.p4", defines=defines or None)
 
     return make
+
+
+@pytest.fixture(scope="session")
+def v1():
+    """Builds a v1model program from pieces: see v1_program."""
+    return v1_program
