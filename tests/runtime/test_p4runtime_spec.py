@@ -1,0 +1,296 @@
+"""P4Runtime behaviour the specification fixes, checked with raw protobuf requests: arbitration,
+pipeline config actions, error codes, batch atomicity, canonical byte strings, wildcard reads."""
+
+from __future__ import annotations
+
+import queue
+from collections.abc import Iterator
+
+import grpc
+import pytest
+from finsy.proto import p4r, p4r_grpc, rpc_code, rpc_status
+
+from softswitch.runtime.p4info_index import P4InfoIndex
+from tests.runtime.conftest import Program, Server
+
+Code = rpc_code.Code
+
+
+class Client:
+    """A P4Runtime client holding one StreamChannel."""
+
+    def __init__(self, address: str) -> None:
+        self.channel = grpc.insecure_channel(address)
+        self.stub = p4r_grpc.P4RuntimeStub(self.channel)
+        self.requests: queue.Queue[p4r.StreamMessageRequest | None] = queue.Queue()
+        self.responses = self.stub.StreamChannel(self._iter())
+        self.election_id = 0
+
+    def _iter(self) -> Iterator[p4r.StreamMessageRequest]:
+        while (msg := self.requests.get()) is not None:
+            yield msg
+
+    def arbitrate(self, election_id: int, device_id: int = 0) -> p4r.MasterArbitrationUpdate:
+        self.election_id = election_id
+        arb = p4r.MasterArbitrationUpdate(
+            device_id=device_id, election_id=p4r.Uint128(low=election_id)
+        )
+        self.requests.put(p4r.StreamMessageRequest(arbitration=arb))
+        return self.next_arbitration()
+
+    def next_arbitration(self) -> p4r.MasterArbitrationUpdate:
+        msg = next(self.responses)
+        assert msg.HasField("arbitration"), msg
+        return msg.arbitration
+
+    def set_pipeline(
+        self,
+        program: Program,
+        action: int = p4r.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT,
+        cookie: int = 5,
+    ) -> None:
+        info = program.bundle.compile().p4info
+        config = p4r.ForwardingPipelineConfig(
+            p4info=info, p4_device_config=program.bundle.to_bytes()
+        )
+        config.cookie.cookie = cookie
+        self.stub.SetForwardingPipelineConfig(
+            p4r.SetForwardingPipelineConfigRequest(
+                device_id=0,
+                election_id=p4r.Uint128(low=self.election_id),
+                action=action,
+                config=config,
+            )
+        )
+
+    def write(self, *updates: p4r.Update, atomicity: int = 0) -> None:
+        self.stub.Write(
+            p4r.WriteRequest(
+                device_id=0,
+                election_id=p4r.Uint128(low=self.election_id),
+                updates=updates,
+                atomicity=atomicity,
+            )
+        )
+
+    def read(self, *entities: p4r.Entity) -> list[p4r.Entity]:
+        out: list[p4r.Entity] = []
+        for resp in self.stub.Read(p4r.ReadRequest(device_id=0, entities=entities)):
+            out += resp.entities
+        return out
+
+    def close(self) -> None:
+        self.requests.put(None)
+        self.channel.close()
+
+
+@pytest.fixture
+def clients(rt_server: Server) -> Iterator[list[Client]]:
+    made: list[Client] = []
+    yield made
+    for c in made:
+        c.close()
+
+
+def client(rt_server: Server, clients: list[Client]) -> Client:
+    c = Client(rt_server.address)
+    clients.append(c)
+    return c
+
+
+def details(err: grpc.RpcError) -> list[p4r.Error]:
+    for key, value in err.trailing_metadata() or ():
+        if key == "grpc-status-details-bin":
+            status = rpc_status.Status.FromString(value)
+            out = []
+            for d in status.details:
+                e = p4r.Error()
+                d.Unpack(e)
+                out.append(e)
+            return out
+    return []
+
+
+def l2_entry(
+    index: P4InfoIndex, port: bytes, out_port: int = 2, op: int = p4r.Update.INSERT
+) -> p4r.Update:
+    table = index.table("l2")
+    action = index.action("forward")
+    assert table and action
+    te = p4r.TableEntry(table_id=table.id)
+    te.match.add(field_id=table.keys[0].id).exact.value = port
+    te.action.action.action_id = action.id
+    te.action.action.params.add(param_id=1, value=out_port.to_bytes(2, "big"))
+    return p4r.Update(type=op, entity=p4r.Entity(table_entry=te))
+
+
+def test_arbitration_primary_backup_and_failover(rt_server: Server, clients: list[Client]) -> None:
+    a, b = client(rt_server, clients), client(rt_server, clients)
+    arb = a.arbitrate(10)
+    assert arb.status.code == Code.OK and arb.election_id.low == 10
+    arb = b.arbitrate(5)
+    assert arb.status.code == Code.ALREADY_EXISTS and arb.election_id.low == 10  # backup
+    # b takes over with a higher id: both are told
+    arb_b = b.arbitrate(20)
+    assert arb_b.status.code == Code.OK
+    arb_a = a.next_arbitration()
+    assert arb_a.status.code == Code.ALREADY_EXISTS and arb_a.election_id.low == 20
+    # the same election id on another stream is refused and that stream is closed
+    c = client(rt_server, clients)
+    with pytest.raises(grpc.RpcError) as exc:
+        c.arbitrate(20)
+    assert exc.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    # the primary leaves: the backup hears there is no primary
+    b.close()
+    clients.remove(b)
+    arb = a.next_arbitration()
+    assert arb.status.code == Code.NOT_FOUND
+
+
+def test_pipeline_required_and_permission(
+    rt_server: Server, clients: list[Client], program: Program
+) -> None:
+    a, b = client(rt_server, clients), client(rt_server, clients)
+    a.arbitrate(10)
+    b.arbitrate(3)
+    with pytest.raises(grpc.RpcError) as exc:
+        a.stub.GetForwardingPipelineConfig(p4r.GetForwardingPipelineConfigRequest(device_id=0))
+    assert exc.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    index = P4InfoIndex(program.bundle.compile().p4info)
+    with pytest.raises(grpc.RpcError) as exc:
+        a.write(l2_entry(index, b"\x01"))
+    assert exc.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    with pytest.raises(grpc.RpcError) as exc:
+        b.set_pipeline(program)
+    assert exc.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    # VERIFY and VERIFY_AND_SAVE install nothing; COMMIT installs the saved config
+    req = p4r.SetForwardingPipelineConfigRequest
+    a.set_pipeline(program, req.VERIFY)
+    assert rt_server.device.pipeline is None
+    a.set_pipeline(program, req.VERIFY_AND_SAVE, cookie=9)
+    assert rt_server.device.pipeline is None
+    a.stub.SetForwardingPipelineConfig(
+        req(device_id=0, election_id=p4r.Uint128(low=10), action=req.COMMIT)
+    )
+    got = a.stub.GetForwardingPipelineConfig(p4r.GetForwardingPipelineConfigRequest(device_id=0))
+    assert got.config.cookie.cookie == 9 and got.config.p4info.tables
+    assert got.config.p4_device_config == program.bundle.to_bytes()
+    with pytest.raises(grpc.RpcError) as exc:
+        b.write(l2_entry(index, b"\x01"))
+    assert exc.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    # a bad device config is refused and the running pipeline stays
+    bad = p4r.ForwardingPipelineConfig(p4info=got.config.p4info, p4_device_config=b"not a bundle")
+    with pytest.raises(grpc.RpcError) as exc:
+        a.stub.SetForwardingPipelineConfig(
+            req(
+                device_id=0,
+                election_id=p4r.Uint128(low=10),
+                action=req.VERIFY_AND_COMMIT,
+                config=bad,
+            )
+        )
+    assert exc.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert rt_server.device.pipeline is not None
+
+
+def test_errors_per_update_and_atomicity(
+    rt_server: Server, clients: list[Client], program: Program
+) -> None:
+    a = client(rt_server, clients)
+    a.arbitrate(1)
+    a.set_pipeline(program)
+    index = P4InfoIndex(program.bundle.compile().p4info)
+    unknown_table = p4r.Update(
+        type=p4r.Update.INSERT, entity=p4r.Entity(table_entry=p4r.TableEntry(table_id=0x0200FFFF))
+    )
+    too_wide = l2_entry(index, b"\x02\x00")  # 512 does not fit bit<9>
+    bad_param = l2_entry(index, b"\x03", out_port=1 << 12)  # does not fit bit<9>
+    good = l2_entry(index, b"\x00\x04")  # non-canonical but fitting: accepted
+    with pytest.raises(grpc.RpcError) as exc:
+        a.write(unknown_table, too_wide, bad_param, good)  # CONTINUE_ON_ERROR
+    assert exc.value.code() == grpc.StatusCode.UNKNOWN
+    codes = [e.canonical_code for e in details(exc.value)]
+    assert codes == [Code.NOT_FOUND, Code.INVALID_ARGUMENT, Code.INVALID_ARGUMENT, Code.OK]
+    [entity] = a.read(p4r.Entity(table_entry=p4r.TableEntry(table_id=index.table("l2").id)))  # type: ignore[union-attr]
+    assert entity.table_entry.match[0].exact.value == b"\x04"  # read back canonical
+    assert entity.table_entry.action.action.params[0].value == b"\x02"
+
+    # ROLLBACK_ON_ERROR: the good insert before the failure is undone
+    with pytest.raises(grpc.RpcError) as exc:
+        a.write(
+            l2_entry(index, b"\x05"),
+            l2_entry(index, b"\x04"),
+            atomicity=p4r.WriteRequest.ROLLBACK_ON_ERROR,
+        )
+    codes = [e.canonical_code for e in details(exc.value)]
+    assert codes == [Code.ABORTED, Code.ALREADY_EXISTS]
+    assert len(a.read(p4r.Entity(table_entry=p4r.TableEntry()))) == 1
+    # MODIFY / DELETE of a missing entry: NOT_FOUND; priority on an exact table: INVALID_ARGUMENT
+    with pytest.raises(grpc.RpcError) as exc:
+        a.write(l2_entry(index, b"\x06", op=p4r.Update.DELETE))
+    assert [e.canonical_code for e in details(exc.value)] == [Code.NOT_FOUND]
+    upd = l2_entry(index, b"\x07")
+    upd.entity.table_entry.priority = 3
+    with pytest.raises(grpc.RpcError) as exc:
+        a.write(upd)
+    assert [e.canonical_code for e in details(exc.value)] == [Code.INVALID_ARGUMENT]
+    # the switch still serves after all that
+    a.write(l2_entry(index, b"\x08"))
+    assert len(a.read(p4r.Entity(table_entry=p4r.TableEntry()))) == 2
+
+
+def test_ternary_rules_registers_and_reconcile(
+    rt_server: Server, clients: list[Client], program: Program
+) -> None:
+    a = client(rt_server, clients)
+    a.arbitrate(1)
+    a.set_pipeline(program)
+    index = P4InfoIndex(program.bundle.compile().p4info)
+    acl, punt = index.table("acl"), index.action("punt")
+    assert acl and punt
+
+    def acl_update(value: bytes, mask: bytes, priority: int) -> p4r.Update:
+        te = p4r.TableEntry(table_id=acl.id, priority=priority)
+        fm = te.match.add(field_id=acl.keys[0].id)
+        fm.ternary.value, fm.ternary.mask = value, mask
+        te.action.action.action_id = punt.id
+        return p4r.Update(type=p4r.Update.INSERT, entity=p4r.Entity(table_entry=te))
+
+    for bad in (
+        acl_update(b"\x08\x01", b"\xff\x00", 1),
+        acl_update(b"\x08\x00", b"\xff\x00", 0),
+        acl_update(b"\x00", b"\x00", 1),
+    ):
+        with pytest.raises(grpc.RpcError) as exc:
+            a.write(bad)
+        assert [e.canonical_code for e in details(exc.value)] == [Code.INVALID_ARGUMENT]
+    a.write(acl_update(b"\x08\x00", b"\xff\x00", 1))
+
+    reg = index.register("last_ttl")
+    assert reg
+    entry = p4r.RegisterEntry(register_id=reg.id, index=p4r.Index(index=2))
+    entry.data.bitstring = b"\x2a"
+    a.write(p4r.Update(type=p4r.Update.MODIFY, entity=p4r.Entity(register_entry=entry)))
+    cells = a.read(p4r.Entity(register_entry=p4r.RegisterEntry(register_id=reg.id)))
+    assert len(cells) == reg.size and cells[2].register_entry.data.bitstring == b"\x2a"
+    entry.index.index = reg.size
+    with pytest.raises(grpc.RpcError) as exc:
+        a.write(p4r.Update(type=p4r.Update.MODIFY, entity=p4r.Entity(register_entry=entry)))
+    assert [e.canonical_code for e in details(exc.value)] == [Code.OUT_OF_RANGE]
+
+    # RECONCILE_AND_COMMIT keeps entries and register values
+    a.set_pipeline(program, p4r.SetForwardingPipelineConfigRequest.RECONCILE_AND_COMMIT)
+    assert len(a.read(p4r.Entity(table_entry=p4r.TableEntry()))) == 1
+    cells = a.read(
+        p4r.Entity(register_entry=p4r.RegisterEntry(register_id=reg.id, index=p4r.Index(index=2)))
+    )
+    assert cells[0].register_entry.data.bitstring == b"\x2a"
+    # VERIFY_AND_COMMIT starts afresh
+    a.set_pipeline(program)
+    assert a.read(p4r.Entity(table_entry=p4r.TableEntry())) == []
+
+
+def test_capabilities(rt_server: Server) -> None:
+    with grpc.insecure_channel(rt_server.address) as ch:
+        resp = p4r_grpc.P4RuntimeStub(ch).Capabilities(p4r.CapabilitiesRequest())
+    assert resp.p4runtime_api_version.startswith("1.")
