@@ -2,102 +2,35 @@
 
 from __future__ import annotations
 
-import os
-import pwd
-import socket
-import subprocess
-import time
 import uuid
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
 
+from kvswitch.agent.backend_procs import MEMCACHED, REDIS_SERVER, start_memcached, start_redis
 from kvswitch.agent.backends import Backend, make_backend
 from kvswitch.agent.core import AgentCore
 from kvswitch.agent.server import AgentConfig, AgentServer
 
-MEMCACHED = "/usr/bin/memcached"
-REDIS = "/usr/bin/redis-server"
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _wait_tcp(port: int, proc: subprocess.Popen[bytes], what: str) -> None:
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"{what} exited with {proc.returncode}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError(f"{what} did not listen on {port}")
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    proc.terminate()  # this very PID, started by the fixture
-    try:
-        proc.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-
 
 @pytest.fixture(scope="session")
 def memcached_addr() -> Iterator[str]:
-    if not Path(MEMCACHED).is_file():
+    if not MEMCACHED.is_file():
         pytest.skip(f"{MEMCACHED} is absent (Debian package memcached; `make test` installs it)")
-    port = free_port()
-    proc = subprocess.Popen(
-        # memcached refuses to run as root unless told which user to be (-u).
-        [
-            MEMCACHED,
-            "-l",
-            "127.0.0.1",
-            "-p",
-            str(port),
-            "-U",
-            "0",
-            "-m",
-            "64",
-            "-t",
-            "2",
-            "-u",
-            pwd.getpwuid(os.geteuid()).pw_name,
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        _wait_tcp(port, proc, "memcached")
-        yield f"127.0.0.1:{port}"
-    finally:
-        _stop(proc)
+    proc = start_memcached()
+    yield proc.addr
+    proc.stop()
 
 
 @pytest.fixture(scope="session")
-def redis_addr(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    if not Path(REDIS).is_file():
-        pytest.skip(f"{REDIS} is absent (Debian package redis-server; `make test` installs it)")
-    port = free_port()
-    workdir = tmp_path_factory.mktemp("redis")
-    proc = subprocess.Popen(
-        [REDIS, "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no",
-         "--dir", str(workdir)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
-        _wait_tcp(port, proc, "redis-server")
-        yield f"127.0.0.1:{port}"
-    finally:
-        _stop(proc)
+def redis_addr() -> Iterator[str]:
+    if not REDIS_SERVER.is_file():
+        pytest.skip(
+            f"{REDIS_SERVER} is absent (Debian package redis-server; `make test` installs it)"
+        )
+    proc = start_redis()
+    yield proc.addr
+    proc.stop()
 
 
 BACKENDS = [

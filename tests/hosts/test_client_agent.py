@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from kvswitch import protocol as p
+from kvswitch.agent.backend_procs import free_port
 from kvswitch.agent.backends import Backend, MemoryBackend
 from kvswitch.agent.core import AgentCore
 from kvswitch.agent.server import AgentConfig, AgentServer
@@ -23,8 +24,6 @@ from kvswitch.bench.lincheck import Op as HistOp
 from kvswitch.bench.lincheck import check_history
 from kvswitch.client import Client, KeyTooLong, Request, Timeout, ValueTooLarge
 from kvswitch.client.cli import main as client_main
-
-from .conftest import free_port
 
 LOOP = "127.0.0.1"
 AgentFactory = Callable[..., AgentServer]
