@@ -1,0 +1,117 @@
+"""The switch as a process: simple_switch_CLI (unchanged, from PyPI) over Thrift, pcap files in
+and out (--use-files, --pcap), bad flags, and a clean exit on SIGTERM."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Ether
+
+from softswitch.io import PcapWriter, read_pcap
+from tests.runtime.conftest import PROGRAM, switch_process
+
+CLI = shutil.which("simple_switch_CLI") or str(Path(sys.executable).parent / "simple_switch_CLI")
+
+
+def run_cli(thrift_port: int, commands: str) -> str:
+    done = subprocess.run(
+        [CLI, "--thrift-port", str(thrift_port)],
+        input=commands,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_simple_switch_cli(tmp_path: Path) -> None:
+    with switch_process([str(PROGRAM)]) as sw:
+        out = run_cli(
+            sw.thrift_port,
+            "\n".join(
+                [
+                    "table_add ipv4_lpm ipv4_forward 10.0.0.0/8 => 00:11:22:33:44:55 2",
+                    "table_add l2 forward 1 => 3",
+                    "table_add acl punt 0x0806&&&0xffff => 5",
+                    "table_num_entries ipv4_lpm",
+                    "table_dump l2",
+                    "table_modify l2 forward 1 => 4",
+                    "table_set_default ipv4_lpm drop",
+                    "table_add no_such_table drop 1 =>",
+                    "table_add l2 forward 1 => 3",
+                    "table_add l2 forward 1 2 => 3",
+                    "register_write last_ttl 3 99",
+                    "register_read last_ttl 3",
+                    "register_read last_ttl 99",
+                    "counter_read port_counter 1",
+                    "counter_read lpm_counter 1",
+                    "mc_mgrp_create 7",
+                    "mc_node_create 0 3 4",
+                    "mc_node_associate 7 0",
+                    "mc_dump",
+                    "table_delete ipv4_lpm 1",
+                    "table_num_entries ipv4_lpm",
+                ]
+            )
+            + "\n",
+        )
+        assert "Entry has been added with handle" in out
+        assert "ipv4_lpm: 1" in out or "1\n" in out
+        assert "Invalid table operation (DUPLICATE_ENTRY)" in out
+        assert "Error: Table no_such_table" in out or "Invalid table" in out
+        assert "last_ttl[3]= 99" in out
+        assert "Invalid register operation (INVALID_INDEX)" in out
+        assert "port_counter[1]= (0 bytes, 0 packets)" in out
+        assert "lpm_counter[1]= (0 bytes, 0 packets)" in out
+        assert (
+            "Creating multicast group 7" in out and "Associating node 0 to multicast group 7" in out
+        )
+        assert "mgrp(7)" in out and "ports=[3, 4]" in out
+        assert sw.proc.poll() is None  # bad commands did not hurt the switch
+    assert sw.proc.returncode == 0  # SIGTERM: clean exit
+
+
+def test_pcap_files_and_capture(tmp_path: Path) -> None:
+    frames = [bytes(Ether() / IP(dst=f"10.0.0.{i}") / UDP(dport=9)) for i in range(3)]
+    writer = PcapWriter(tmp_path / "p1_in.pcap")
+    for i, f in enumerate(frames):
+        writer.write(f, ts=1000.0 + i)
+    writer.close()
+    caps = tmp_path / "caps"
+    args = ["--use-files", "0", "-i", "0@p0", "-i", "1@p1", "--pcap", str(caps), str(PROGRAM)]
+    with switch_process(args, cwd=tmp_path):
+        out = tmp_path / "p0_out.pcap"
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and len(list(read_pcap(out))) < 3:
+            time.sleep(0.05)
+        # l2 has no entry: NoAction leaves egress_spec 0, so every frame leaves on port 0
+        assert [f for _, f in read_pcap(out)] == frames
+        assert list(read_pcap(tmp_path / "p1_out.pcap")) == []
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--no-p4", str(PROGRAM)],
+        ["-i", "bogus"],
+        [str(PROGRAM.parent / "missing.p4")],
+    ],
+)
+def test_bad_command_lines(args: list[str]) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "kvswitch", "switch", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode != 0
+    assert "kvswitch switch" in done.stderr or "usage" in done.stderr
