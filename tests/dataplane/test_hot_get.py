@@ -48,9 +48,16 @@ def test_unacknowledged_version_goes_to_origin(dp: Dataplane) -> None:
     # A newer write (6) crossed the switch; the origin has not acknowledged it, R1 holds 5.
     dp.sw.register_write(dp.register("slot_ver"), SLOT, 6)
     _send_gets(dp, 1, [ORIGIN, ORIGIN, ORIGIN])
-    # Origin acknowledged 6 but R1 has not confirmed it: still the origin.
-    dp.sw.register_write(dp.register("origin_ver"), SLOT, 6)
+    # R1 confirmed 6 (it got the UPDATE) but the origin has not acknowledged 6: still the origin.
+    dp.sw.register_write(dp.register("valid_ver"), SLOT * MAX_SERVERS + 1, 6)
     _send_gets(dp, 4, [ORIGIN, ORIGIN])
+    # Origin acknowledged 6 but R1 has not confirmed it: still the origin.
+    dp.sw.register_write(dp.register("valid_ver"), SLOT * MAX_SERVERS + 1, 5)
+    dp.sw.register_write(dp.register("origin_ver"), SLOT, 6)
+    _send_gets(dp, 6, [ORIGIN, ORIGIN])
+    # Both: R1 serves its turn again (7 Gets so far: this one is ordinal 1).
+    dp.sw.register_write(dp.register("valid_ver"), SLOT * MAX_SERVERS + 1, 6)
+    _send_gets(dp, 8, [R1, ORIGIN])
 
 
 def test_never_written_key_goes_to_origin(dp: Dataplane) -> None:
