@@ -75,7 +75,7 @@ typedef enum kvs_error {
     KVS_ERR_NOT_FOUND = 1,      /* status NOT_FOUND */
     KVS_ERR_BAD_REQUEST = 2,    /* status BAD_REQUEST */
     KVS_ERR_TOO_LARGE = 3,      /* status TOO_LARGE */
-    KVS_ERR_STALE = 4,          /* status STALE */
+    KVS_ERR_STALE = 4,          /* status STALE (kvs_status_error; kvs_set/kvs_delete succeed) */
     KVS_ERR_SERVER = 6,         /* status SERVER_ERROR, or a status this library does not know */
     /* local errors */
     KVS_ERR_KEY_TOO_LONG = 10,  /* key longer than KVS_KEY_SIZE */
@@ -181,7 +181,9 @@ int kvs_client_fd(const kvs_client *c);
  * into buf (capacity cap) and stores its length in *vlen; KVS_ERR_BUFFER_TOO_SMALL (with *vlen set
  * to the needed size) if it does not fit. Gets go over UDP to the key's origin; a reply from any
  * server is accepted when its (cid, seq, key, op) match. Retries resend the same request id, so a
- * retried Set is applied at most once per server (a DUPLICATE reply counts as success).
+ * retried Set is applied at most once per server (a DUPLICATE reply counts as success). As in the
+ * Python client, a Set/Delete answered STALE also succeeds (a newer stamped write already won, so
+ * this one is ordered before it); info->status tells DUPLICATE and STALE apart from OK.
  */
 kvs_error kvs_get(kvs_client *c, const void *key, size_t klen, void *buf, size_t cap,
                   size_t *vlen, kvs_reply_info *info);

@@ -89,6 +89,7 @@ struct run {
     uint64_t *sent_per_server;
     uint64_t start_ns, end_ns;
     uint64_t next_shift_ns;        /* UINT64_MAX without --shift */
+    uint64_t last_send_ns;         /* when the last request went out */
     struct stats st;
     unsigned shifts;
 };
@@ -440,7 +441,9 @@ static int run_open(struct run *r, rng *g, const uint8_t *value)
     const kvs_ring *ring = kvs_client_ring(r->client);
     for (uint32_t seq = 1;; seq++) {
         uint64_t sched = (uint64_t)next;
-        if (sched >= r->end_ns)
+        /* stop at the end of the schedule, and at the end of the wall clock when the sender
+         * cannot keep up with the rate (it then sends back to back) */
+        if (sched >= r->end_ns || r->last_send_ns >= r->end_ns)
             break;
         uint8_t op = pick_op(r, g);
         size_t id = draw_key(r, g, sched);
@@ -451,6 +454,7 @@ static int run_open(struct run *r, rng *g, const uint8_t *value)
         sleep_until(sched);
         atomic_store(&s->sched_ns, sched);
         kvs_error e = kvs_send(r->client, op, s->key, value, op == KVS_OP_SET ? o->value_size : 0, seq);
+        r->last_send_ns = now_ns();
         if (e != KVS_OK) {
             atomic_store(&s->sched_ns, 0);
             atomic_fetch_add(&r->send_errors, 1);
@@ -532,6 +536,10 @@ static void print_summary(struct run *r, double elapsed)
     uint64_t sent = atomic_load(&r->sent);
     uint64_t lost = sent > st->received ? sent - st->received : 0;
     double tput = st->received / o->duration;
+    /* the sender's actual span: longer than --duration only if it could not keep the rate */
+    double send_s = r->last_send_ns > r->start_ns ? (double)(r->last_send_ns - r->start_ns) / 1e9 : 0;
+    if (send_s < o->duration)
+        send_s = o->duration;
     double us[6] = {hdr_percentile(&st->total, 50) / 1e3, hdr_percentile(&st->total, 99) / 1e3,
                     hdr_percentile(&st->total, 99.9) / 1e3, st->total.max / 1e3,
                     hdr_mean(&st->total) / 1e3, hdr_percentile(&st->gets, 99) / 1e3};
@@ -545,8 +553,8 @@ static void print_summary(struct run *r, double elapsed)
                " send_errors=%" PRIu64 "\n",
                sent, st->received, lost, st->ok, st->not_found, st->errors, st->duplicates,
                (uint64_t)atomic_load(&r->send_errors));
-        printf("throughput=%.0f replies/s (send rate %.0f/s over %.2fs)\n", tput,
-               sent / o->duration, elapsed);
+        printf("throughput=%.0f replies/s (send rate %.0f/s over %.2fs, run %.2fs)\n", tput,
+               sent / send_s, send_s, elapsed);
         printf("latency us: p50=%.1f p99=%.1f p999=%.1f max=%.1f mean=%.1f\n", us[0], us[1], us[2],
                us[3], us[4]);
         printf("requests per origin:");
@@ -565,9 +573,10 @@ static void print_summary(struct run *r, double elapsed)
            o->write_ratio, o->value_size, shift_names[o->shift], r->shifts);
     printf("\"sent\": %" PRIu64 ", \"received\": %" PRIu64 ", \"lost\": %" PRIu64 ", \"ok\": %" PRIu64
            ", \"not_found\": %" PRIu64 ", \"errors\": %" PRIu64 ", \"duplicates\": %" PRIu64
-           ", \"send_errors\": %" PRIu64 ", \"throughput\": %.1f, ",
+           ", \"send_errors\": %" PRIu64 ", \"throughput\": %.1f, \"send_rate\": %.1f, "
+           "\"send_s\": %.3f, ",
            sent, st->received, lost, st->ok, st->not_found, st->errors, st->duplicates,
-           (uint64_t)atomic_load(&r->send_errors), tput);
+           (uint64_t)atomic_load(&r->send_errors), tput, sent / send_s, send_s);
     printf("\"latency_us\": {\"p50\": %.3f, \"p99\": %.3f, \"p999\": %.3f, \"max\": %.3f, "
            "\"mean\": %.3f, \"get_p99\": %.3f, \"set_p99\": %.3f}, ",
            us[0], us[1], us[2], us[3], us[4], us[5], hdr_percentile(&st->sets, 99) / 1e3);
