@@ -1,5 +1,7 @@
-"""KVSwitch Python client library: :class:`Client` (thread-safe, pipelined) and its errors."""
+"""KVSwitch Python client library: :class:`Client` (thread-safe, pipelined), :class:`AsyncClient`
+(asyncio) and their errors."""
 
+from kvswitch.client.aio import AsyncClient
 from kvswitch.client.client import Client, Outcome, Request
 from kvswitch.client.errors import (
     BadRequest,
@@ -12,6 +14,7 @@ from kvswitch.client.errors import (
 )
 
 __all__ = [
+    "AsyncClient",
     "BadRequest",
     "Client",
     "ClientClosed",

@@ -115,20 +115,20 @@ class Client:
     def get(self, key: bytes | str) -> bytes | None:
         """The value of ``key``, or None if the server does not have it."""
         reply = self._call(p.Op.GET, p.pad_key(key))
-        return _get_result(reply)
+        return get_result(reply)
 
     def set(self, key: bytes | str, value: bytes) -> None:
         """Store ``value`` under ``key`` (UDP, or TCP with ``tcp_writes``)."""
         key16 = p.pad_key(key)
         value = p.check_value(value)
         reply = self._call(p.Op.SET, key16, value, tcp=self.tcp_writes)
-        _write_result(reply)
+        write_result(reply)
 
     def delete(self, key: bytes | str) -> bool:
         """Delete ``key``; False if the server said it was missing. A retried delete that the
         server had already applied (``DUPLICATE``) reports True."""
         reply = self._call(p.Op.DEL, p.pad_key(key), tcp=self.tcp_writes)
-        return _write_result(reply)
+        return write_result(reply)
 
     def origin(self, key: bytes | str) -> Addr:
         """The address of the key's origin server."""
@@ -303,7 +303,8 @@ def _raise_status(reply: p.Message) -> None:
     raise ServerError(f"the server answered status {status}", status)
 
 
-def _get_result(reply: p.Message) -> bytes | None:
+def get_result(reply: p.Message) -> bytes | None:
+    """The value of a GET_REPLY (None: not found); raises the typed error of a failure status."""
     if reply.status == p.Status.OK:
         return reply.value
     if reply.status == p.Status.NOT_FOUND:
@@ -312,7 +313,8 @@ def _get_result(reply: p.Message) -> bytes | None:
     return None  # unreachable
 
 
-def _write_result(reply: p.Message) -> bool:
+def write_result(reply: p.Message) -> bool:
+    """True if a write reply means done, False for NOT_FOUND; raises for a failure status."""
     if reply.status in _WRITE_OK:
         return True
     if reply.status == p.Status.NOT_FOUND:
@@ -325,9 +327,9 @@ def _fill(out: Outcome, reply: p.Message | None) -> None:
     assert reply is not None
     try:
         if out.request.op == "get":
-            out.value = _get_result(reply)
+            out.value = get_result(reply)
             out.found = out.value is not None
         else:
-            out.found = _write_result(reply)
+            out.found = write_result(reply)
     except Exception as exc:
         out.error = exc

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import os
@@ -22,7 +23,7 @@ from kvswitch.agent.core import AgentCore
 from kvswitch.agent.server import AgentConfig, AgentServer
 from kvswitch.bench.lincheck import Op as HistOp
 from kvswitch.bench.lincheck import check_history
-from kvswitch.client import Client, KeyTooLong, Request, Timeout, ValueTooLarge
+from kvswitch.client import AsyncClient, Client, KeyTooLong, Request, Timeout, ValueTooLarge
 from kvswitch.client.cli import main as client_main
 
 LOOP = "127.0.0.1"
@@ -375,3 +376,31 @@ def test_agent_cli_process_and_client_cli(capfd: pytest.CaptureFixture[str]) -> 
     finally:
         proc.terminate()  # the PID started above
         assert proc.wait(timeout=5) == 0
+
+
+def test_async_client(backend: Backend, agent_factory: AgentFactory) -> None:
+    agents = [agent_factory(backend), agent_factory(MemoryBackend())]
+
+    async def run() -> None:
+        async with await AsyncClient.connect([addr(a) for a in agents], timeout=1.0) as kv:
+            assert await kv.get(b"nope") is None
+            await asyncio.gather(*(kv.set(b"k%d" % i, b"v%d" % i) for i in range(200)))
+            values = await asyncio.gather(*(kv.get(b"k%d" % (i % 250)) for i in range(500)))
+            assert values == [b"v%d" % (i % 250) if i % 250 < 200 else None for i in range(500)]
+            assert await kv.delete(b"k1") is True
+            assert await kv.delete(b"k1") is False
+            with pytest.raises(KeyTooLong):
+                await kv.get(b"x" * 17)
+        silent = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        silent.bind((LOOP, 0))
+        try:
+            async with await AsyncClient.connect(
+                [silent.getsockname()], timeout=0.05, retries=1
+            ) as kv:
+                with pytest.raises(Timeout):
+                    await kv.get(b"k")
+        finally:
+            silent.close()
+
+    asyncio.run(run())
+    assert sum(a.core.stats["op_set"] for a in agents) == 200
