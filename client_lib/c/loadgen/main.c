@@ -359,9 +359,10 @@ static void report_interval(struct run *r, double t, uint64_t sent, uint64_t rec
         st->intervals[st->nintervals++] = iv;
     if (!r->o->quiet)
         fprintf(stderr,
-                "t=%6.1fs sent/s=%8" PRIu64 " replies/s=%8" PRIu64
-                " p50=%8.1fus p99=%8.1fus p999=%8.1fus\n",
-                t, sent, received, iv.p50 / 1e3, iv.p99 / 1e3, iv.p999 / 1e3);
+                "t=%7.2fs sent=%8" PRIu64 " replies=%8" PRIu64
+                " p50=%8.1fus p99=%8.1fus p999=%8.1fus%s\n",
+                t, sent, received, iv.p50 / 1e3, iv.p99 / 1e3, iv.p999 / 1e3,
+                t != floor(t) ? " (last, partial)" : "");
     hdr_reset(&st->interval);
 }
 
@@ -441,9 +442,9 @@ static int run_open(struct run *r, rng *g, const uint8_t *value)
     const kvs_ring *ring = kvs_client_ring(r->client);
     for (uint32_t seq = 1;; seq++) {
         uint64_t sched = (uint64_t)next;
-        /* stop at the end of the schedule, and at the end of the wall clock when the sender
-         * cannot keep up with the rate (it then sends back to back) */
-        if (sched >= r->end_ns || r->last_send_ns >= r->end_ns)
+        /* stop at the end of the schedule, or 100 ms after the end of the wall clock when the
+         * sender cannot keep up with the rate (it then sends back to back) */
+        if (sched >= r->end_ns || r->last_send_ns >= r->end_ns + 100000000u)
             break;
         uint8_t op = pick_op(r, g);
         size_t id = draw_key(r, g, sched);
