@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import random
+import socket
 from collections.abc import Sequence
 
 from kvswitch import protocol as p
@@ -63,9 +64,12 @@ class AsyncClient:
     async def connect(cls, servers: Sequence[Addr], **kwargs: object) -> AsyncClient:
         client = cls(servers, **kwargs)  # type: ignore[arg-type]
         loop = asyncio.get_running_loop()
-        transport, _ = await loop.create_datagram_endpoint(
-            lambda: _Endpoint(client), local_addr=("0.0.0.0", 0)
-        )
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        # Room for a burst of replies: thousands of requests may be in flight.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+        sock.bind(("0.0.0.0", 0))
+        sock.setblocking(False)
+        transport, _ = await loop.create_datagram_endpoint(lambda: _Endpoint(client), sock=sock)
         client._transport = transport
         return client
 
