@@ -633,11 +633,7 @@ class Builder:
         sel = node.children[0]
         keys = [self.tr.expr(k, scope) for k in sel.children[0].children if k is not None]
         for k, kn in zip(keys, sel.children[0].children, strict=False):
-            if isinstance(k.type, BoolT):
-                k.code, k.type = f"int({k.code})", BitT(1)
-            elif isinstance(k.type, EnumT) and k.type.underlying is not None:
-                k.type = k.type.underlying
-            if not isinstance(k.type, (BitT, ErrorT, EnumT)):
+            if not isinstance(k.type, (BitT, ErrorT, EnumT, BoolT)):
                 raise self.err(kn, f"cannot select on {k.type.show()}")
         kv = []
         for k in keys:

@@ -99,7 +99,7 @@ class StructLikeT(P4Type):
         return self.kind == "header"
 
     def bit_width(self) -> int:
-        return sum(t.width if isinstance(t, BitT) else 0 for _, t in self.fields)
+        return sum(bit_width_of(t) or 0 for _, t in self.fields)
 
     def varbit_field(self) -> tuple[int, str, int] | None:
         for i, (n, t) in enumerate(self.fields):
