@@ -404,3 +404,71 @@ def test_async_client(backend: Backend, agent_factory: AgentFactory) -> None:
 
     asyncio.run(run())
     assert sum(a.core.stats["op_set"] for a in agents) == 200
+
+
+class LossyAgent(AgentServer):
+    """An agent that loses a share of the requests it receives and of the replies it sends."""
+
+    def __init__(self, core: AgentCore, config: AgentConfig, loss: float, seed: int) -> None:
+        super().__init__(core, config)
+        self.loss = loss
+        self.rng = random.Random(seed)
+        self.lost = 0
+
+    def _lose(self) -> bool:
+        with self.lock:
+            lost = self.rng.random() < self.loss
+            self.lost += lost
+            return lost
+
+    def process(self, data: bytes, src: tuple[str, int]) -> list[tuple[bytes, tuple[str, int]]]:
+        return [] if self._lose() else super().process(data, src)
+
+    def send(self, outputs: list[tuple[bytes, tuple[str, int]]]) -> None:
+        super().send([out for out in outputs if not self._lose()])
+
+
+def test_concurrent_clients_linearizable_with_loss(backend: Backend) -> None:
+    """10 % of requests and 10 % of replies lost: retries are deduplicated, the history is still
+    linearizable (deletes record no found/missing output: a retried delete cannot tell)."""
+    agent = LossyAgent(AgentCore(backend), AgentConfig(port=0, tcp=False), loss=0.1, seed=3)
+    agent.start()
+    history: list[HistOp] = []
+    lock = threading.Lock()
+
+    def worker(n: int) -> None:
+        rng = random.Random(100 + n)
+        with Client([addr(agent)], timeout=0.03, retries=8) as c:
+            for i in range(60):
+                key = rng.choice((b"a", b"b"))
+                kind = rng.choice(("get", "set", "set", "delete"))
+                call = time.monotonic()
+                value = b"%d-%d" % (n, i) if kind == "set" else None
+                output: object = None
+                try:
+                    if kind == "get":
+                        output = c.get(key)
+                    elif kind == "set":
+                        c.set(key, value or b"")
+                    else:
+                        c.delete(key)
+                    ret = time.monotonic()
+                except Timeout:
+                    if kind == "get":
+                        continue  # a read without an answer says nothing
+                    ret = math.inf
+                with lock:
+                    history.append(HistOp(kind, key, call, ret, value, output, n))
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(4)]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        agent.stop()
+    assert agent.lost > 10
+    assert agent.core.stats["duplicate"] > 0
+    results = check_history(history)
+    assert all(r.ok for r in results), [r.key for r in results if not r.ok]
