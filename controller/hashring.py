@@ -1,0 +1,49 @@
+"""Key origins for the controller and the simulator, on the consistent hashing of docs/protocol.md.
+
+The scalar definition lives in :mod:`kvswitch.protocol` (the one home of the protocol in Python);
+this module adds the simulator's integer keys and a vectorised origin of many of them, which a
+test checks against the scalar function.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kvswitch.protocol import DEFAULT_VNODES, KEY_LEN, HashRing, ring_hash
+
+FNV_OFFSET = 0xCBF29CE484222325
+FNV_PRIME = 0x100000001B3
+
+__all__ = ["HashRing", "key16", "key_id", "origins_of_ids"]
+
+
+def key16(key_id: int) -> bytes:
+    """The simulator's 16-byte key of integer id ``key_id`` (big-endian, left-zero-padded)."""
+    return int(key_id).to_bytes(KEY_LEN, "big")
+
+
+def key_id(key: bytes) -> int:
+    return int.from_bytes(key, "big")
+
+
+def origins_of_ids(ids: np.ndarray, servers: int, vnodes: int = DEFAULT_VNODES) -> np.ndarray:
+    """Origins of ``key16(id)`` for an array of ids (< 2**64), the same as
+    ``HashRing(servers, vnodes).origin(key16(id))`` for each."""
+    ring = sorted((ring_hash(b"%d#%d" % (s, v)), s) for s in range(servers) for v in range(vnodes))
+    points = np.array([p for p, _ in ring], dtype=np.uint64)
+    owners = np.array([s for _, s in ring], dtype=np.int64)
+    ids = np.asarray(ids, dtype=np.uint64)
+    h = np.full(ids.shape, FNV_OFFSET, dtype=np.uint64)
+    prime = np.uint64(FNV_PRIME)
+    with np.errstate(over="ignore"):
+        for _ in range(KEY_LEN - 8):  # the leading bytes of key16(id) are zero
+            h *= prime
+        for shift in range(56, -8, -8):
+            h = (h ^ ((ids >> np.uint64(shift)) & np.uint64(0xFF))) * prime
+        h ^= h >> np.uint64(30)
+        h *= np.uint64(0xBF58476D1CE4E5B9)
+        h ^= h >> np.uint64(27)
+        h *= np.uint64(0x94D049BB133111EB)
+        h ^= h >> np.uint64(31)
+    idx = np.searchsorted(points, h, side="left") % len(points)
+    return owners[idx].astype(np.uint8 if servers <= 256 else np.int64)

@@ -1,0 +1,78 @@
+"""Control-plane names of the P4 program (``p4src/``), in one place.
+
+Every table, action, action parameter, match field and register the controller touches is named
+here and nowhere else, so aligning with the P4 program is a one-file change. The layout contracts
+that the planner relies on are stated next to the names they concern.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# Tables (``@name`` in the P4 program, identical on v1model and TNA).
+HOTKEY_TABLE: Final = "HotkeyTable"  # key -> (slot, holders); direct counter = queries per hot key
+KEYINDEX_TABLE: Final = "KeyindexTable"  # key -> base index of the key's row in valid_ver
+SERVERMAP_TABLE: Final = "ServermapTable"  # (slot, ordinal) -> server; ordinal 0 is the origin
+SERVEROFFSET_TABLE: Final = "ServeroffsetTable"  # server -> offset in the key's valid_ver row
+MULTIGROUP_TABLE: Final = "MultigroupTable"  # key -> multicast group of its replicas
+PORTTOSERVER_TABLE: Final = "PorttoserverTable"  # egress port -> server address (static)
+LOADCOUNT_TABLE: Final = "LoadcountTable"  # egress: direct counter per server
+
+# Direct counters.
+HOTKEY_COUNTER: Final = "hotkey_counter"
+LOAD_COUNTER: Final = "load_counter"
+
+# Actions and their parameters (docs/dataplane.md "Tables and what the controller installs").
+ACT_SET_HOT: Final = "set_hot"  # (slot, n)
+PARAM_SLOT: Final = "slot"
+PARAM_HOLDERS: Final = "n"  # holders including the origin
+ACT_SET_BASE: Final = "set_key_index"  # (slot, base)
+PARAM_BASE: Final = "base"
+ACT_SET_SERVER: Final = "set_server"  # (vidx, ip, mac, port); vidx = base + offset(server)
+PARAM_VIDX: Final = "vidx"
+PARAM_IP: Final = "ip"
+PARAM_MAC: Final = "mac"
+PARAM_PORT: Final = "port"
+ACT_SET_OFFSET: Final = "set_server_offset"  # (offset, port)
+PARAM_OFFSET: Final = "offset"
+ACT_SET_GROUP: Final = "set_mcast_group"  # (group)
+PARAM_GROUP: Final = "group"
+ACT_SET_REPLICA: Final = "set_replica"  # PorttoserverTable: (ip, mac)
+ACT_COUNT_LOAD: Final = "count_load"  # LoadcountTable
+
+# Match fields.
+MATCH_KEY: Final = "key"
+MATCH_SLOT: Final = "slot"
+MATCH_ORDINAL: Final = "ordinal"
+MATCH_SERVER_IP: Final = "server_ip"
+MATCH_PORT: Final = "port"
+MATCH_DST: Final = "dst_addr"
+
+# Registers.
+REG_RR: Final = "rr"  # [K] next round-robin ordinal of a slot
+REG_SLOT_VER: Final = "slot_ver"  # [K] version of the newest write of the slot's key
+REG_ORIGIN_VER: Final = "origin_ver"  # [K] newest version the origin acknowledged
+REG_VALID_VER: Final = "valid_ver"  # [K*M] version each replica confirmed
+REG_GLOBAL_VER: Final = "global_ver"  # [1]
+REG_EPOCH: Final = "epoch"  # [1]
+
+
+def reg_hp_key(stage: int) -> str:
+    """HashPipe key register of ``stage`` (128-bit keys)."""
+    return f"hp_stage{stage}.hp_key"
+
+
+def reg_hp_cnt(stage: int) -> str:
+    """HashPipe count register of ``stage`` (a slot is empty when its count is 0)."""
+    return f"hp_stage{stage}.hp_cnt"
+
+
+def valid_base(slot: int, servers: int) -> int:
+    """Base index of ``slot``'s row in ``valid_ver`` (paper Figure 5: valid index = base + offset)."""
+    return slot * servers
+
+
+def multicast_group(slot: int) -> int:
+    """Multicast group of the key in ``slot`` (group 0 is reserved: no group). The group holds the
+    origin's port with replication id 0 and each replica's port with rid = its ordinal."""
+    return slot + 1

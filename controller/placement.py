@@ -1,0 +1,184 @@
+"""Replica planning (paper §4.1.2) and the project's load-aware alternatives.
+
+All functions are pure: they take predicted loads and origins and return, per key, its holders
+(origin first, then replicas). Servers are numbered 0 .. M-1.
+
+Policies:
+- ``ring`` (the paper's reference): r = ceil(L/T) capped at M, keys with L < T get no replica, the
+  r-1 replicas sit on the ring from the origin with step floor(M / r) (Figure 4).
+- ``least-loaded``: same r, each replica on the server with the least estimated load, accounting
+  the cold keys' hashed load and the hot keys already placed (largest keys first).
+- ``balance``: water-filling. Start from every hot key at its origin, then repeatedly give the
+  largest share on the most loaded server one more replica on the least loaded server, as long as
+  that lowers the maximum and the per-server replica budget allows. T only gates which keys may
+  get replicas.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Hashable, Sequence
+from typing import TypeVar
+
+K = TypeVar("K", bound=Hashable)
+
+POLICIES = ("ring", "least-loaded", "balance")
+
+
+def replica_count(load: float, threshold: float, servers: int) -> int:
+    """r = ceil(L / T) capped at M; 1 (no replica) when L < T."""
+    if threshold <= 0:
+        raise ValueError("threshold must be > 0")
+    if load < threshold:
+        return 1
+    return max(1, min(servers, math.ceil(load / threshold)))
+
+
+def ring_replicas(origin: int, r: int, servers: int) -> tuple[int, ...]:
+    """The r-1 replica servers of a key whose origin is ``origin``: origin + i * floor(M / r)."""
+    if not 0 <= origin < servers:
+        raise ValueError(f"origin {origin} outside 0..{servers - 1}")
+    r = max(1, min(servers, r))
+    step = max(1, servers // r)
+    return tuple((origin + i * step) % servers for i in range(1, r))
+
+
+def place(
+    predicted: Sequence[tuple[K, float]],
+    origins: Sequence[int],
+    threshold: float,
+    servers: int,
+    policy: str = "ring",
+    cold_loads: Sequence[float] | None = None,
+    max_replicas_per_server: int | None = None,
+    tolerance: float = 0.002,
+) -> list[tuple[int, ...]]:
+    """Holders of each predicted key (same order as ``predicted``), origin first.
+
+    ``tolerance`` (``balance`` only): stop once the most loaded server is within this fraction of
+    the mean estimated load.
+    """
+    if policy not in POLICIES:
+        raise ValueError(f"unknown placement policy {policy!r}; one of {', '.join(POLICIES)}")
+    if len(origins) != len(predicted):
+        raise ValueError("one origin per predicted key")
+    base = [0.0] * servers if cold_loads is None else [float(x) for x in cold_loads]
+    if len(base) != servers:
+        raise ValueError("one cold load per server")
+    cap = max_replicas_per_server if max_replicas_per_server is not None else len(predicted)
+    if policy == "ring":
+        return [
+            (origin, *ring_replicas(origin, replica_count(load, threshold, servers), servers))
+            for (_, load), origin in zip(predicted, origins, strict=True)
+        ]
+    if policy == "least-loaded":
+        return _least_loaded(predicted, origins, threshold, servers, base, cap)
+    return _balance(predicted, origins, threshold, servers, base, cap, tolerance)
+
+
+def _least_loaded(
+    predicted: Sequence[tuple[K, float]],
+    origins: Sequence[int],
+    threshold: float,
+    servers: int,
+    loads: list[float],
+    cap: int,
+) -> list[tuple[int, ...]]:
+    used = [0] * servers
+    order = sorted(range(len(predicted)), key=lambda i: -predicted[i][1])
+    holders: list[tuple[int, ...]] = [(o,) for o in origins]
+    for i in order:
+        load = predicted[i][1]
+        r = replica_count(load, threshold, servers)
+        chosen = [origins[i]]
+        share = load / r
+        loads[origins[i]] += share
+        for _ in range(r - 1):
+            best = -1
+            for s in range(servers):
+                if s in chosen or used[s] >= cap:
+                    continue
+                if best < 0 or loads[s] < loads[best]:
+                    best = s
+            if best < 0:
+                break
+            chosen.append(best)
+            used[best] += 1
+            loads[best] += share
+        # replicas the budget refused leave their share with the origin
+        loads[origins[i]] += share * (r - len(chosen))
+        holders[i] = tuple(chosen)
+    return holders
+
+
+def _extra_replicas(load: float, n: int, top: float, free_loads: list[float]) -> int:
+    """The fewest extra replicas (on the least loaded free servers, ``free_loads`` ascending) of a
+    key of ``load`` held by ``n`` servers after which the top server (load ``top``) and every new
+    holder are below ``top``; 0 if none. Water-filling in one step: a single replica may overload
+    its target while several share the key thinly enough."""
+    for extra in range(1, len(free_loads) + 1):
+        new_share = load / (n + extra)
+        if free_loads[extra - 1] + new_share < top and top - load / n + new_share < top:
+            return extra
+    return 0
+
+
+def _balance(
+    predicted: Sequence[tuple[K, float]],
+    origins: Sequence[int],
+    threshold: float,
+    servers: int,
+    loads: list[float],
+    cap: int,
+    tolerance: float,
+) -> list[tuple[int, ...]]:
+    members: list[list[int]] = [[o] for o in origins]
+    used = [0] * servers
+    # per server: heap of (-share, key index) of the keys it holds that may take another replica
+    heaps: list[list[tuple[float, int]]] = [[] for _ in range(servers)]
+    for i, ((_, load), origin) in enumerate(zip(predicted, origins, strict=True)):
+        loads[origin] += load
+        if load >= threshold:
+            heaps[origin].append((-load, i))
+    for heap in heaps:
+        heapq.heapify(heap)
+    total = sum(loads)
+    if total <= 0:
+        return [tuple(m) for m in members]
+    goal = total / servers * (1.0 + tolerance)
+    # every move adds at least one replica, so the budget bounds the number of moves
+    for _ in range(cap * servers):
+        top = max(range(servers), key=loads.__getitem__)
+        if loads[top] <= goal:
+            break
+        heap = heaps[top]
+        moved = False
+        while heap and not moved:
+            neg_share, i = heap[0]
+            n = len(members[i])
+            load = predicted[i][1]
+            if -neg_share != load / n or top not in members[i]:
+                heapq.heappop(heap)  # stale entry
+                continue
+            free = sorted(
+                (s for s in range(servers) if s not in members[i] and used[s] < cap),
+                key=loads.__getitem__,
+            )
+            extra = _extra_replicas(load, n, loads[top], [loads[s] for s in free])
+            if extra == 0:
+                heapq.heappop(heap)  # this key cannot help the top server any more
+                continue
+            share, new_share = load / n, load / (n + extra)
+            for s in members[i]:
+                loads[s] -= share - new_share
+            for s in free[:extra]:
+                members[i].append(s)
+                used[s] += 1
+                loads[s] += new_share
+            for s in members[i]:
+                heapq.heappush(heaps[s], (-new_share, i))
+            moved = True
+        if not moved:
+            break
+    return [tuple(m) for m in members]
