@@ -1,0 +1,288 @@
+"""The compiled inner loop of the pipeline model: one query at a time, exact register semantics.
+
+Everything here works on flat numpy arrays prepared by :mod:`kvswitch.bench.model`; nothing
+allocates per query. Semantics (docs/protocol.md "Consistency" rules 1-4 and "HashPipe hashing"):
+
+- a query of a key that misses the hot-key table enters HashPipe and goes to its origin;
+- a Get of a hot key takes ordinal ``rr[slot]`` (wrapping at the holder count) and is redirected to
+  that holder only when its ServermapTable entry exists, ``slot_ver != 0``,
+  ``origin_ver == slot_ver`` and ``valid_ver[vidx] == slot_ver``; otherwise it goes to the origin;
+- a Set of a hot key bumps ``global_ver``, stamps ``slot_ver``, goes to the origin and to every
+  replica member (rid != 0) of the key's multicast group; the origin's reply and the replicas'
+  confirms come back ``lag`` queries later and apply rules 2 and 3 (accepted only if still
+  current; a confirm lands on ``valid_ver[base + offset(sender)]``);
+- every packet that reaches a server counts one in that server's load counter.
+
+Keys are integer ids; the 16-byte key is ``id.to_bytes(16, "big")`` (ids < 2**32), so the CRC of a
+HashPipe stage starts from a per-stage state after the seed and the 12 leading zero bytes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+CRC_POLY = 0xEDB88320
+HP_SEED = 0x9E3779B9
+EMPTY = -1
+TO_UNIT = 1.0 / 9007199254740992.0  # 2**-53: 53 random bits -> [0, 1)
+
+
+def crc_table() -> np.ndarray:
+    table = np.zeros(256, dtype=np.int64)
+    for n in range(256):
+        c = n
+        for _ in range(8):
+            c = (c >> 1) ^ CRC_POLY if c & 1 else c >> 1
+        table[n] = c
+    return table
+
+
+def stage_seed(stage: int) -> int:
+    return (HP_SEED * (stage + 1)) & 0xFFFFFFFF
+
+
+def stage_prefixes(stages: int) -> np.ndarray:
+    """CRC state after ``seed_s`` (4 bytes, big-endian) and the 12 zero bytes of every key16."""
+    table = crc_table()
+    out = np.zeros(stages, dtype=np.int64)
+    for s in range(stages):
+        c = 0xFFFFFFFF
+        for byte in stage_seed(s).to_bytes(4, "big") + bytes(12):
+            c = int(table[(c ^ byte) & 0xFF]) ^ (c >> 8)
+        out[s] = c
+    return out
+
+
+@njit(cache=True)
+def hp_index(prefix: int, table: np.ndarray, kid: int, width: int) -> int:
+    c = prefix
+    for shift in (24, 16, 8, 0):
+        c = table[(c ^ (kid >> shift)) & 0xFF] ^ (c >> 8)
+    return ((~c) & 0xFFFFFFFF) % width
+
+
+@njit(cache=True, inline="always")
+def hashpipe_insert(kid, hp_key, hp_cnt, prefixes, table):
+    stages, width = hp_cnt.shape
+    i = hp_index(prefixes[0], table, kid, width)
+    if hp_cnt[0, i] == 0:
+        hp_key[0, i] = kid
+        hp_cnt[0, i] = 1
+        return
+    if hp_key[0, i] == kid:
+        hp_cnt[0, i] += 1
+        return
+    ck = hp_key[0, i]
+    cc = hp_cnt[0, i]
+    hp_key[0, i] = kid
+    hp_cnt[0, i] = 1
+    for s in range(1, stages):
+        i = hp_index(prefixes[s], table, ck, width)
+        if hp_cnt[s, i] == 0:
+            hp_key[s, i] = ck
+            hp_cnt[s, i] = cc
+            return
+        if hp_key[s, i] == ck:
+            hp_cnt[s, i] += cc
+            return
+        if hp_cnt[s, i] < cc:
+            tk = hp_key[s, i]
+            tc = hp_cnt[s, i]
+            hp_key[s, i] = ck
+            hp_cnt[s, i] = cc
+            ck = tk
+            cc = tc
+
+
+@njit(cache=True, inline="always")
+def hot_lookup(ht_keys, ht_vals, kid):
+    mask = ht_keys.shape[0] - 1
+    h = ((kid ^ (kid >> 16)) * 0x45D9F3B) & mask
+    while True:
+        k = ht_keys[h]
+        if k == kid:
+            return ht_vals[h]
+        if k == EMPTY:
+            return -1
+        h = (h + 1) & mask
+
+
+@njit(cache=True)
+def _drain(now, q, qpos, slot_ver, origin_ver, valid_ver, base):
+    # q: [capacity, 4] rows of (due, slot, server or -1 for the origin's reply, version)
+    cap = q.shape[0]
+    head = qpos[0]
+    tail = qpos[1]
+    while head < tail and q[head % cap, 0] <= now:
+        row = head % cap
+        slot = q[row, 1]
+        server = q[row, 2]
+        ver = q[row, 3]
+        if ver == slot_ver[slot]:
+            if server < 0:
+                origin_ver[slot] = ver
+            elif base[slot] >= 0:
+                valid_ver[base[slot] + server] = ver
+        head += 1
+    qpos[0] = head
+
+
+@njit(cache=True)
+def _enqueue(due, slot, server, ver, q, qpos, slot_ver, origin_ver, valid_ver, base):
+    cap = q.shape[0]
+    if qpos[1] - qpos[0] >= cap:  # full: deliver the oldest now
+        _drain(q[qpos[0] % cap, 0], q, qpos, slot_ver, origin_ver, valid_ver, base)
+    row = qpos[1] % cap
+    q[row, 0] = due
+    q[row, 1] = slot
+    q[row, 2] = server
+    q[row, 3] = ver
+    qpos[1] += 1
+
+
+@njit(cache=True)
+def _hot_write(slot, o, due, mg_of_slot, mg_members, mg_size, off, slot_ver, origin_ver,
+               valid_ver, base, gver, load, q, qpos):  # fmt: skip
+    """Rule 1: stamp a fresh version, send to the origin and the multicast group; the replies
+    and confirms are queued for ``due``."""
+    g = gver[0] + 1
+    gver[0] = g
+    slot_ver[slot] = g
+    load[o] += 1
+    _enqueue(due, slot, -1, g, q, qpos, slot_ver, origin_ver, valid_ver, base)
+    grp = mg_of_slot[slot]
+    if grp > 0:
+        for j in range(mg_size[grp]):
+            s = mg_members[grp, j]
+            load[s] += 1
+            if off[s] >= 0:
+                _enqueue(due, slot, off[s], g, q, qpos, slot_ver, origin_ver, valid_ver, base)
+
+
+@njit(cache=True)
+def process(kids, origins, writes, count, start, lag, ht_keys, ht_vals, nhold, smap, vidx, base, off,
+            mg_of_slot, mg_members, mg_size, rr, slot_ver, origin_ver, valid_ver, gver, hot_cnt,
+            hp_key, hp_cnt, prefixes, table, load, q, qpos):  # fmt: skip
+    """Queries ``0 .. count-1`` of the arrays: key id, origin, Set or not. The cold path is written
+    out in the loop and the hot path is a call: a small loop body runs about twice as fast."""
+    for i in range(count):
+        kid = kids[i]
+        o = origins[i]
+        now = start + i
+        if qpos[1] > qpos[0]:
+            _drain(now, q, qpos, slot_ver, origin_ver, valid_ver, base)
+        slot = hot_lookup(ht_keys, ht_vals, kid)
+        if slot < 0:
+            hashpipe_insert(kid, hp_key, hp_cnt, prefixes, table)
+            load[o] += 1
+            continue
+        hot_cnt[slot] += 1
+        if writes[i]:
+            _hot_write(slot, o, now + lag, mg_of_slot, mg_members, mg_size, off, slot_ver,
+                       origin_ver, valid_ver, base, gver, load, q, qpos)  # fmt: skip
+            continue
+        n = nhold[slot]
+        ordv = rr[slot]
+        if ordv >= n:
+            ordv = 0
+        rr[slot] = ordv + 1 if ordv + 1 < n else 0
+        dst = o
+        if ordv > 0:
+            s = smap[slot, ordv]
+            sv = slot_ver[slot]
+            if s >= 0 and sv != 0 and origin_ver[slot] == sv and valid_ver[vidx[slot, ordv]] == sv:
+                dst = s
+        load[dst] += 1
+
+
+@njit(cache=True)
+def run_sampled(n, seed, start, write_ratio, alias, rank_info, counts, lag, ht_keys, ht_vals,
+                nhold, smap, vidx, base, off, mg_of_slot, mg_members, mg_size, rr, slot_ver, origin_ver,
+                valid_ver, gver, hot_cnt, hp_key, hp_cnt, prefixes, table, load, q,
+                qpos):  # fmt: skip
+    """Draw ``n`` queries and process them. ``alias[r]`` packs Walker's alias table (bits 31..63:
+    the acceptance threshold scaled by 2**32, bits 0..30: the alias rank); ``rank_info[r]`` packs
+    the key id of rank r (bits 0..31) and its origin (bits 32..); ``counts[r]`` counts the queries
+    of rank r (the ground truth).
+
+    Random numbers come from xorshift64* seeded by ``seed``. Queries are drawn in batches: the
+    table look-ups of a batch are independent of each other, so the processor overlaps their cache
+    misses; the pipeline then runs over the batch in order."""
+    x = np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15) | np.uint64(1)
+    size = alias.shape[0]
+    batch = 512
+    kids = np.empty(batch, np.int64)
+    origins = np.empty(batch, np.int64)
+    writes = np.zeros(batch, np.bool_)
+    done = 0
+    while done < n:
+        b = min(batch, n - done)
+        for j in range(b):
+            x ^= x >> np.uint64(12)
+            x ^= x << np.uint64(25)
+            x ^= x >> np.uint64(27)
+            u = ((x * np.uint64(0x2545F4914F6CDD1D)) >> np.uint64(11)) * TO_UNIT * size
+            r = int(u)
+            if r >= size:
+                r = size - 1
+            a = alias[r]
+            if int((u - r) * 4294967296.0) >= (a >> 31):
+                r = a & 0x7FFFFFFF
+            counts[r] += 1
+            info = rank_info[r]
+            kids[j] = info & 0xFFFFFFFF
+            origins[j] = info >> 32
+        if write_ratio > 0.0:
+            for j in range(b):
+                x ^= x >> np.uint64(12)
+                x ^= x << np.uint64(25)
+                x ^= x >> np.uint64(27)
+                writes[j] = (
+                    (x * np.uint64(0x2545F4914F6CDD1D)) >> np.uint64(11)
+                ) * TO_UNIT < write_ratio
+        process(kids, origins, writes, b, start + done, lag, ht_keys, ht_vals, nhold, smap, vidx,
+                base, off, mg_of_slot, mg_members, mg_size, rr, slot_ver, origin_ver, valid_ver,
+                gver, hot_cnt, hp_key, hp_cnt, prefixes, table, load, q, qpos)  # fmt: skip
+        done += b
+
+
+def pack_alias(prob: np.ndarray, alias: np.ndarray) -> np.ndarray:
+    thr = np.minimum(np.round(prob * 4294967296.0), 4294967296.0).astype(np.int64)
+    return (thr << 31) | alias.astype(np.int64)
+
+
+@njit(cache=True)
+def alias_table(weights):
+    """Walker/Vose alias table of ``weights`` (not necessarily normalised)."""
+    n = weights.shape[0]
+    total = weights.sum()
+    scaled = weights * (n / total)
+    prob = np.ones(n, dtype=np.float64)
+    alias = np.arange(n).astype(np.int64)
+    small = np.empty(n, dtype=np.int64)
+    large = np.empty(n, dtype=np.int64)
+    ns = 0
+    nl = 0
+    for i in range(n):
+        if scaled[i] < 1.0:
+            small[ns] = i
+            ns += 1
+        else:
+            large[nl] = i
+            nl += 1
+    while ns > 0 and nl > 0:
+        ns -= 1
+        s = small[ns]
+        nl -= 1
+        g = large[nl]
+        prob[s] = scaled[s]
+        alias[s] = g
+        scaled[g] = (scaled[g] + scaled[s]) - 1.0
+        if scaled[g] < 1.0:
+            small[ns] = g
+            ns += 1
+        else:
+            large[nl] = g
+            nl += 1
+    return prob, alias

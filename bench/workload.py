@@ -1,0 +1,83 @@
+"""Workloads: Zipf popularity of any skew (0 = uniform) over n keys, read/write mix, value sizes,
+popularity shifts (NetCache's hot-in, random and hot-out).
+
+Ranks are sampled with Walker's alias method inside the compiled kernel; rank -> key id goes
+through a random permutation so that hot keys are spread over the origins.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from kvswitch.bench import kernel
+
+SHIFTS = ("none", "hot-in", "random", "hot-out")
+MAX_KEYS = (1 << 31) - 1
+
+
+def zipf_weights(n: int, skew: float) -> np.ndarray:
+    """Probabilities of ranks 1..n under Zipf(skew); skew 0 is uniform."""
+    if n <= 0:
+        raise ValueError("need at least one key")
+    if skew < 0:
+        raise ValueError("skew must be >= 0")
+    w = np.arange(1, n + 1, dtype=np.float64) ** -skew
+    return w / w.sum()
+
+
+@dataclass
+class Workload:
+    keys: int = 1_000_000
+    skew: float = 0.99
+    write_ratio: float = 0.0
+    small_value_fraction: float = 0.5  # share of keys whose values are <= 128 B
+    seed: int = 1
+    alias: np.ndarray = field(init=False, repr=False)
+    weights: np.ndarray = field(init=False, repr=False)
+    perm: np.ndarray = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.keys <= MAX_KEYS:
+            raise ValueError(f"keys must be within 1 .. {MAX_KEYS}")
+        if not 0.0 <= self.write_ratio <= 1.0:
+            raise ValueError("write ratio must be within [0, 1]")
+        self.weights = zipf_weights(self.keys, self.skew)
+        prob, alias = kernel.alias_table(self.weights)
+        self.alias = kernel.pack_alias(prob, alias)
+        rng = np.random.default_rng(self.seed)
+        self.perm = rng.permutation(self.keys).astype(np.int64)
+
+    def rank_info(self, origin: np.ndarray) -> np.ndarray:
+        """Per rank: key id (bits 0..31) and the key's origin (bits 32..), for the kernel."""
+        return self.perm | (origin[self.perm].astype(np.int64) << 32)
+
+    def key_probabilities(self) -> np.ndarray:
+        """Exact query probability of each key id."""
+        p = np.empty(self.keys)
+        p[self.perm] = self.weights
+        return p
+
+    def small_values(self) -> np.ndarray:
+        """Per key id: True when its value is at most 128 bytes (NetCache can cache it)."""
+        rng = np.random.default_rng(self.seed + 7)
+        return rng.random(self.keys) < self.small_value_fraction
+
+    def shift(self, kind: str, count: int, rng: np.random.Generator) -> None:
+        """Change popularity: ``hot-in`` puts the ``count`` coldest keys on top, ``hot-out`` sends
+        the ``count`` hottest to the bottom, ``random`` swaps the hottest with random others."""
+        if kind not in SHIFTS:
+            raise ValueError(f"unknown shift {kind!r}; one of {', '.join(SHIFTS)}")
+        count = min(count, self.keys)
+        if kind == "none" or count == 0:
+            return
+        if kind == "hot-in":
+            self.perm = np.concatenate([self.perm[-count:], self.perm[:-count]])
+        elif kind == "hot-out":
+            self.perm = np.concatenate([self.perm[count:], self.perm[:count]])
+        else:
+            others = rng.choice(np.arange(count, self.keys), size=count, replace=False)
+            top = self.perm[:count].copy()
+            self.perm[:count] = self.perm[others]
+            self.perm[others] = top
