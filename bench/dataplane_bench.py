@@ -1,7 +1,7 @@
 """``kvswitch bench dataplane``: packets/s of the KVSwitch program in the software switch, in-process
 on one core, for (a) a hot Get (HotkeyTable hit, round-robin, version checks, redirect, UDP checksum
 recomputed) and (b) a cold Get (HotkeyTable miss, d HashPipe stages), plus where the time goes
-(cProfile, the functions with the most own time).
+(the software switch bench's `profile_stages`: ns per packet in each pipeline stage).
 
 The rack is the data-plane tests' one: four servers on ports 1-4, a client on port 8; the hot key
 has three holders that all confirmed the current version, so two Gets in three are redirected.
@@ -10,12 +10,8 @@ has three holders that all confirmed the current version, so two Gets in three a
 from __future__ import annotations
 
 import argparse
-import cProfile
-import io
-import pstats
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from scapy.layers.inet import IP, UDP
@@ -32,23 +28,12 @@ HOT_KEY = pad_key("bench-hot-key")
 HOT_SLOT = 1
 
 
-@dataclass(frozen=True)
-class Result:
-    name: str
-    packets: int
-    seconds: float
-
-    @property
-    def rate(self) -> float:
-        return self.packets / self.seconds
-
-
 def _ip(text: str) -> int:
     return int.from_bytes(bytes(int(x) for x in text.split(".")), "big")
 
 
 def build_switch(defines: dict[str, str] | None = None) -> Any:
-    from softswitch import Switch
+    from softswitch import Switch  # imported here: the engine is optional for `kvswitch bench`
 
     source = p4src_dir() / "kvswitch.p4"
     return Switch.from_file(str(source), defines=defines, include_dirs=[str(source.parent)])
@@ -103,36 +88,6 @@ def get_packet(key: bytes) -> bytes:
     )
 
 
-def measure(sw: Any, name: str, packet: bytes, seconds: float) -> Result:
-    """Send ``packet`` back to back for about ``seconds``; count packets processed."""
-    process = sw.process
-    port = CLIENT[2]
-    done = 0
-    batch = 200
-    start = time.perf_counter()
-    deadline = start + seconds
-    while True:
-        for _ in range(batch):
-            process(port, packet)
-        done += batch
-        now = time.perf_counter()
-        if now >= deadline:
-            return Result(name, done, now - start)
-
-
-def profile(sw: Any, packet: bytes, count: int, top: int) -> str:
-    profiler = cProfile.Profile()
-    process = sw.process
-    port = CLIENT[2]
-    profiler.enable()
-    for _ in range(count):
-        process(port, packet)
-    profiler.disable()
-    out = io.StringIO()
-    pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(top)
-    return out.getvalue()
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="kvswitch bench dataplane", description=__doc__)
     parser.add_argument("--seconds", type=float, default=0.5, help="time per run")
@@ -140,7 +95,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--runs", type=int, default=5, help="runs per packet kind (best and median)"
     )
     parser.add_argument("--profile", type=int, default=5000, help="packets to profile (0: none)")
-    parser.add_argument("--top", type=int, default=15, help="profile lines to print")
     args = parser.parse_args(list(argv) if argv is not None else None)
 
     started = time.perf_counter()
@@ -160,15 +114,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     if [port for port, _ in sw.process(CLIENT[2], cold)] != [1]:
         print("cold Get did not go to its origin")
         return 1
+    from kvswitch.bench.softswitch_bench import measure, profile_stages
+
     print(f"best and median of {args.runs} runs of {args.seconds} s, one core")
     for pkt, name in ((hot, "hot Get"), (cold, "cold Get")):
-        measure(sw, name, pkt, 0.2)  # warm-up
-        rates = sorted(measure(sw, name, pkt, args.seconds).rate for _ in range(max(1, args.runs)))
+        measure(sw, CLIENT[2], pkt, 0.2)  # warm-up
+        runs = range(max(1, args.runs))
+        rates = sorted(measure(sw, CLIENT[2], pkt, args.seconds)["pps"] for _ in runs)
         best, median = rates[-1], rates[len(rates) // 2]
         print(f"{name:9s} best {best:10,.0f} packets/s   median {median:10,.0f} packets/s")
     if args.profile:
-        print(f"\nwhere the time goes (hot Get, {args.profile} packets, own time):")
-        print(profile(sw, hot, args.profile, args.top))
+        for pkt, name in ((hot, "hot Get"), (cold, "cold Get")):
+            print(
+                f"\nwhere the time goes ({name}, {args.profile} packets, ns/packet under cProfile):"
+            )
+            for stage, ns in profile_stages(sw, CLIENT[2], pkt, args.profile).items():
+                print(f"  {stage:40s} {ns:8,.0f}")
     return 0
 
 

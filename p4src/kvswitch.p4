@@ -37,7 +37,7 @@ control KvsIngress(inout headers_t hdr, inout kvs_meta_t meta, inout standard_me
             forwarding.apply(hdr, std);
             kvs_check.apply(hdr, meta, std);
             if (meta.kvs_ok) {
-                KvsOp op = (KvsOp)hdr.kvs.op;
+                KvsOp op = hdr.kvs.op;
                 bool request = op == KvsOp.GET || op == KvsOp.SET || op == KvsOp.DEL;
                 bool consumed = op == KvsOp.CONFIRM || op == KvsOp.SYNC
                                 || op == KvsOp.SYNC_DONE;

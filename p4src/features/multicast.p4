@@ -67,10 +67,10 @@ control MulticastEgress(inout headers_t hdr, inout kvs_meta_t meta,
 
     apply {
         if (porttoserver_table.apply().hit) {
-            if (hdr.kvs.op == (bit<8>)KvsOp.SET) {
-                hdr.kvs.op = (bit<8>)KvsOp.UPDATE;
+            if (hdr.kvs.op == KvsOp.SET) {
+                hdr.kvs.op = KvsOp.UPDATE;
             } else {
-                hdr.kvs.op = (bit<8>)KvsOp.UPDATE_DEL;
+                hdr.kvs.op = KvsOp.UPDATE_DEL;
             }
             if (hdr.tcp.isValid()) {
                 bit<16> ip_hdr_len = (bit<16>)hdr.ipv4.ihl << 2;

@@ -108,7 +108,7 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout standard_meta
     }
 
     apply {
-        KvsOp op = (KvsOp)hdr.kvs.op;
+        KvsOp op = hdr.kvs.op;
         // Rule 4 input: the next round-robin ordinal (Gets only).
         if (op == KvsOp.GET) {
             ordinal_t next;
@@ -162,14 +162,14 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout standard_meta
             // Rule 5: only the key's origin gets a version; reflected stamped.
             if (from_origin && hdr.udp.isValid()) {
                 new_version(cur_epoch);
-                hdr.kvs.status = (bit<8>)KvsStatus.OK;
+                hdr.kvs.status = KvsStatus.OK;
                 reflect();
             } else {
                 mark_to_drop(std);
             }
         } else {
             // Rule 2: SET_REPLY / DEL_REPLY / SYNC_DONE from the origin with status OK.
-            if (from_origin && hdr.kvs.status == (bit<8>)KvsStatus.OK && hdr.kvs.ver == sv) {
+            if (from_origin && hdr.kvs.status == KvsStatus.OK && hdr.kvs.ver == sv) {
                 origin_ver.write((bit<32>)meta.slot, hdr.kvs.ver);
             }
             if (op == KvsOp.SYNC_DONE) {

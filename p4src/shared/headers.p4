@@ -65,8 +65,8 @@ header udp_t {
 
 // The KVSwitch header (docs/protocol.md, 36 bytes).
 header kvs_t {
-    bit<8> op;      // a KvsOp (bit<8> here: values outside the enum must stay representable)
-    bit<8> status;  // a KvsStatus
+    KvsOp op;
+    KvsStatus status;
     bit<16> vlen;
     bit<32> cid;
     bit<32> seq;
