@@ -57,20 +57,19 @@ class Topology:
     tag: str = field(default_factory=lambda: uuid.uuid4().hex[:6])
 
     @classmethod
-    def build(cls, n: int = 2) -> Topology:
+    def build(cls, n: int = 2, specs: list[tuple[str, str, int]] | None = None) -> Topology:
+        """``n`` hosts 10.77.0.i on port i, or one host per (ip, mac, port) of ``specs``.
+
+        Every host gets a route to every other (on-link, default route) and a static
+        neighbour entry for each, so no ARP crosses the switch.
+        """
         topo = cls()
+        specs = specs or [(f"10.77.0.{i}", f"02:00:00:00:00:{i:02x}", i) for i in range(1, n + 1)]
         try:
-            for i in range(1, n + 1):
-                host = Host(
-                    ns=f"kvsrt-{topo.tag}-h{i}",
-                    iface="eth0",
-                    ip=f"10.77.0.{i}",
-                    mac=f"02:00:00:00:00:{i:02x}",
-                    port_iface=f"ks{topo.tag}p{i}",
-                    port=i,
-                )
-                topo.add(host)
+            for i, (ip, mac, port) in enumerate(specs, start=1):
+                topo.add(Host(f"kvsrt-{topo.tag}-h{i}", "eth0", ip, mac, f"ks{topo.tag}p{i}", port))
             for h in topo.hosts:
+                topo.exec(h, "ip", "route", "add", "default", "dev", h.iface)
                 for other in topo.hosts:
                     if other is not h:
                         topo.exec(
@@ -237,7 +236,7 @@ def free_port() -> int:
 
 @contextlib.contextmanager
 def switch_process(
-    interfaces: list[str], program: Path, log_level: str = "warn"
+    interfaces: list[str], program: Path, log_level: str = "warn", extra: list[str] | None = None
 ) -> Iterator[tuple[subprocess.Popen[bytes], int, int]]:
     """``kvswitch switch`` on the given ports; yields (process, thrift port, grpc port)."""
     import socket
@@ -256,7 +255,7 @@ def switch_process(
     ]
     for spec in interfaces:
         cmd += ["-i", spec]
-    cmd += [str(program), "--", "--grpc-server-addr", f"127.0.0.1:{grpc_port}"]
+    cmd += [*(extra or []), str(program), "--", "--grpc-server-addr", f"127.0.0.1:{grpc_port}"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 30

@@ -3,7 +3,8 @@
 The CLI asks the switch for its JSON (``bm_get_config``) and reads only the parts that tell it
 how to parse commands: actions with their parameter widths, tables with their keys and match
 kinds, counter/register/meter arrays. BMv2's JSON names a key by (header instance, field) and
-looks the width up in the header type; we synthesise one header instance per key prefix.
+looks the width up in the header type; we synthesise one header instance per table whose
+fields are the table's keys (by their P4Info names).
 """
 
 from __future__ import annotations
@@ -31,13 +32,9 @@ def table_match_type(table: TableInfo) -> str:
     return "exact"
 
 
-def split_key_name(name: str) -> tuple[str, str]:
-    """'hdr.ipv4.dstAddr' -> ('ipv4', 'dstAddr'); a bare name lives in 'scalars'."""
-    parts = name.replace("$", "_").split(".")
-    if len(parts) == 1:
-        return "scalars", parts[0]
-    head = [p for p in parts[:-1] if p not in ("hdr", "meta", "standard_metadata")] or parts[:-1]
-    return "_".join(head), parts[-1]
+def header_name(table: TableInfo) -> str:
+    """One synthetic header instance per table, so that key names never collide."""
+    return "".join(c if c.isalnum() or c == "_" else "_" for c in table.name)
 
 
 def bmv2_json(index: P4InfoIndex) -> str:
@@ -46,7 +43,7 @@ def bmv2_json(index: P4InfoIndex) -> str:
     for table in index.tables.values():
         keys = []
         for k in table.keys:
-            inst, fld = split_key_name(k.name)
+            inst, fld = header_name(table), k.name.replace(".", "_")
             headers.setdefault(inst, {})[fld] = k.bitwidth
             keys.append(
                 {

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import queue
 import signal
 import socket
 import subprocess
@@ -14,7 +15,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import grpc
 import pytest
+from finsy.proto import p4r, p4r_grpc
 from google.protobuf import text_format
 
 from softswitch.runtime.bundle import Bundle
@@ -125,3 +128,71 @@ def switch_process(
         yield sp
     finally:
         sp.stop()
+
+
+class Client:
+    """A P4Runtime client holding one StreamChannel."""
+
+    def __init__(self, address: str) -> None:
+        self.channel = grpc.insecure_channel(address)
+        self.stub = p4r_grpc.P4RuntimeStub(self.channel)
+        self.requests: queue.Queue[p4r.StreamMessageRequest | None] = queue.Queue()
+        self.responses = self.stub.StreamChannel(self._iter())
+        self.election_id = 0
+
+    def _iter(self) -> Iterator[p4r.StreamMessageRequest]:
+        while (msg := self.requests.get()) is not None:
+            yield msg
+
+    def arbitrate(self, election_id: int, device_id: int = 0) -> p4r.MasterArbitrationUpdate:
+        self.election_id = election_id
+        arb = p4r.MasterArbitrationUpdate(
+            device_id=device_id, election_id=p4r.Uint128(low=election_id)
+        )
+        self.requests.put(p4r.StreamMessageRequest(arbitration=arb))
+        return self.next_arbitration()
+
+    def next_arbitration(self) -> p4r.MasterArbitrationUpdate:
+        msg = next(self.responses)
+        assert msg.HasField("arbitration"), msg
+        return msg.arbitration
+
+    def set_pipeline(
+        self,
+        program: Program,
+        action: int = p4r.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT,
+        cookie: int = 5,
+    ) -> None:
+        info = program.bundle.compile().p4info
+        config = p4r.ForwardingPipelineConfig(
+            p4info=info, p4_device_config=program.bundle.to_bytes()
+        )
+        config.cookie.cookie = cookie
+        self.stub.SetForwardingPipelineConfig(
+            p4r.SetForwardingPipelineConfigRequest(
+                device_id=0,
+                election_id=p4r.Uint128(low=self.election_id),
+                action=action,
+                config=config,
+            )
+        )
+
+    def write(self, *updates: p4r.Update, atomicity: int = 0) -> None:
+        self.stub.Write(
+            p4r.WriteRequest(
+                device_id=0,
+                election_id=p4r.Uint128(low=self.election_id),
+                updates=updates,
+                atomicity=atomicity,
+            )
+        )
+
+    def read(self, *entities: p4r.Entity) -> list[p4r.Entity]:
+        out: list[p4r.Entity] = []
+        for resp in self.stub.Read(p4r.ReadRequest(device_id=0, entities=entities)):
+            out += resp.entities
+        return out
+
+    def close(self) -> None:
+        self.requests.put(None)
+        self.channel.close()
