@@ -60,7 +60,7 @@ class RecentIds:
     """Bounded memory of applied request ids: per client the last ``per_client`` seqs, and at most
     ``clients`` clients (least recently seen forgotten first)."""
 
-    def __init__(self, per_client: int = 4096, clients: int = 4096) -> None:
+    def __init__(self, per_client: int = 1024, clients: int = 1024) -> None:
         self.per_client = per_client
         self.clients = clients
         self._by_cid: OrderedDict[int, OrderedDict[int, _Result]] = OrderedDict()
@@ -272,6 +272,11 @@ class AgentCore:
             self.stats["push_sent"] += len(pending.replicas)
         pending.done.set()
         return out
+
+    def holds(self, key: bytes) -> bool:
+        """True if this server has a live value for ``key``."""
+        item = self.backend.get(key)
+        return item is not None and item.live
 
     def remove_local(self, key: bytes) -> bool:
         return self.backend.drop(key)

@@ -26,8 +26,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--control-port", type=int, help="TCP port of the JSON-lines control API")
     ap.add_argument("--no-tcp", action="store_true", help="serve UDP only")
     ap.add_argument("--max-value", type=int, default=p.MAX_VALUE, help="largest value accepted")
-    ap.add_argument("--ids-per-client", type=int, default=4096, help="request ids kept per client")
-    ap.add_argument("--ids-clients", type=int, default=4096, help="clients whose ids are kept")
+    ap.add_argument("--ids-per-client", type=int, default=1024, help="request ids kept per client")
+    ap.add_argument("--ids-clients", type=int, default=1024, help="clients whose ids are kept")
     return ap
 
 
@@ -35,6 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
     try:
         backend = make_backend(args.backend, args.backend_addr, args.backend_prefix)
+        backend.get(bytes(p.KEY_LEN))  # fail now, clearly, if the backend is unreachable
         switch = parse_hostport(args.switch_addr, p.KVS_PORT) if args.switch_addr else None
         core = AgentCore(
             backend, switch, args.max_value, RecentIds(args.ids_per_client, args.ids_clients)

@@ -13,7 +13,9 @@ import contextlib
 import json
 import socket
 import socketserver
+import sys
 import threading
+import traceback
 from dataclasses import dataclass
 from typing import Any
 
@@ -95,7 +97,12 @@ class AgentServer:
 
     def process(self, data: bytes, src: Addr) -> list[Output]:
         with self.lock:
-            return self.core.handle(data, src)
+            try:
+                return self.core.handle(data, src)
+            except Exception:  # a bug must not kill the serving thread: count, report, go on
+                self.core.stats["internal_error"] += 1
+                traceback.print_exc(file=sys.stderr)
+                return []
 
     def send(self, outputs: list[Output]) -> None:
         for raw, dst in outputs:
@@ -156,6 +163,9 @@ class AgentServer:
         if not isinstance(replicas, list) or not all(isinstance(r, str) for r in replicas):
             raise ValueError("replicas must be a list of 'ip' or 'ip:port' strings")
         addrs = [parse_hostport(r, p.KVS_PORT) for r in replicas]
+        with self.lock:
+            if not self.core.holds(key):
+                return {"ok": False, "error": "key not held here"}
         for _ in range(max(1, self.config.sync_attempts)):
             with self.lock:
                 pending, out = self.core.start_sync(key, addrs)

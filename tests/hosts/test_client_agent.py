@@ -472,3 +472,37 @@ def test_concurrent_clients_linearizable_with_loss(backend: Backend) -> None:
     assert agent.core.stats["duplicate"] > 0
     results = check_history(history)
     assert all(r.ok for r in results), [r.key for r in results if not r.ok]
+
+
+def test_control_push_of_a_key_not_held(
+    fake_switch: socket.socket, agent_factory: AgentFactory
+) -> None:
+    origin = agent_factory(MemoryBackend(), fake_switch.getsockname(), control_port=0)
+    out = _control(origin.control_port or 0, {"cmd": "push", "key": "nope", "replicas": []})
+    assert out == [{"ok": False, "error": "key not held here"}]
+    assert origin.core.stats["sync_sent"] == 0
+
+
+def test_internal_error_is_counted_not_fatal(agent_factory: AgentFactory) -> None:
+    class Broken(MemoryBackend):
+        def get(self, key: bytes) -> None:
+            if key == p.pad_key(b"boom"):
+                raise ZeroDivisionError("a bug")
+            return super().get(key)  # type: ignore[return-value]
+
+    agent = agent_factory(Broken())
+    with Client([addr(agent)], timeout=0.1, retries=0) as c:
+        with pytest.raises(Timeout):
+            c.get(b"boom")
+        c.set(b"fine", b"yes")
+        assert c.get(b"fine") == b"yes"
+    assert agent.core.stats["internal_error"] == 1
+
+
+def test_agent_cli_refuses_an_unreachable_backend(capsys: pytest.CaptureFixture[str]) -> None:
+    from kvswitch.agent.main import main as agent_main
+
+    dead = f"{LOOP}:{free_port()}"
+    assert agent_main(["--port", "0", "--backend", "redis", "--backend-addr", dead]) == 1
+    assert agent_main(["--port", "0", "--backend", "memcached", "--backend-addr", dead]) == 1
+    assert "Connection refused" in capsys.readouterr().err
