@@ -1,0 +1,137 @@
+"""The compiled kernel against the plain-Python reference of the same rules, HashPipe hashing
+against docs/protocol.md, and the safety of plan changes applied to the model."""
+
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+import pytest
+
+from kvswitch.bench import kernel
+from kvswitch.bench.model import Model, ReferencePipeline, hp_index_ref
+from kvswitch.controller.hashring import key16, origins_of_ids
+from kvswitch.controller.plan import Plan, build_plan, diff, rack_setup
+from kvswitch.controller.rack import Rack
+
+M, K, D, KEYS = 8, 64, 4, 3000
+RACK = Rack.synthetic(M)
+ORIGIN = origins_of_ids(np.arange(KEYS), M)
+
+
+def fresh(lag: int = 0) -> Model:
+    model = Model(RACK, K, D, ORIGIN, lag=lag)
+    model.apply(rack_setup(RACK, epoch=1))
+    return model
+
+
+def random_plan(rng: np.random.Generator, previous: Plan | None, hot: int) -> Plan:
+    keys = rng.choice(200, size=hot, replace=False)
+    holders = []
+    for kid in keys:
+        origin = int(ORIGIN[kid])
+        others = [s for s in range(M) if s != origin]
+        r = int(rng.integers(0, M))
+        holders.append(
+            (key16(int(kid)), (origin, *rng.choice(others, size=r, replace=False).tolist()))
+        )
+    return build_plan(holders, previous, M, K)
+
+
+def state(m: Model) -> dict[str, np.ndarray]:
+    return {
+        name: getattr(m, name).copy()
+        for name in (
+            "rr",
+            "slot_ver",
+            "origin_ver",
+            "valid_ver",
+            "gver",
+            "hot_cnt",
+            "hp_key",
+            "hp_cnt",
+            "load",
+        )
+    }
+
+
+def test_hashpipe_index_is_the_protocol_formula() -> None:
+    table, prefixes = kernel.crc_table(), kernel.stage_prefixes(8)
+    for kid in [0, 1, 255, 256, 70000, 2**31 - 1]:
+        for s in range(8):
+            seed = (0x9E3779B9 * (s + 1)) % 2**32
+            want = zlib.crc32(seed.to_bytes(4, "big") + kid.to_bytes(16, "big")) % 1000
+            assert (
+                kernel.hp_index(prefixes[s], table, kid, 1000)
+                == want
+                == hp_index_ref(s, key16(kid), 1000)
+            )
+
+
+@pytest.mark.parametrize("lag", [0, 7])
+def test_kernel_equals_reference_on_random_traces(lag: int) -> None:
+    rng = np.random.default_rng(lag)
+    fast, slow = fresh(lag), fresh(lag)
+    ref = ReferencePipeline(slow)
+    current = Plan(M, K)
+    for _round in range(4):
+        nxt = random_plan(rng, current, hot=40)
+        ops = diff(current, nxt, RACK)
+        current = nxt
+        fast.apply(ops)
+        slow.apply(ops)
+        kids = rng.integers(0, KEYS, size=4000)
+        kids[:2000] = rng.integers(0, 200, size=2000)  # many hot-key queries
+        writes = rng.random(kids.size) < 0.2
+        fast.run_trace(kids, writes)
+        ref.run(kids.tolist(), writes.tolist())
+        fast.flush()
+        ref.flush()
+        a, b = state(fast), state(slow)
+        for name in a:
+            assert np.array_equal(a[name], b[name]), name
+        assert fast.read_hashpipe() == slow.read_hashpipe()
+        assert a["load"].sum() >= kids.size
+
+
+def test_gets_never_reach_a_server_without_the_key() -> None:
+    rng = np.random.default_rng(11)
+    model = fresh()
+    current = Plan(M, K)
+    for _ in range(12):
+        nxt = random_plan(rng, current, hot=30)
+        ops = diff(current, nxt, RACK)
+        current = nxt
+        # after every single operation of the batch, redirect targets must hold the key
+        for op in ops:
+            model.apply([op])
+            for kid, server in model.serving():
+                assert server in model.stored.get(kid, set()), (op, kid, server)
+        model.run_trace(rng.integers(0, 200, size=500), rng.random(500) < 0.3)
+
+
+def test_writes_invalidate_until_confirmed() -> None:
+    model = fresh(lag=5)
+    kid = 17
+    origin = int(ORIGIN[kid])
+    other = (origin + 1) % M
+    model.apply(diff(Plan(M, K), build_plan([(key16(kid), (origin, other))], None, M, K), RACK))
+    assert (kid, other) in model.serving()
+    model.run_trace(np.array([kid]), np.array([True]))  # a Set: new version, replica stale
+    assert model.serving() == []
+    model.run_trace(np.full(3, kid), np.zeros(3, bool))  # Gets before the confirm: origin only
+    assert model.load[other] == 1  # only the UPDATE copy
+    model.run_trace(np.full(10, kid), np.zeros(10, bool))  # confirm lands after 5 queries
+    assert (kid, other) in model.serving()
+    assert model.load[other] > 1
+
+
+def test_model_rejects_bad_operations() -> None:
+    model = fresh()
+    p = build_plan([(key16(3), (int(ORIGIN[3]),))], None, M, K)
+    ops = diff(Plan(M, K), p, RACK)
+    model.apply(ops)
+    with pytest.raises(ValueError):
+        model.apply(ops)  # entries exist already
+    with pytest.raises(ValueError):
+        model.run_trace(np.array([KEYS + 1]), np.array([False]))
