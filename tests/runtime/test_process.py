@@ -86,8 +86,9 @@ def test_pcap_files_and_capture(tmp_path: Path) -> None:
         writer.write(f, ts=1000.0 + i)
     writer.close()
     caps = tmp_path / "caps"
-    args = ["--use-files", "0", "-i", "0@p0", "-i", "1@p1", "--pcap", str(caps), str(PROGRAM)]
-    with switch_process(args, cwd=tmp_path):
+    args = ["--use-files", "0", "-i", "0@p0", "-i", "1@p1", "--pcap", str(caps)]
+    args += ["--log-console", "-L", "debug", str(PROGRAM)]
+    with switch_process(args, cwd=tmp_path) as sw:
         out = tmp_path / "p0_out.pcap"
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline and len(list(read_pcap(out))) < 3:
@@ -95,6 +96,9 @@ def test_pcap_files_and_capture(tmp_path: Path) -> None:
         # l2 has no entry: NoAction leaves egress_spec 0, so every frame leaves on port 0
         assert [f for _, f in read_pcap(out)] == frames
         assert list(read_pcap(tmp_path / "p1_out.pcap")) == []
+    assert sw.proc.stderr is not None
+    log = sw.proc.stderr.read().decode()
+    assert log.count("port 1: ") == 3 and "-> [(0, " in log  # one debug line per packet
 
 
 @pytest.mark.parametrize(
