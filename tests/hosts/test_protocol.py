@@ -125,3 +125,23 @@ def test_scapy_layer_dissects_udp_and_tcp() -> None:
     parsed = KVS(msg.encode() + b"PAD")
     assert parsed[Raw].load == b"hello"
     assert "SET" in parsed.summary()
+
+
+def test_scapy_layer_reads_every_vector_message() -> None:
+    import json
+    from pathlib import Path
+
+    from scapy.packet import Raw
+
+    from kvswitch.scapy_kvs import KVS
+
+    vectors = Path(__file__).resolve().parent.parent / "vectors" / "messages.json"
+    for vec in json.loads(vectors.read_text())["messages"]:
+        pkt = KVS(bytes.fromhex(vec["bytes_hex"]))
+        fields = ("op", "status", "vlen", "cid", "seq", "epoch", "ver")
+        assert {f: int(pkt.getfieldval(f)) for f in fields} == {f: vec[f] for f in fields}
+        assert int(pkt.flags) == vec["flags"]
+        assert pkt.key == bytes.fromhex(vec["key_hex"])
+        value = pkt[Raw].load if Raw in pkt else b""
+        assert value == bytes.fromhex(vec["value_hex"])
+        assert bytes(pkt) == bytes.fromhex(vec["bytes_hex"])
