@@ -1,11 +1,24 @@
-"""HashPipe registers after a random trace equal the pure-Python reference model's."""
+"""HashPipe registers after a 10 000-request trace equal the pure-Python reference model's, as
+pinned in tests/vectors/hashpipe.json (which the simulator can check against too)."""
 
 from __future__ import annotations
 
-import random
+import json
+from pathlib import Path
 
-from .base import CLIENT, HP_SLOTS, HP_STAGES, SERVERS, Dataplane, key16, kvs, proto, udp_packet
-from .hashpipe_model import HashPipeModel, stage_index
+from .base import (
+    CLIENT,
+    HP_SLOTS,
+    HP_STAGES,
+    SERVERS,
+    Dataplane,
+    Host,
+    key16,
+    kvs,
+    proto,
+    udp_packet,
+)
+from .hashpipe_model import HashPipeModel, make_vectors, stage_index
 
 TRACE = 10_000
 
@@ -43,36 +56,55 @@ def test_model_evicts_into_later_stages() -> None:
     assert sum(map(sum, model.counts)) == 3
 
 
-def test_registers_equal_reference_after_random_trace(dp: Dataplane) -> None:
+def _vectors() -> dict:
+    return json.loads((Path(__file__).parent.parent / "vectors" / "hashpipe.json").read_text())
+
+
+def test_model_reproduces_vectors() -> None:
+    vectors = _vectors()
+    assert tuple(vectors["seeds"]) == proto().hp_seeds[: vectors["stages"]]
+    assert (vectors["stages"], vectors["slots"]) == (HP_STAGES, HP_SLOTS)
+    assert len(vectors["trace"]) == TRACE
+    fresh = make_vectors(HP_STAGES, HP_SLOTS, vectors["population"], TRACE, seed=20190908)
+    assert fresh == vectors
+
+
+def _request_bytes(server: Host, message: bytes) -> bytes:
+    """A request as udp_packet builds it, with the UDP checksum left at 0 ("none"): the same
+    IPv4 header for every message of one length, so the trace is built by concatenation."""
+    data = bytearray(bytes(udp_packet(CLIENT, server.ip, message)))
+    data[40:42] = b"\0\0"
+    return bytes(data)
+
+
+def test_registers_equal_reference_after_trace(dp: Dataplane) -> None:
     op = proto().op
-    rng = random.Random(20190908)
+    vectors = _vectors()
     hot = key16("hot-untracked")
     dp.make_hot(hot, 0, [SERVERS[0]])
-    # Zipf-like popularity over 300 keys: heavy hitters, collisions and evictions in 4 x 16 slots.
-    population = [key16(f"key-{i}") for i in range(300)]
-    weights = [1 / (rank + 1) for rank in range(len(population))]
-    trace = rng.choices(population, weights, k=TRACE)
-    model = HashPipeModel(proto().hp_seeds[:HP_STAGES], HP_SLOTS)
+    population = [key16(f"key-{j}") for j in range(vectors["population"])]
     ops = [op.GET, op.SET, op.DEL]
-    for i, key in enumerate(trace):
-        server = SERVERS[i % len(SERVERS)]
-        message = kvs(ops[i % 3], key, seq=i)
-        out = dp.send(CLIENT.port, udp_packet(CLIENT, server.ip, message))
-        assert len(out) == 1
-        model.insert(key)
+    heads = [_request_bytes(s, kvs(op.GET, hot))[:42] for s in SERVERS]
+    for i, index in enumerate(vectors["trace"]):
+        key = population[index]
+        server = i % len(SERVERS)
+        out = dp.send(CLIENT.port, heads[server] + kvs(ops[i % 3], key, seq=i))
+        assert [port for port, _ in out] == [SERVERS[server].port]
         if i % 997 == 0:
-            # Hot keys, replies and confirms never enter HashPipe.
+            # Requests of hot keys and replies never enter HashPipe.
             dp.send(CLIENT.port, udp_packet(CLIENT, SERVERS[0].ip, kvs(op.GET, hot)))
             reply = kvs(op.GET_REPLY, key, seq=i)
-            dp.send(server.port, udp_packet(server, CLIENT.ip, reply, sport=proto().kvs_port))
+            dp.send(
+                SERVERS[0].port, udp_packet(SERVERS[0], CLIENT.ip, reply, sport=proto().kvs_port)
+            )
     keys, counts = _registers(dp)
-    assert counts == model.counts
+    want_keys = vectors["registers"]["keys"]
+    assert counts == vectors["registers"]["counts"]
     for stage in range(HP_STAGES):
         for idx in range(HP_SLOTS):
-            if model.counts[stage][idx]:
-                assert keys[stage][idx] == model.keys[stage][idx]
-    # The model is not trivial: every stage is in use and the heaviest key is tracked.
+            if counts[stage][idx]:
+                assert keys[stage][idx].hex() == want_keys[stage][idx]
+    # Not a trivial trace: every stage is in use and the heaviest key is tracked.
     assert all(any(c > 0 for c in stage) for stage in counts)
-    top = population[0]
-    assert any(top in stage for stage in keys)
+    assert any(population[0] in stage for stage in keys)
     assert sum(map(sum, counts)) <= TRACE
