@@ -54,10 +54,11 @@ struct options {
     const char *prefix;
 };
 
-/* One outstanding request; slot = seq & mask. sched_ns == 0 means free or already answered. */
+/* One outstanding request; slot = seq & mask. sched_ns == 0 means free or already answered.
+ * The sender writes op and key, then seq (release); the receiver reads seq (acquire) first. */
 struct slot {
     _Atomic uint64_t sched_ns;
-    uint32_t seq;
+    _Atomic uint32_t seq;
     uint8_t op;
     uint8_t key[KVS_KEY_SIZE];
 };
@@ -399,7 +400,8 @@ static void *receiver(void *arg)
         }
         uint64_t t = now_ns();
         struct slot *s = &r->slots[h.seq & r->mask];
-        if (s->seq != h.seq || kvs_reply_op(s->op) != h.op ||
+        if (atomic_load_explicit(&s->seq, memory_order_acquire) != h.seq ||
+            kvs_reply_op(s->op) != h.op ||
             memcmp(s->key, h.key, KVS_KEY_SIZE) != 0) {
             st->unmatched++;
             continue;
@@ -427,7 +429,7 @@ static int run_open(struct run *r, rng *g, const uint8_t *value)
     struct options *o = r->o;
     size_t want = (size_t)(o->rate * (o->timeout_ms / 1000.0 + 1) * 2) + 1;
     size_t size = 1024;
-    while (size < want && size < (1u << 26))
+    while (size < want && size < (1u << 22)) /* at most 4 M slots (128 MiB, touched lazily) */
         size <<= 1;
     r->mask = size - 1;
     r->slots = calloc(size, sizeof r->slots[0]);
@@ -440,7 +442,7 @@ static int run_open(struct run *r, rng *g, const uint8_t *value)
     double period_ns = 1e9 / o->rate;
     double next = (double)r->start_ns;
     const kvs_ring *ring = kvs_client_ring(r->client);
-    for (uint32_t seq = 1;; seq++) {
+    for (uint32_t seq = 1;; seq = seq == UINT32_MAX ? 1 : seq + 1) {
         uint64_t sched = (uint64_t)next;
         /* stop at the end of the schedule, or 100 ms after the end of the wall clock when the
          * sender cannot keep up with the rate (it then sends back to back) */
@@ -449,9 +451,10 @@ static int run_open(struct run *r, rng *g, const uint8_t *value)
         uint8_t op = pick_op(r, g);
         size_t id = draw_key(r, g, sched);
         struct slot *s = &r->slots[seq & r->mask];
-        s->seq = seq;
+        atomic_store_explicit(&s->seq, 0, memory_order_relaxed); /* no seq 0 is ever sent */
         s->op = op;
         make_key(o, id, s->key);
+        atomic_store_explicit(&s->seq, seq, memory_order_release);
         sleep_until(sched);
         atomic_store(&s->sched_ns, sched);
         kvs_error e = kvs_send(r->client, op, s->key, value, op == KVS_OP_SET ? o->value_size : 0, seq);

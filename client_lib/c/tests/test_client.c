@@ -29,10 +29,10 @@ struct fake {
     uint8_t status;
     atomic_int stop;
     atomic_int requests;
-    uint32_t seqs[64];
-    int nseqs;
+    uint32_t seqs[64];  /* written by the server thread before it publishes nseqs */
+    atomic_int nseqs;
     int index;          /* ring index of this server, for the routing check */
-    const kvs_ring *ring;
+    const kvs_ring *_Atomic ring; /* published after index */
     atomic_int misrouted;
     pthread_t th;
 };
@@ -64,6 +64,22 @@ static size_t make_reply(const kvs_header *rq, uint8_t status, uint8_t *out)
     return len;
 }
 
+/* Only the server thread writes seqs; the release store of nseqs publishes them. */
+static void record_seq(struct fake *f, uint32_t seq)
+{
+    int n = atomic_load_explicit(&f->nseqs, memory_order_relaxed);
+    if (n < 64) {
+        f->seqs[n] = seq;
+        atomic_store_explicit(&f->nseqs, n + 1, memory_order_release);
+    }
+}
+
+static uint32_t seq_at(struct fake *f, int i)
+{
+    assert_true(i < atomic_load_explicit(&f->nseqs, memory_order_acquire));
+    return f->seqs[i];
+}
+
 static void serve_tcp(struct fake *f)
 {
     int first = 1;
@@ -85,8 +101,7 @@ static void serve_tcp(struct fake *f)
             kvs_header h;
             if (kvs_decode(buf, KVS_HEADER_SIZE + vlen, &h, NULL) != KVS_OK)
                 break;
-            if (f->nseqs < 64)
-                f->seqs[f->nseqs++] = h.seq;
+            record_seq(f, h.seq);
             atomic_fetch_add(&f->requests, 1);
             if (f->mode == TCP_CLOSE_FIRST && first) {
                 first = 0;
@@ -119,9 +134,9 @@ static void *serve(void *arg)
         if (n <= 0 || kvs_decode(buf, (size_t)n, &h, NULL) != KVS_OK)
             continue;
         int count = atomic_fetch_add(&f->requests, 1);
-        if (f->nseqs < 64)
-            f->seqs[f->nseqs++] = h.seq;
-        if (f->ring && (int)kvs_ring_origin(f->ring, h.key) != f->index)
+        record_seq(f, h.seq);
+        const kvs_ring *ring = atomic_load(&f->ring);
+        if (ring && (int)kvs_ring_origin(ring, h.key) != f->index)
             atomic_fetch_add(&f->misrouted, 1);
         int fd = f->mode == REPLICA ? f->replica_fd : f->fd;
         if (f->mode == SILENT || (f->mode == DROP_FIRST && count == 0))
@@ -150,10 +165,11 @@ static void *serve(void *arg)
     return NULL;
 }
 
-static void fake_start(struct fake *f, enum mode mode)
+static void fake_start_status(struct fake *f, enum mode mode, uint8_t status)
 {
     memset(f, 0, sizeof *f);
     f->mode = mode;
+    f->status = status;
     f->fd = udp_socket(&f->port);
     f->replica_fd = udp_socket(NULL);
     f->listen_fd = -1;
@@ -169,6 +185,11 @@ static void fake_start(struct fake *f, enum mode mode)
     assert_int_equal(pthread_create(&f->th, NULL, serve, f), 0);
 }
 
+static void fake_start(struct fake *f, enum mode mode)
+{
+    fake_start_status(f, mode, KVS_STATUS_OK);
+}
+
 static void fake_stop(struct fake *f)
 {
     atomic_store(&f->stop, 1);
@@ -182,7 +203,7 @@ static void fake_stop(struct fake *f)
 static kvs_client *client_for(struct fake *fakes, size_t n, unsigned timeout_ms, unsigned retries,
                               int tcp)
 {
-    static char text[8][32];
+    char text[8][32]; /* kvs_client_new copies the addresses */
     const char *servers[8];
     for (size_t i = 0; i < n; i++) {
         snprintf(text[i], sizeof text[i], "127.0.0.1:%u", fakes[i].port);
@@ -224,8 +245,8 @@ static void test_basic_ops(void **state)
     assert_int_equal(kvs_set(c, "k", 1, big, sizeof big, NULL), KVS_ERR_VALUE_TOO_LARGE);
     assert_int_equal(atomic_load(&f.requests), before);
     /* every request had its own seq */
-    for (int i = 1; i < f.nseqs; i++)
-        assert_int_not_equal(f.seqs[i], f.seqs[i - 1]);
+    for (int i = 1; i < atomic_load(&f.nseqs); i++)
+        assert_int_not_equal(seq_at(&f, i), seq_at(&f, i - 1));
     kvs_client_free(c);
     fake_stop(&f);
 }
@@ -240,7 +261,7 @@ static void test_retry_keeps_seq(void **state)
     assert_int_equal(kvs_set(c, "k1", 2, "x", 1, &info), KVS_OK);
     assert_int_equal(info.attempts, 2);
     assert_int_equal(atomic_load(&f.requests), 2);
-    assert_int_equal(f.seqs[0], f.seqs[1]);
+    assert_int_equal(seq_at(&f, 0), seq_at(&f, 1));
     kvs_client_free(c);
     fake_stop(&f);
 }
@@ -313,8 +334,7 @@ static void test_statuses(void **state)
                  {KVS_STATUS_SERVER_ERROR, KVS_ERR_SERVER}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         struct fake f;
-        fake_start(&f, STATUS);
-        f.status = cases[i].status;
+        fake_start_status(&f, STATUS, cases[i].status);
         kvs_client *c = client_for(&f, 1, 500, 0, 0);
         kvs_reply_info info;
         assert_int_equal(kvs_set(c, "k", 1, "v", 1, &info), cases[i].err);
@@ -332,8 +352,8 @@ static void test_routing(void **state)
         fake_start(&f[i], ECHO);
     kvs_client *c = client_for(f, 3, 500, 0, 0);
     for (int i = 0; i < 3; i++) {
-        f[i].ring = kvs_client_ring(c);
         f[i].index = i;
+        atomic_store(&f[i].ring, kvs_client_ring(c));
     }
     for (int i = 0; i < 300; i++) {
         char key[16];
@@ -344,9 +364,9 @@ static void test_routing(void **state)
         assert_int_equal(atomic_load(&f[i].misrouted), 0);
         assert_true(atomic_load(&f[i].requests) > 30); /* every server is somebody's origin */
     }
-    kvs_client_free(c);
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 3; i++) /* the servers use the client's ring: stop them first */
         fake_stop(&f[i]);
+    kvs_client_free(c);
 }
 
 static void test_tcp_writes(void **state)
@@ -367,7 +387,7 @@ static void test_tcp_writes(void **state)
     kvs_reply_info info;
     assert_int_equal(kvs_set(c, "t", 1, "value", 5, &info), KVS_OK);
     assert_int_equal(info.attempts, 2);
-    assert_int_equal(f.seqs[0], f.seqs[1]); /* the retry on a new connection keeps the id */
+    assert_int_equal(seq_at(&f, 0), seq_at(&f, 1)); /* the retry on a new connection keeps the id */
     kvs_client_free(c);
     fake_stop(&f);
 }
@@ -400,6 +420,78 @@ static void test_async_pair(void **state)
     assert_int_equal(seen, 10);
     assert_int_equal(kvs_recv(c, &h, buf, sizeof buf, &vlen, NULL, 0), KVS_ERR_TIMEOUT);
     kvs_client_free(c);
+    fake_stop(&f);
+}
+
+struct worker {
+    struct fake *fake;
+    int id;
+    int ok;
+};
+
+/* One handle per thread, used concurrently: each thread's replies come back to it alone. */
+static void *blocking_worker(void *arg)
+{
+    struct worker *w = arg;
+    kvs_client *c = client_for(w->fake, 1, 1000, 2, 0);
+    for (int i = 0; i < 200; i++) {
+        char key[16], buf[32];
+        int n = snprintf(key, sizeof key, "t%d-%d", w->id, i);
+        size_t vlen;
+        if (kvs_set(c, key, (size_t)n, "x", 1, NULL) == KVS_OK &&
+            kvs_get(c, key, (size_t)n, buf, sizeof buf, &vlen, NULL) == KVS_OK &&
+            vlen == (size_t)n + 2 && memcmp(buf + 2, key, (size_t)n) == 0)
+            w->ok++;
+    }
+    kvs_client_free(c);
+    return NULL;
+}
+
+struct pair {
+    kvs_client *c;
+    int received;
+};
+
+static void *async_receiver(void *arg)
+{
+    struct pair *p = arg;
+    kvs_header h;
+    char buf[32];
+    size_t vlen;
+    while (p->received < 500 && kvs_recv(p->c, &h, buf, sizeof buf, &vlen, NULL, 1000) == KVS_OK)
+        p->received++;
+    return NULL;
+}
+
+static void test_threads(void **state)
+{
+    (void)state;
+    struct fake f;
+    fake_start(&f, ECHO);
+    pthread_t th[4];
+    struct worker w[4];
+    for (int i = 0; i < 4; i++) {
+        w[i] = (struct worker){.fake = &f, .id = i};
+        assert_int_equal(pthread_create(&th[i], NULL, blocking_worker, &w[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        assert_int_equal(w[i].ok, 200);
+    }
+    /* one handle: a sending thread (this one) and a receiving thread at once */
+    struct pair p = {.c = client_for(&f, 1, 1000, 0, 0)};
+    pthread_t rx;
+    assert_int_equal(pthread_create(&rx, NULL, async_receiver, &p), 0);
+    uint8_t key[KVS_KEY_SIZE];
+    kvs_make_key("pair", 4, key);
+    for (uint32_t seq = 1; seq <= 500; seq++) {
+        assert_int_equal(kvs_send(p.c, KVS_OP_GET, key, NULL, 0, seq), KVS_OK);
+        if (seq % 50 == 0)
+            usleep(1000); /* stay within the socket buffers */
+    }
+    pthread_join(rx, NULL);
+    assert_int_equal(p.received, 500);
+    kvs_client_free(p.c);
     fake_stop(&f);
 }
 
@@ -481,7 +573,8 @@ int main(void)
         cmocka_unit_test(test_reply_from_other_server), cmocka_unit_test(test_noise_is_ignored),
         cmocka_unit_test(test_timeout),      cmocka_unit_test(test_statuses),
         cmocka_unit_test(test_routing),      cmocka_unit_test(test_tcp_writes),
-        cmocka_unit_test(test_async_pair),   cmocka_unit_test(test_bad_config),
+        cmocka_unit_test(test_async_pair),   cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_bad_config),
         cmocka_unit_test(test_loadgen),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
