@@ -204,6 +204,25 @@ class Message:
         return msg
 
 
+def pack(
+    op: int,
+    key: bytes,
+    value: bytes = b"",
+    status: int = 0,
+    cid: int = 0,
+    seq: int = 0,
+    epoch: int = 0,
+    flags: int = 0,
+    ver: int = 0,
+) -> bytes:
+    """The wire bytes of a message without building a :class:`Message` (hot paths).
+
+    The caller guarantees a 16-byte key, a value of at most 65535 bytes and fields in range;
+    ``struct.error`` otherwise.
+    """
+    return _HEADER.pack(op, status, len(value), cid, seq, epoch, flags, ver, key) + value
+
+
 def message_length(header: bytes | bytearray | memoryview) -> int:
     """Total length (header + value) announced by a header; used to frame TCP streams."""
     if len(header) < HEADER_LEN:
