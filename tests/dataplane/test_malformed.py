@@ -4,12 +4,15 @@ no hot-key or load counter); unknown ops are forwarded untouched; forged UPDATEs
 from __future__ import annotations
 
 import pytest
+from scapy.layers.inet import IP, UDP, fragment
+from scapy.layers.l2 import Ether
 
 from .base import (
     CLIENT,
     EPOCH,
     MAX_SERVERS,
     SERVERS,
+    SWITCH_MAC,
     Dataplane,
     kvs,
     proto,
@@ -101,3 +104,20 @@ def test_pass_through_ops_forwarded(dp: Dataplane, op_name: str) -> None:
     pkt = udp_packet(ORIGIN, R1.ip, kvs(proto().op[op_name], KEY, b"v", ver=4, epoch=EPOCH))
     dp.send_expect(ORIGIN.port, pkt, [(R1.port, routed(pkt, R1))])
     assert dp.snapshot() == before
+
+
+def test_first_fragment_forwarded_plain(dp: Dataplane) -> None:
+    # The first fragment of a hot Set carries the whole header but not the value: not a message.
+    _setup(dp)
+    before = dp.snapshot()
+    whole = Ether(bytes(udp_packet(CLIENT, ORIGIN.ip, kvs(proto().op.SET, KEY, b"v" * 200))))
+    fragments = [IP(bytes(f)) for f in fragment(whole[IP], fragsize=96)]
+    assert fragments[0].flags.MF and fragments[0].frag == 0 and UDP in fragments[0]
+    for frag in fragments:
+        pkt = Ether(src=CLIENT.mac, dst=SWITCH_MAC) / frag
+        # Only MACs, TTL and the IPv4 checksum change (the UDP length describes the whole datagram).
+        want = Ether(src=SWITCH_MAC, dst=ORIGIN.mac) / IP(bytes(frag))
+        want[IP].ttl -= 1
+        want[IP].chksum = None
+        dp.send_expect(CLIENT.port, pkt, [(ORIGIN.port, Ether(bytes(want)))])
+    _assert_untouched(dp, before)
