@@ -20,7 +20,6 @@ Test rack (one switch, servers on ports 1-4, a client on port 8):
 from __future__ import annotations
 
 import re
-import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
@@ -33,6 +32,7 @@ from scapy.layers.l2 import Ether
 from scapy.packet import Packet, Raw
 
 from kvswitch.paths import p4src_dir
+from kvswitch.protocol import Message, pad_key
 
 # Small build: K = 64 hot slots, M = 8 servers, d = 4 HashPipe stages of w = 16 slots.
 HOT_KEYS = 64
@@ -45,7 +45,6 @@ SWITCH_MAC = "02:00:00:00:00:fe"
 SWITCH_IP = "10.0.0.254"
 CLIENT_PORT = 8
 EPOCH = 7  # the switch epoch every test rack starts with
-KVS_HDR = struct.Struct("!BBHIIHHI16s")
 
 
 def _protocol_p4() -> str:
@@ -108,9 +107,7 @@ def mac_int(mac: str) -> int:
 
 
 def key16(key: bytes | str) -> bytes:
-    raw = key.encode() if isinstance(key, str) else key
-    assert len(raw) <= 16
-    return raw.ljust(16, b"\0")
+    return pad_key(key)
 
 
 def kvs(
@@ -126,9 +123,11 @@ def kvs(
     flags: int = 0,
     ver: int = 0,
 ) -> bytes:
-    """A KVSwitch message (header + value) as docs/protocol.md lays it out."""
-    length = len(value) if vlen is None else vlen
-    return KVS_HDR.pack(op, status, length, cid, seq, epoch, flags, ver, key16(key)) + value
+    """A KVSwitch message (header + value); ``vlen`` overrides the length field (malformed tests)."""
+    wire = Message(op, pad_key(key), value, status, cid, seq, epoch, flags, ver).encode()
+    if vlen is None:
+        return wire
+    return wire[:2] + vlen.to_bytes(2, "big") + wire[4:]
 
 
 def udp_packet(
