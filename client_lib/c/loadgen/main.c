@@ -23,13 +23,12 @@
 
 #include "hdr.h"
 #include "kvswitch.h"
+#include "popularity.h"
 #include "zipf.h"
 
 #define MAX_SERVERS 1024
 #define HIGHEST_NS (INT64_C(60) * 1000000000)
 
-enum shift_kind { SHIFT_NONE, SHIFT_HOT_IN, SHIFT_RANDOM, SHIFT_HOT_OUT };
-static const char *const shift_names[] = {"none", "hot-in", "random", "hot-out"};
 
 struct options {
     char *servers[MAX_SERVERS];
@@ -40,7 +39,7 @@ struct options {
     size_t keys;
     double write_ratio;
     size_t value_size;
-    enum shift_kind shift;
+    shift_kind shift;
     double shift_every;
     size_t shift_keys;
     unsigned timeout_ms;
@@ -173,16 +172,10 @@ static int parse_shift(const char *s, struct options *o)
 {
     const char *colon = strchr(s, ':');
     size_t n = colon ? (size_t)(colon - s) : strlen(s);
-    o->shift = SHIFT_NONE;
-    int found = 0;
-    for (int k = 0; k < 4; k++) {
-        if (strlen(shift_names[k]) == n && strncmp(s, shift_names[k], n) == 0) {
-            o->shift = (enum shift_kind)k;
-            found = 1;
-        }
-    }
-    if (!found)
+    int kind = shift_parse(s, n);
+    if (kind < 0)
         return -1;
+    o->shift = (shift_kind)kind;
     if (colon != NULL && (parse_double(colon + 1, &o->shift_every) != 0 || o->shift_every <= 0))
         return -1;
     return 0;
@@ -274,37 +267,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 /* Popularity shifts rewrite the rank -> key permutation (done by the sending thread). */
 static void apply_shift(struct run *r, rng *g)
 {
-    size_t n = r->o->keys, m = r->o->shift_keys;
-    size_t *p = r->perm;
-    if (m == 0)
-        return;
-    switch (r->o->shift) {
-    case SHIFT_HOT_IN: /* the m coldest keys become the hottest: rotate right by m */
-    case SHIFT_HOT_OUT: /* the m hottest keys become the coldest: rotate left by m */
-    {
-        size_t k = r->o->shift == SHIFT_HOT_IN ? n - m : m;
-        /* rotate left by k with three reversals */
-        size_t spans[3][2] = {{0, k}, {k, n}, {0, n}};
-        for (int s = 0; s < 3; s++) {
-            for (size_t i = spans[s][0], j = spans[s][1]; i + 1 < j; i++, j--) {
-                size_t t = p[i];
-                p[i] = p[j - 1];
-                p[j - 1] = t;
-            }
-        }
-        break;
-    }
-    case SHIFT_RANDOM: /* m of the hottest ranks swap with random colder ranks */
-        for (size_t i = 0; i < m && n > m; i++) {
-            size_t j = m + (size_t)rng_below(g, n - m);
-            size_t t = p[i];
-            p[i] = p[j];
-            p[j] = t;
-        }
-        break;
-    case SHIFT_NONE:
-        break;
-    }
+    popularity_shift(r->perm, r->o->keys, r->o->shift_keys, r->o->shift, g);
     r->shifts++;
 }
 
@@ -551,7 +514,7 @@ static void print_summary(struct run *r, double elapsed)
         printf("mode=%s target_rate=%.0f duration=%.1fs keys=%zu zipf=%.2f write_ratio=%.2f "
                "value_size=%zu shift=%s shifts=%u\n",
                o->closed ? "closed" : "open", o->closed ? 0 : o->rate, o->duration, o->keys,
-               o->skew, o->write_ratio, o->value_size, shift_names[o->shift], r->shifts);
+               o->skew, o->write_ratio, o->value_size, shift_name(o->shift), r->shifts);
         printf("sent=%" PRIu64 " received=%" PRIu64 " lost=%" PRIu64 " ok=%" PRIu64
                " not_found=%" PRIu64 " errors=%" PRIu64 " duplicates=%" PRIu64
                " send_errors=%" PRIu64 "\n",
@@ -574,7 +537,7 @@ static void print_summary(struct run *r, double elapsed)
            "\"zipf\": %.4f, \"write_ratio\": %.4f, \"value_size\": %zu, \"shift\": \"%s\", "
            "\"shifts\": %u, ",
            o->closed ? "closed" : "open", o->closed ? 0 : o->rate, o->duration, o->keys, o->skew,
-           o->write_ratio, o->value_size, shift_names[o->shift], r->shifts);
+           o->write_ratio, o->value_size, shift_name(o->shift), r->shifts);
     printf("\"sent\": %" PRIu64 ", \"received\": %" PRIu64 ", \"lost\": %" PRIu64 ", \"ok\": %" PRIu64
            ", \"not_found\": %" PRIu64 ", \"errors\": %" PRIu64 ", \"duplicates\": %" PRIu64
            ", \"send_errors\": %" PRIu64 ", \"throughput\": %.1f, \"send_rate\": %.1f, "
@@ -636,15 +599,7 @@ int main(int argc, char **argv)
     }
     for (size_t i = 0; i < o.value_size; i++)
         value[i] = (uint8_t)('a' + i % 26);
-    /* a random rank -> key mapping, so that hot keys are spread over the servers */
-    for (size_t i = 0; i < o.keys; i++)
-        r.perm[i] = i;
-    for (size_t i = o.keys - 1; i > 0; i--) {
-        size_t j = (size_t)rng_below(&g, i + 1);
-        size_t t = r.perm[i];
-        r.perm[i] = r.perm[j];
-        r.perm[j] = t;
-    }
+    popularity_shuffle(r.perm, o.keys, &g);
     if (o.preload && preload(&r, value) != 0)
         return 1;
     uint64_t t0 = now_ns();

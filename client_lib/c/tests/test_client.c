@@ -557,6 +557,15 @@ static void test_loadgen(void **state)
     assert_true(json_int(out, "received") > 100);
     assert_int_equal(json_int(out, "lost"), 0);
 
+    char *poisson_argv[] = {(char *)bin, "--servers", servers, "--rate", "2000", "--duration", "0.5",
+                            "--arrivals", "poisson", "--shift", "random:0.2", "--seed", "9",
+                            "--json", "--quiet", NULL};
+    assert_int_equal(run_capture(poisson_argv, out, sizeof out), 0);
+    sent = json_int(out, "sent"); /* Poisson count: mean 1000, sd ~32 */
+    assert_in_range(sent, 850, 1150);
+    assert_int_equal(json_int(out, "received"), sent);
+    assert_int_equal(json_int(out, "shifts"), 2);
+
     char *bad_argv[] = {(char *)bin, "--servers", servers, "--zipf", "-1", NULL};
     assert_int_equal(run_capture(bad_argv, out, sizeof out), 2);
     char *long_key_argv[] = {(char *)bin, "--servers", servers, "--key-prefix",

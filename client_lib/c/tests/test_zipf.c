@@ -1,4 +1,5 @@
-/* The Zipf sampler and the PRNG: exact probabilities, sampled frequencies within 5 sigma. */
+/* The Zipf sampler, the PRNG and popularity shifts: exact probabilities, sampled frequencies
+ * within 5 sigma, shifts that move exactly the keys they say. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -6,6 +7,7 @@
 #include <cmocka.h>
 #include <math.h>
 
+#include "popularity.h"
 #include "testutil.h"
 #include "zipf.h"
 
@@ -78,12 +80,76 @@ static void test_rng(void **state)
         assert_in_range(count[i], 99000, 101000);
 }
 
+static int is_permutation(const size_t *p, size_t n)
+{
+    char *seen = calloc(n, 1);
+    int ok = 1;
+    for (size_t i = 0; i < n && ok; i++) {
+        ok = p[i] < n && !seen[p[i]];
+        if (ok)
+            seen[p[i]] = 1;
+    }
+    free(seen);
+    return ok;
+}
+
+static void test_popularity(void **state)
+{
+    (void)state;
+    enum { N = 1000, M = 50 };
+    size_t *p = malloc(N * sizeof *p), *before = malloc(N * sizeof *p);
+    rng g;
+    rng_seed(&g, 3);
+    popularity_shuffle(p, N, &g);
+    assert_true(is_permutation(p, N));
+    size_t fixed = 0;
+    for (size_t i = 0; i < N; i++)
+        fixed += p[i] == i;
+    assert_true(fixed < 10); /* shuffled, not the identity */
+
+    memcpy(before, p, N * sizeof *p);
+    popularity_shift(p, N, M, SHIFT_HOT_IN, &g);
+    assert_true(is_permutation(p, N));
+    for (size_t i = 0; i < M; i++) /* the M coldest are now the M hottest */
+        assert_int_equal(p[i], before[N - M + i]);
+    for (size_t i = M; i < N; i++) /* everything else cooled by M ranks */
+        assert_int_equal(p[i], before[i - M]);
+
+    popularity_shift(p, N, M, SHIFT_HOT_OUT, &g); /* hot-out undoes hot-in */
+    assert_memory_equal(p, before, N * sizeof *p);
+    popularity_shift(p, N, M, SHIFT_HOT_OUT, &g);
+    for (size_t i = 0; i < M; i++)
+        assert_int_equal(p[N - M + i], before[i]);
+
+    memcpy(before, p, N * sizeof *p);
+    popularity_shift(p, N, M, SHIFT_RANDOM, &g);
+    assert_true(is_permutation(p, N));
+    size_t stayed = 0;
+    for (size_t i = 0; i < M; i++)
+        for (size_t j = 0; j < M; j++)
+            stayed += p[i] == before[j];
+    assert_true(stayed < 5); /* the hot set is (almost) all new */
+
+    memcpy(before, p, N * sizeof *p);
+    popularity_shift(p, N, 0, SHIFT_HOT_IN, &g);
+    popularity_shift(p, N, N, SHIFT_HOT_IN, &g); /* m > n/2: refused, unchanged */
+    popularity_shift(p, N, M, SHIFT_NONE, &g);
+    assert_memory_equal(p, before, N * sizeof *p);
+
+    assert_string_equal(shift_name(SHIFT_HOT_OUT), "hot-out");
+    assert_int_equal(shift_parse("random:5", 6), SHIFT_RANDOM);
+    assert_int_equal(shift_parse("hot", 3), -1);
+    free(p);
+    free(before);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_probabilities),
         cmocka_unit_test(test_sampling),
         cmocka_unit_test(test_rng),
+        cmocka_unit_test(test_popularity),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
