@@ -79,34 +79,6 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout standard_meta
         size = MAX_SERVERS;
     }
 
-    // Rules 1 and 5: a fresh version for the slot, stamped on the packet.
-    action new_version(in bit<16> cur_epoch) {
-        bit<32> gv;
-        global_ver.read(gv, 0);
-        gv = gv + 1;
-        global_ver.write(0, gv);
-        slot_ver.write((bit<32>)meta.slot, gv);
-        hdr.kvs.epoch = cur_epoch;
-        hdr.kvs.ver = gv;
-        meta.l4_dirty = true;
-    }
-
-    // SYNC answer: back out of the port it came in, addresses and L4 ports swapped.
-    action reflect() {
-        std.egress_spec = std.ingress_port;
-        mac_addr_t mac = hdr.ethernet.dst_addr;
-        hdr.ethernet.dst_addr = hdr.ethernet.src_addr;
-        hdr.ethernet.src_addr = mac;
-        ipv4_addr_t ip = hdr.ipv4.dst_addr;
-        hdr.ipv4.dst_addr = hdr.ipv4.src_addr;
-        hdr.ipv4.src_addr = ip;
-        hdr.ipv4.ttl = 64;
-        bit<16> port = hdr.udp.dst_port;
-        hdr.udp.dst_port = hdr.udp.src_port;
-        hdr.udp.src_port = port;
-        meta.l4_dirty = true;
-    }
-
     apply {
         KvsOp op = hdr.kvs.op;
         // Rule 4 input: the next round-robin ordinal (Gets only).
@@ -149,9 +121,6 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout standard_meta
                 hdr.ipv4.dst_addr = sm_ip;
                 meta.l4_dirty = true;
             }
-        } else if (op == KvsOp.SET || op == KvsOp.DEL) {
-            // Rule 1: new version; the copies are made by MultigroupTable (multicast.p4).
-            new_version(cur_epoch);
         } else if (op == KvsOp.CONFIRM) {
             // Rule 3, then consumed.
             if (sender_ok && hdr.kvs.epoch == cur_epoch && hdr.kvs.ver == sv) {
@@ -159,15 +128,25 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout standard_meta
             }
             mark_to_drop(std);
         } else if (op == KvsOp.SYNC) {
-            // Rule 5: only the key's origin gets a version; reflected stamped.
+            // Rule 5: only the key's origin gets a version (below); answered out of the port it
+            // came in, addresses and L4 ports swapped. Anyone else's SYNC is dropped.
             if (from_origin && hdr.udp.isValid()) {
-                new_version(cur_epoch);
                 hdr.kvs.status = KvsStatus.OK;
-                reflect();
+                std.egress_spec = std.ingress_port;
+                mac_addr_t mac = hdr.ethernet.dst_addr;
+                hdr.ethernet.dst_addr = hdr.ethernet.src_addr;
+                hdr.ethernet.src_addr = mac;
+                ipv4_addr_t ip = hdr.ipv4.dst_addr;
+                hdr.ipv4.dst_addr = hdr.ipv4.src_addr;
+                hdr.ipv4.src_addr = ip;
+                hdr.ipv4.ttl = 64;
+                bit<16> port = hdr.udp.dst_port;
+                hdr.udp.dst_port = hdr.udp.src_port;
+                hdr.udp.src_port = port;
             } else {
                 mark_to_drop(std);
             }
-        } else {
+        } else if (op != KvsOp.SET && op != KvsOp.DEL) {
             // Rule 2: SET_REPLY / DEL_REPLY / SYNC_DONE from the origin with status OK.
             if (from_origin && hdr.kvs.status == KvsStatus.OK && hdr.kvs.ver == sv) {
                 origin_ver.write((bit<32>)meta.slot, hdr.kvs.ver);
@@ -175,6 +154,20 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout standard_meta
             if (op == KvsOp.SYNC_DONE) {
                 mark_to_drop(std);
             }
+        }
+
+        // Rules 1 and 5: a fresh version for the slot, stamped on the packet. A write's copies
+        // to the replicas are made by MultigroupTable (multicast.p4).
+        if (op == KvsOp.SET || op == KvsOp.DEL || (op == KvsOp.SYNC && from_origin
+                                                   && hdr.udp.isValid())) {
+            bit<32> gv;
+            global_ver.read(gv, 0);
+            gv = gv + 1;
+            global_ver.write(0, gv);
+            slot_ver.write((bit<32>)meta.slot, gv);
+            hdr.kvs.epoch = cur_epoch;
+            hdr.kvs.ver = gv;
+            meta.l4_dirty = true;
         }
     }
 }
