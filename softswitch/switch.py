@@ -45,6 +45,7 @@ class Switch:
         self._p4info: Any = None
         self._aliases: dict[str, dict[str, str]] = {}
         self._start = time.monotonic()
+        self._objs = (program.hdr_cls(), program.meta_cls(), program.sm_cls())
 
     # ------------------------------------------------------------------ loading
     @classmethod
@@ -279,7 +280,11 @@ class Switch:
     def _process(self, port: int, data: bytes) -> list[tuple[int, bytes]]:
         p = self.program
         ctx = p.ctx
-        hdr, meta, sm = p.hdr_cls(), p.meta_cls(), p.sm_cls()
+        # the objects of the previous packet are reused: resetting is cheaper than allocating
+        hdr, meta, sm = self._objs
+        hdr._reset()
+        meta._reset()
+        sm._reset()
         ctx.sm = sm
         ctx.plen = len(data)
         now = int((time.monotonic() - self._start) * 1e6)

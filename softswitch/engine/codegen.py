@@ -10,6 +10,7 @@ a table applies them; sub-control instances become functions.
 from __future__ import annotations
 
 import itertools
+import struct
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -183,6 +184,7 @@ class Translator:
         self.class_src: list[str] = []
         self.funcs: list[str] = []
         self.ns: dict[str, Any] = {}
+        self.struct_names: dict[str, str] = {}
         self.tables: list[TableInfo] = []
         self.actions: dict[str, ActionInfo] = {}
         self.externs: list[ExternInst] = []
@@ -258,6 +260,8 @@ class Translator:
         src.append("        return n")
         src.append("    def _set(self, o):")
         src += ["        " + x for x in setf] or ["        pass"]
+        src.append("    def _reset(self):")
+        src += ["        " + x for x in self.reset_lines(t, "self")] or ["        pass"]
         if t.is_header:
             src.append("    def _inv(self):")
             src += ["        " + x for x in inval]
@@ -265,31 +269,177 @@ class Translator:
         self.class_src.append("\n".join(src))
         return cname
 
+    # ---- byte-aligned layouts: struct.Struct packs/unpacks a whole header in one C call
+    def layout(self, widths: list[int]) -> tuple[str, list[tuple[list[int], list[int]]]] | None:
+        """Chunks of fields that end on byte boundaries, each split into 8/4/2/1-byte struct
+        codes: (struct name, [(field indices, part sizes)]), or None if not byte aligned."""
+        chunks: list[tuple[list[int], list[int]]] = []
+        cur: list[int] = []
+        bits = 0
+        fmt = ">"
+        for i, w in enumerate(widths):
+            cur.append(i)
+            bits += w
+            if bits % 8 == 0:
+                nbytes = bits // 8
+                sizes = []
+                for size in (8, 4, 2, 1):
+                    while nbytes >= size:
+                        sizes.append(size)
+                        nbytes -= size
+                fmt += "".join({8: "Q", 4: "I", 2: "H", 1: "B"}[z] for z in sizes)
+                chunks.append((cur, sizes))
+                cur, bits = [], 0
+        if cur or not chunks:
+            return None
+        name = self.struct_names.get(fmt)
+        if name is None:
+            name = f"_ST{len(self.struct_names)}"
+            self.struct_names[fmt] = name
+            self.ns[name] = struct.Struct(fmt)
+        return name, chunks
+
+    def struct_unpack_lines(self, t: StructLikeT, obj: str, tup: str) -> list[str] | None:
+        fields = [(n, bit_width_of(ft) or 0, ft) for n, ft in t.fields]
+        lay = self.layout([w for _, w, _ in fields])
+        if lay is None:
+            return None
+        name, chunks = lay
+        out = [f"{tup} = {name}.unpack_from(_pkt, _off)"]
+        k = 0
+        for idxs, sizes in chunks:
+            parts = [f"{tup}[{k + j}]" for j in range(len(sizes))]
+            k += len(sizes)
+            val = parts[0]
+            if len(parts) > 1:
+                val = "(" + " | ".join(self._combine(parts, sizes)) + ")"
+            if len(idxs) > 1:
+                cv = self.tmp("c")
+                out.append(f"{cv} = {val}")
+                val = cv
+            total = sum(sizes) * 8
+            sh = total
+            for i in idxs:
+                n, w, ft = fields[i]
+                sh -= w
+                expr = f"({val} >> {sh})" if sh else val
+                if sh + w < total:
+                    expr = f"({expr} & {mask(w)})"
+                if isinstance(ft, BitT) and ft.signed:
+                    expr = wrap_code(expr, ft)
+                out.append(f"{obj}.{n} = {expr}")
+        out.append(f"{obj}._v = True")
+        return out
+
+    @staticmethod
+    def _combine(parts: list[str], sizes: list[int]) -> list[str]:
+        out = []
+        rest = sum(sizes) * 8
+        for p, z in zip(parts, sizes, strict=True):
+            rest -= z * 8
+            out.append(f"({p} << {rest})" if rest else p)
+        return out
+
+    def struct_pack_expr(
+        self, vals: list[str], widths: list[int], masked: list[bool]
+    ) -> str | None:
+        lay = self.layout(widths)
+        if lay is None:
+            return None
+        name, chunks = lay
+        args: list[str] = []
+        for idxs, sizes in chunks:
+            total = sum(sizes) * 8
+            sh = total
+            terms = []
+            for i in idxs:
+                sh -= widths[i]
+                v = f"({vals[i]} & {mask(widths[i])})" if masked[i] else vals[i]
+                terms.append(f"({v} << {sh})" if sh else v)
+            combined = " | ".join(terms)
+            if len(sizes) == 1:
+                args.append(combined)
+                continue
+            cv = f"({combined})" if len(terms) > 1 else combined
+            rest = total
+            for z in sizes:
+                rest -= z * 8
+                piece = f"({cv} >> {rest})" if rest else cv
+                args.append(f"({piece} & {mask(z * 8)})" if rest < total - z * 8 else piece)
+        return f"{name}.pack({', '.join(args)})"
+
+    def header_pack(self, t: StructLikeT, obj: str) -> str:
+        fields = [(n, bit_width_of(ft) or 0, ft) for n, ft in t.fields]
+        e = self.struct_pack_expr(
+            [f"{obj}.{n}" for n, _, _ in fields],
+            [w for _, w, _ in fields],
+            [isinstance(ft, BitT) and ft.signed for _, _, ft in fields],
+        )
+        return e if e is not None else self.pack_expr(t, obj)
+
+    @staticmethod
+    def unpack_lines(t: StructLikeT, obj: str, x: str) -> list[str]:
+        """Statements setting the fields of header ``obj`` from the integer ``x`` (fixed size)."""
+        widths = [(n, bit_width_of(ft) or 0, ft) for n, ft in t.fields]
+        total = sum(w for _, w, _ in widths)
+        out = []
+        shift = total
+        for n, w, ft in widths:
+            shift -= w
+            expr = f"({x} >> {shift})" if shift else x
+            expr = f"({expr} & {mask(w)})" if shift + w < total else expr
+            if isinstance(ft, BitT) and ft.signed:
+                expr = wrap_code(expr, ft)
+            out.append(f"{obj}.{n} = {expr}")
+        out.append(f"{obj}._v = True")
+        return out
+
+    @staticmethod
+    def pack_expr(t: StructLikeT, obj: str) -> str:
+        """Expression serialising header ``obj`` (fixed size) to bytes."""
+        widths = [(n, bit_width_of(ft) or 0, ft) for n, ft in t.fields]
+        total = sum(w for _, w, _ in widths)
+        parts = []
+        shift = total
+        for n, w, ft in widths:
+            shift -= w
+            # unsigned fields always hold in-range values; signed ones are negative ints
+            v = f"({obj}.{n} & {mask(w)})" if isinstance(ft, BitT) and ft.signed else f"{obj}.{n}"
+            parts.append(f"({v} << {shift})" if shift else v)
+        return f"({' | '.join(parts) or '0'}).to_bytes({(total + 7) // 8}, 'big')"
+
+    def reset_lines(self, t: StructLikeT, obj: str) -> list[str]:
+        """Flat statements putting ``obj`` back in its initial state (all invalid, all zero)."""
+        out: list[str] = []
+        if t.is_header:
+            out.append(f"{obj}._v = False")
+        for fname, ft in t.fields:
+            if isinstance(ft, StructLikeT):
+                sub = self.tmp("r")
+                out.append(f"{sub} = {obj}.{fname}")
+                out += self.reset_lines(ft, sub)
+            elif isinstance(ft, StackT):
+                sub = self.tmp("r")
+                out.append(f"{sub} = {obj}.{fname}")
+                out.append(f"{sub}._n = 0")
+                out.append(f"for _e in {sub}: _e._reset()")
+            else:
+                out.append(f"{obj}.{fname} = {'False' if isinstance(ft, BoolT) else '0'}")
+                if isinstance(ft, VarbitT):
+                    out.append(f"{obj}.{fname}__len = 0")
+        if t.name == "standard_metadata_t":
+            out.append(f"{obj}._payload = b''")
+        return out
+
     def _pack_methods(self, t: StructLikeT) -> list[str]:
         vb = t.varbit_field()
         out: list[str] = []
         widths = [(n, bit_width_of(ft) or 0, ft) for n, ft in t.fields]
         if vb is None:
-            total = sum(w for _, w, _ in widths)
-            nbytes = (total + 7) // 8
             out.append("    def _ux(self, x):")
-            shift = total
-            for n, w, ft in widths:
-                shift -= w
-                expr = f"(x >> {shift})" if shift else "x"
-                expr = f"({expr} & {mask(w)})" if shift + w < total or shift else expr
-                if isinstance(ft, BitT) and ft.signed:
-                    expr = wrap_code(expr, ft)
-                out.append(f"        self.{n} = {expr}")
-            out.append("        self._v = True")
-            parts = []
-            shift = total
-            for n, w, _ft in widths:
-                shift -= w
-                v = f"(self.{n} & {mask(w)})"
-                parts.append(f"({v} << {shift})" if shift else v)
+            out += ["        " + line for line in self.unpack_lines(t, "self", "x")]
             out.append("    def _pk(self):")
-            out.append(f"        return ({' | '.join(parts) or '0'}).to_bytes({nbytes}, 'big')")
+            out.append(f"        return {self.pack_expr(t, 'self')}")
         else:
             idx, _vname, _maxw = vb
             out.append("    def _uxv(self, x, total, vlen):")
@@ -1015,24 +1165,19 @@ class Translator:
             raise self.err(
                 node, f"control {inst['name']} takes {len(params)} arguments, {len(args)} given"
             )
-        codes = []
-        outs = []
-        for (pname, direction, pt), a in zip(params, args, strict=True):
+        outs: list[tuple[E, str]] = []
+        for (pname, direction, pt), a, local in zip(params, args, inst["py"], strict=True):
             e = self.expr(a, scope, pt)
             e = self.convert(e, pt, a, f"argument {pname}: ")
             if direction in ("out", "inout") and not e.lvalue:
                 raise self.err(a, f"argument for {direction} parameter {pname} must be an lvalue")
-            codes.append(e.code)
+            self.em(f"{local} = {e.code}")
             if direction in ("out", "inout") and not isinstance(pt, (StructLikeT, StackT)):
-                outs.append(e)
-        call = f"{inst['func']}({', '.join(codes)})"
-        if outs:
-            r = self.tmp("r")
-            self.em(f"{r} = {call}")
-            for i, e in enumerate(outs):
-                self.assign_to(e, E(f"{r}[{i}]", e.type), node)
-        else:
-            self.em(call)
+                outs.append((e, local))
+        pad = "    " * (self.em.indent - 1)
+        self.em.lines.extend(pad + line for line in inst["lines"])
+        for e, local in outs:
+            self.assign_to(e, E(local, e.type), node)
 
     # ---- externs
     def extern_method(
@@ -1132,8 +1277,10 @@ class Translator:
             0,
         )
 
-    @staticmethod
-    def inline_pack(vals: list[str], widths: list[int]) -> str:
+    def inline_pack(self, vals: list[str], widths: list[int]) -> str:
+        fast = self.struct_pack_expr(vals, widths, [True] * len(vals))
+        if fast is not None:
+            return fast
         total = sum(widths)
         pad = (-total) % 8
         parts = []
@@ -1261,7 +1408,14 @@ class Translator:
                     )
                 nb = total // 8
                 self.em(f"if _off + {nb} > _plen: raise _PErr({self.ck.errors['PacketTooShort']})")
-                self.em(f"{hv}._ux(int.from_bytes(_pkt[_off:_off + {nb}], 'big')); _off += {nb}")
+                lines = self.struct_unpack_lines(t, hv, self.tmp("tu"))
+                if lines is None:
+                    xv = self.tmp("xi")
+                    lines = [f"{xv} = int.from_bytes(_pkt[_off:_off + {nb}], 'big')"]
+                    lines += self.unpack_lines(t, hv, xv)
+                for line in lines:
+                    self.em(line)
+                self.em(f"_off += {nb}")
             else:
                 if len(args) != 2:
                     raise self.err(
@@ -1322,7 +1476,10 @@ class Translator:
                 raise self.err(node, f"header {t.name} is not a whole number of bytes")
             v = self.tmp("h")
             self.em(f"{v} = {e.code}")
-            self.em(f"if {v}._v: _out.append({v}._pk())")
+            if t.varbit_field() is None:
+                self.em(f"if {v}._v: _out.append({self.header_pack(t, v)})")
+            else:
+                self.em(f"if {v}._v: _out.append({v}._pk())")
         elif isinstance(t, StructLikeT):
             for fname, _ft in t.fields:
                 self.emit_call(E(f"{e.code}.{fname}", _ft), node)

@@ -185,6 +185,7 @@ class Builder:
                 "_G": self.prog.ctx,
             }
         )
+        ns.update(tr.ns)
         for n, f in hashes.ALGORITHMS.items():
             ns[f"_H_{n}"] = f
         for t in self.prog.tables.values():
@@ -283,11 +284,18 @@ class Builder:
             and not isinstance(t, (StructLikeT, StackT))
             and scope.names[n].kind == "var"
         ]
-        if outs and not top:
-            em(f"return ({', '.join(outs)},)")
-        self.funcs.append(f"def {fname}({', '.join(py)}):\n" + "\n".join(em.lines))
         self.tr.em, self.tr.fq, self.tr.in_parser = saved
-        return {"name": fq, "func": fname, "params": info}
+        if top:
+            self.funcs.append(f"def {fname}({', '.join(py)}):\n" + "\n".join(em.lines))
+        # sub-control instances are inlined where they are applied (no call per apply)
+        return {
+            "name": fq,
+            "func": fname,
+            "params": info,
+            "py": py,
+            "outs": outs,
+            "lines": em.lines,
+        }
 
     def control_local(self, node: Tree, scope: Scope, fq: str) -> None:
         k = node.data

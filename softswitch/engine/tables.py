@@ -58,17 +58,22 @@ class Table:
     next_handle: int = 1
     default_bytes: int = 0
     default_packets: int = 0
+    kind: str = "empty"
+    lpm_index: int = -1
+    single: bool = False
 
-    @property
-    def kind(self) -> str:
+    def __post_init__(self) -> None:
         kinds = {k.match_kind for k in self.keys}
         if not self.keys:
-            return "empty"
-        if kinds <= {"exact"}:
-            return "exact"
-        if kinds <= {"exact", "lpm"} and sum(k.match_kind == "lpm" for k in self.keys) == 1:
-            return "lpm"
-        return "ternary"
+            self.kind = "empty"
+        elif kinds <= {"exact"}:
+            self.kind = "exact"
+        elif kinds <= {"exact", "lpm"} and sum(k.match_kind == "lpm" for k in self.keys) == 1:
+            self.kind = "lpm"
+        else:
+            self.kind = "ternary"
+        self.lpm_index = next((i for i, k in enumerate(self.keys) if k.match_kind == "lpm"), -1)
+        self.single = len(self.keys) == 1
 
     def needs_priority(self) -> bool:
         return self.kind == "ternary"
@@ -206,7 +211,7 @@ class Table:
         if kind == "exact":
             self.exact[self._exact_key(e.norm)] = e
         elif kind == "lpm":
-            li = next(i for i, k in enumerate(self.keys) if k.match_kind == "lpm")
+            li = self.lpm_index
             plen = e.norm[li][1]
             w = self.keys[li].width
             mask = ((1 << w) - 1) ^ ((1 << (w - plen)) - 1)
@@ -227,7 +232,7 @@ class Table:
         if kind == "exact":
             del self.exact[self._exact_key(e.norm)]
         elif kind == "lpm":
-            li = next(i for i, k in enumerate(self.keys) if k.match_kind == "lpm")
+            li = self.lpm_index
             key = self._exact_key(tuple(n[0] if i == li else n for i, n in enumerate(e.norm)))
             for i, (pl, _m, d) in enumerate(self.lpm):
                 if pl == e.norm[li][1]:
@@ -284,30 +289,35 @@ class Table:
     def lookup(self, key: Any) -> Entry | None:
         """Lookup for non-exact tables (exact tables are inlined as dict.get)."""
         if self.kind == "lpm":
-            li = next(i for i, k in enumerate(self.keys) if k.match_kind == "lpm")
-            for _pl, mask, d in self.lpm:
-                if len(self.keys) == 1:
+            if self.single:
+                for _pl, mask, d in self.lpm:
                     e = d.get(key & mask)
-                else:
-                    e = d.get(tuple(v & mask if i == li else v for i, v in enumerate(key)))
+                    if e is not None:
+                        return e
+                return None
+            li = self.lpm_index
+            for _pl, mask, d in self.lpm:
+                e = d.get(tuple(v & mask if i == li else v for i, v in enumerate(key)))
                 if e is not None:
                     return e
             return None
-        keys = key if len(self.keys) > 1 else (key,)
+        keys = (key,) if self.single else key
         for e in self.ternary:
             for k, v, n in zip(self.keys, keys, e.norm, strict=True):
-                if k.match_kind == "range":
-                    if not n[0] <= v <= n[1]:
+                mk = k.match_kind
+                if mk == "ternary" or mk == "optional":
+                    if v & n[1] != n[0]:
                         break
-                elif k.match_kind == "exact":
+                elif mk == "exact":
                     if v != n:
                         break
-                elif k.match_kind == "lpm":
+                elif mk == "range":
+                    if not n[0] <= v <= n[1]:
+                        break
+                else:  # lpm inside a ternary table
                     m = ((1 << k.width) - 1) ^ ((1 << (k.width - n[1])) - 1)
                     if v & m != n[0]:
                         break
-                elif v & n[1] != n[0]:
-                    break
             else:
                 return e
         return None
