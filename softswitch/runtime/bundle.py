@@ -18,6 +18,7 @@ leave the bundle (no absolute paths, no '..').
 from __future__ import annotations
 
 import json
+import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -26,6 +27,8 @@ from softswitch import Switch
 
 FORMAT = "softswitch-p4-source/1"
 SOURCE_SUFFIXES = (".p4", ".h", ".p4h", ".def")
+SKIP_DIRS = {"__pycache__", "node_modules", "build"}
+MAX_BUNDLE_BYTES = 16 << 20
 
 
 class BundleError(ValueError):
@@ -107,9 +110,28 @@ class Bundle:
 
 
 def _sources(root: Path) -> list[Path]:
+    """P4 sources below ``root`` (hidden folders skipped), refusing folders that are too big."""
     if not root.is_dir():
         return []
-    return sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in SOURCE_SUFFIXES)
+    found: list[Path] = []
+    total = 0
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in SKIP_DIRS)
+        for name in sorted(files):
+            path = Path(folder) / name
+            if path.suffix not in SOURCE_SUFFIXES:
+                continue
+            try:
+                total += path.stat().st_size
+            except OSError:
+                continue
+            found.append(path)
+            if total > MAX_BUNDLE_BYTES:
+                raise BundleError(
+                    f"{root} holds over {MAX_BUNDLE_BYTES >> 20} MB of sources; "
+                    "put the program in a folder of its own"
+                )
+    return found
 
 
 def _check_relative(path: object) -> None:

@@ -894,7 +894,11 @@ class P4RuntimeServicer(p4r_grpc.P4RuntimeServicer):
             header = pack_metadata(pipe.index.packet_out, list(pkt.metadata))
         except ControlError as err:
             return error(err.code, err.message)
-        self.device.process(self.device.cpu_port, header + pkt.payload)
+        try:
+            self.device.process(self.device.cpu_port, header + pkt.payload)
+        except Exception as exc:  # the pipeline failed on this frame: report it, keep the stream
+            LOG.exception("packet-out failed")
+            return error("INTERNAL", f"packet-out failed: {exc}")
         return None
 
     def send_packet_in(self, frame: bytes) -> None:
