@@ -109,13 +109,14 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout standard_meta
 
         if (op == KvsOp.GET) {
             // Rule 4: redirect only to a replica that confirmed the version the origin acknowledged.
+            // Only UDP Gets: a TCP segment sent elsewhere would land outside its connection.
             bit<32> ov;
             origin_ver.read(ov, (bit<32>)meta.slot);
             bit<32> vv = 0;
             if (sm_hit) {
                 valid_ver.read(vv, sm_vidx);
             }
-            if (ordinal != 0 && sm_hit && sv != 0 && ov == sv && vv == sv) {
+            if (ordinal != 0 && sm_hit && sv != 0 && ov == sv && vv == sv && hdr.udp.isValid()) {
                 std.egress_spec = sm_port;
                 hdr.ethernet.dst_addr = sm_mac;
                 hdr.ipv4.dst_addr = sm_ip;

@@ -77,3 +77,15 @@ def test_tcp_get_reply_from_server_parsed(dp: Dataplane) -> None:
         ORIGIN, CLIENT.ip, kvs(op.GET_REPLY, KEY, b"v"), sport=proto().kvs_port, dport=5555
     )
     dp.send_expect(ORIGIN.port, pkt, [(CLIENT.port, routed(pkt, CLIENT))])
+
+
+def test_tcp_get_of_hot_key_stays_on_its_connection(dp: Dataplane) -> None:
+    # Gets are UDP by protocol; a Get sent over TCP is counted but never redirected.
+    op = proto().op
+    dp.make_hot(KEY, SLOT, [ORIGIN, R1])
+    dp.make_valid(SLOT, [ORIGIN, R1], ver=2)
+    for seq in range(3):
+        pkt = tcp_packet(CLIENT, ORIGIN.ip, kvs(op.GET, KEY, seq=seq))
+        dp.send_expect(CLIENT.port, pkt, [(ORIGIN.port, routed(pkt, ORIGIN))])
+    assert dp.hot_count(KEY)[1] == 3
+    assert dp.reg("rr", SLOT) == 1
