@@ -55,6 +55,7 @@ def test_udp_echo_through_switch(topo: Topology) -> None:
             int(m[0]): int(m[1])
             for m in re.findall(r"port_counter\[(\d+)\]= \(\d+ bytes, (\d+) packets\)", out)
         }
-        # at least 22 datagrams in from a (2 lost + 20 echoed) and 20 echoes from b
-        assert counts[a.port] >= 22 and counts[b.port] >= 20
+        # 22 datagrams in from a (2 lost + 20 echoed) and 20 echoes from b; a frame the switch
+        # sent and read back as input would loop between the ports and blow these numbers up
+        assert 22 <= counts[a.port] <= 24 and 20 <= counts[b.port] <= 22
         assert proc.poll() is None
