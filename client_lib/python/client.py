@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import queue
 import random
 import socket
 import threading
@@ -34,9 +35,25 @@ _WRITE_OK = frozenset({p.Status.OK, p.Status.STALE, p.Status.DUPLICATE})
 
 @dataclass(slots=True)
 class _Pending:
+    """A request waiting for its reply: the receive thread fills ``reply`` and then sets
+    ``event`` (single calls) or puts itself on ``done`` (pipelines)."""
+
     expect: int
+    ident: tuple[bytes, int]
+    done: queue.SimpleQueue[_Pending] | None = None
     event: threading.Event = field(default_factory=threading.Event)
     reply: p.Message | None = None
+    arrived: float = 0.0
+
+
+@dataclass(slots=True)
+class _Flight:
+    out: Outcome
+    pend: _Pending
+    raw: bytes
+    addr: Addr
+    started: float
+    attempts: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +82,7 @@ class Outcome:
 
 
 _OPS = {"get": p.Op.GET, "set": p.Op.SET, "delete": p.Op.DEL}
+_REPLY_OP = {int(req): int(rep) for req, rep in p.REPLY_OF.items()}
 
 
 class Client:
@@ -137,12 +155,14 @@ class Client:
     def pipeline(self, requests: Iterable[Request], window: int = 64) -> list[Outcome]:
         """Run ``requests`` over UDP with up to ``window`` in flight; outcomes in request order.
 
+        Replies are taken in the order they arrive (a completion queue fed by the receive thread);
+        a request unanswered for ``timeout`` is resent with the same seq, up to ``retries`` times.
         Errors are reported per request in :attr:`Outcome.error`, never raised.
         """
         outcomes: list[Outcome] = []
-        flight: deque[tuple[Outcome, _Pending, tuple[bytes, int], bytes, Addr, int, float]] = (
-            deque()
-        )
+        done: queue.SimpleQueue[_Pending] = queue.SimpleQueue()
+        flight: dict[tuple[bytes, int], _Flight] = {}
+        deadlines: deque[tuple[float, tuple[bytes, int]]] = deque()
         source = iter(requests)
         exhausted = False
         while True:
@@ -163,25 +183,50 @@ class Client:
                 except p.ProtocolError as exc:
                     out.error = exc
                     continue
-                raw, ident, pend = self._prepare(op, key16, value)
+                raw, ident, pend = self._prepare(op, key16, value, done)
                 addr = self.servers[self.ring.origin(key16)]
+                started = time.perf_counter()
                 self._send(raw, addr)
-                flight.append((out, pend, ident, raw, addr, 0, time.perf_counter()))
+                flight[ident] = _Flight(out, pend, raw, addr, started)
+                deadlines.append((started + self.timeout, ident))
             if not flight:
                 return outcomes
-            out, pend, ident, raw, addr, attempt, started = flight.popleft()
-            deadline = started + self.timeout * (attempt + 1)
-            if pend.event.wait(max(0.0, deadline - time.perf_counter())):
-                self._pending.pop(ident, None)
-                out.latency = time.perf_counter() - started
-                out.reply = pend.reply
-                _fill(out, pend.reply)
-            elif attempt < self.retries:
-                self._send(raw, addr)
-                flight.append((out, pend, ident, raw, addr, attempt + 1, started))
+            wait = max(0.0, deadlines[0][0] - time.perf_counter()) if deadlines else self.timeout
+            try:
+                pend = done.get(timeout=wait)
+            except queue.Empty:
+                self._expire(flight, deadlines)
+                continue
+            entry = flight.pop(pend.ident, None)
+            if entry is None:
+                continue  # already given up on
+            self._pending.pop(pend.ident, None)
+            entry.out.latency = pend.arrived - entry.started
+            entry.out.reply = pend.reply
+            _fill(entry.out, pend.reply)
+
+    def _expire(
+        self,
+        flight: dict[tuple[bytes, int], _Flight],
+        deadlines: deque[tuple[float, tuple[bytes, int]]],
+    ) -> None:
+        """Resend or give up on the requests whose attempt timed out."""
+        now = time.perf_counter()
+        while deadlines and deadlines[0][0] <= now:
+            _, ident = deadlines.popleft()
+            entry = flight.get(ident)
+            if entry is None:
+                continue
+            if entry.attempts <= self.retries:
+                entry.attempts += 1
+                self._send(entry.raw, entry.addr)
+                deadlines.append((now + self.timeout, ident))
             else:
+                del flight[ident]
                 self._pending.pop(ident, None)
-                out.error = Timeout(f"no reply from {addr} after {attempt + 1} attempts")
+                entry.out.error = Timeout(
+                    f"no reply from {entry.addr} after {entry.attempts} attempts"
+                )
 
     def close(self) -> None:
         if self._closed.is_set():
@@ -204,13 +249,18 @@ class Client:
     # -- internals ----------------------------------------------------------------------------------
 
     def _prepare(
-        self, op: p.Op, key16: bytes, value: bytes = b""
+        self,
+        op: p.Op,
+        key16: bytes,
+        value: bytes = b"",
+        done: queue.SimpleQueue[_Pending] | None = None,
     ) -> tuple[bytes, tuple[bytes, int], _Pending]:
         seq = next(self._seq) & 0xFFFFFFFF
-        raw = p.Message(op, key16, value, cid=self.cid, seq=seq).encode()
-        pend = _Pending(p.REPLY_OF[op])
-        self._pending[(key16, seq)] = pend
-        return raw, (key16, seq), pend
+        raw = p.pack(op, key16, value, 0, self.cid, seq)
+        ident = (key16, seq)
+        pend = _Pending(_REPLY_OP[op], ident, done)
+        self._pending[ident] = pend
+        return raw, ident, pend
 
     def _send(self, raw: bytes, addr: Addr) -> None:
         if self._closed.is_set():
@@ -272,11 +322,15 @@ class Client:
                 self.stray_replies += 1
                 continue
             pend = pending.get((msg.key, msg.seq))
-            if pend is None or msg.cid != self.cid or msg.op != pend.expect or pend.event.is_set():
+            if pend is None or msg.cid != self.cid or msg.op != pend.expect or pend.reply:
                 self.stray_replies += 1
                 continue
+            pend.arrived = time.perf_counter()
             pend.reply = msg
-            pend.event.set()
+            if pend.done is not None:
+                pend.done.put(pend)
+            else:
+                pend.event.set()
 
 
 def _read_exactly(conn: socket.socket, n: int) -> bytes:

@@ -506,3 +506,21 @@ def test_agent_cli_refuses_an_unreachable_backend(capsys: pytest.CaptureFixture[
     assert agent_main(["--port", "0", "--backend", "redis", "--backend-addr", dead]) == 1
     assert agent_main(["--port", "0", "--backend", "memcached", "--backend-addr", dead]) == 1
     assert "Connection refused" in capsys.readouterr().err
+
+
+def test_pipeline_resends_lost_requests() -> None:
+    agent = LossyAgent(AgentCore(MemoryBackend()), AgentConfig(port=0, tcp=False), 0.1, seed=9)
+    agent.start()
+    try:
+        with Client([addr(agent)], timeout=0.03, retries=10) as c:
+            sets = c.pipeline([Request("set", b"k%d" % i, b"v%d" % i) for i in range(300)])
+            assert [o.error for o in sets] == [None] * 300
+            gets = c.pipeline([Request("get", b"k%d" % i) for i in range(300)], window=50)
+            assert [o.value for o in gets] == [b"v%d" % i for i in range(300)]
+        assert agent.lost > 20
+        assert agent.core.stats["duplicate"] > 0  # some Set replies were lost and retried
+    finally:
+        agent.stop()
+    with Client([addr(agent)], timeout=0.02, retries=1) as c:  # the agent is gone: timeouts
+        outcomes = c.pipeline([Request("get", b"k1"), Request("get", b"k2")])
+        assert all(isinstance(o.error, Timeout) for o in outcomes)
