@@ -1238,6 +1238,7 @@ class Translator:
         vals: list[str] = []
         widths: list[str] = []
         valid: list[str] = []
+        signed: list[bool] = []
         for it in items:
             t = it.type
             if isinstance(t, EnumT) and t.underlying is not None:
@@ -1245,12 +1246,14 @@ class Translator:
             if isinstance(t, StructLikeT) and t.is_header:
                 for fname, ft in t.fields:
                     vals.append(f"{it.code}.{fname}")
+                    signed.append(isinstance(ft, BitT) and ft.signed)
                     w = bit_width_of(ft)
                     widths.append(f"{it.code}.{fname}__len" if w is None else str(w))
                     valid.append(f"{it.code}._v")
                 continue
             hb = getattr(it, "hdr_base", None)
             valid.append(f"{hb}._v" if hb else "True")
+            signed.append(isinstance(t, BitT) and t.signed)
             if isinstance(t, VarbitT):
                 vals.append(it.code)
                 widths.append(f"{it.code}__len")
@@ -1265,7 +1268,7 @@ class Translator:
             widths.append(str(t.width))
         generic = f"_pack([{', '.join(vals)}], [{', '.join(widths)}])"
         if all(w.isdigit() for w in widths):
-            generic = self.inline_pack(vals, [int(w) for w in widths])
+            generic = self.inline_pack(vals, [int(w) for w in widths], signed)
         if all(v == "True" for v in valid):
             return generic, 0
         bases = sorted({v for v in valid if v != "True"})
@@ -1277,8 +1280,9 @@ class Translator:
             0,
         )
 
-    def inline_pack(self, vals: list[str], widths: list[int]) -> str:
-        fast = self.struct_pack_expr(vals, widths, [True] * len(vals))
+    def inline_pack(self, vals: list[str], widths: list[int], signed: list[bool]) -> str:
+        # unsigned values always hold in-range values; only signed ones need a mask
+        fast = self.struct_pack_expr(vals, widths, signed)
         if fast is not None:
             return fast
         total = sum(widths)

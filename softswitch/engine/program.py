@@ -95,6 +95,8 @@ class Builder:
         self.tr = Translator(ck)
         self.prog = Program(errors=dict(ck.errors))
         self.funcs: list[str] = []
+        self.inline_states: dict[str, Tree] | None = None
+        self.parser_scope = ck.globals
 
     def err(self, node: Any, msg: str) -> P4Error:
         return self.ck.error(node, msg)
@@ -602,19 +604,23 @@ class Builder:
             index[sname] = len(index)
         if "start" not in index:
             raise self.err(tree, f"parser {decl.name} has no start state")
-        em(f"_st = {index['start']}")
+        by_name = {self.ck.name_of(st.children[2]): st for st in states}
+        self.parser_scope = scope
         em("try:")
         with em.block():
-            em("while True:")
-            with em.block():
-                for i, s in enumerate(states):
-                    em(f"{'if' if i == 0 else 'elif'} _st == {i}:")
-                    with em.block():
-                        sc = Scope(scope)
-                        em("pass")
-                        for st in s.children[3:-1]:
-                            self.tr.stmt(st, sc)
-                        self.transition(s.children[-1], sc, index)
+            if self.parse_graph_is_small_dag(by_name):
+                # straight-line code: each state inlined where it is reached (no dispatch loop)
+                self.inline_states = by_name
+                self.emit_state(by_name["start"], scope, index)
+            else:
+                self.inline_states = None
+                em(f"_st = {index['start']}")
+                em("while True:")
+                with em.block():
+                    for i, s in enumerate(states):
+                        em(f"{'if' if i == 0 else 'elif'} _st == {i}:")
+                        with em.block():
+                            self.emit_state(s, scope, index)
         em("except _PErr as _err:")
         with em.block():
             em("_G.sm.parser_error = _err.code")
@@ -622,6 +628,52 @@ class Builder:
         self.funcs.append(f"def {fname}({', '.join(py)}):\n" + "\n".join(em.lines))
         self.tr.em, self.tr.fq, self.tr.in_parser = saved
         return fname
+
+    def emit_state(self, st: Tree, scope: Scope, index: dict[str, int]) -> None:
+        sc = Scope(scope)
+        self.tr.em("pass")
+        for stmt in st.children[3:-1]:
+            self.tr.stmt(stmt, sc)
+        self.transition(st.children[-1], sc, index)
+
+    def parse_graph_is_small_dag(self, states: dict[str, Tree], limit: int = 64) -> bool:
+        """True when the state graph has no cycle and inlining every path stays small."""
+        succ: dict[str, list[str]] = {}
+        for name, st in states.items():
+            tr = st.children[-1]
+            if tr.data == "transition_direct":
+                targets = [self.ck.name_of(tr.children[0])]
+            else:
+                targets = [self.ck.name_of(c.children[1]) for c in tr.children[0].children[1:]]
+            succ[name] = [t for t in targets if t in states]
+        paths: dict[str, int] = {}
+        depth: dict[str, int] = {}
+        visiting: set[str] = set()
+
+        def count(n: str) -> int:  # number of inlined copies of the states below n
+            if n in paths:
+                return paths[n]
+            if n in visiting:
+                raise RecursionError
+            visiting.add(n)
+            total = 1 + sum(count(t) for t in succ[n])
+            depth[n] = 1 + max((depth[t] for t in succ[n]), default=0)
+            visiting.discard(n)
+            paths[n] = total
+            return total
+
+        try:
+            # Python allows about 100 indentation levels; each inlined state nests two
+            return count("start") <= limit and depth["start"] <= 30
+        except RecursionError:
+            return False
+
+    def jump(self, name_node: Any, index: dict[str, int], scope: Scope) -> None:
+        name = self.ck.name_of(name_node)
+        if self.inline_states is not None and name in self.inline_states:
+            self.emit_state(self.inline_states[name], self.parser_scope, index)
+            return
+        self.tr.em(self.goto(name_node, index))
 
     def goto(self, name_node: Any, index: dict[str, int]) -> str:
         name = self.ck.name_of(name_node)
@@ -636,7 +688,7 @@ class Builder:
     def transition(self, node: Tree, scope: Scope, index: dict[str, int]) -> None:
         em = self.tr.em
         if node.data == "transition_direct":
-            em(self.goto(node.children[0], index))
+            self.jump(node.children[0], index, scope)
             return
         sel = node.children[0]
         keys = [self.tr.expr(k, scope) for k in sel.children[0].children if k is not None]
@@ -673,7 +725,7 @@ class Builder:
             em(f"{'if' if first else 'elif'} {cond}:")
             first = False
             with em.block():
-                em(self.goto(target, index))
+                self.jump(target, index, scope)
         nomatch = self.ck.errors["NoMatch"]
         if first:
             em(f"raise _PErr({nomatch})")
