@@ -4,8 +4,12 @@ the switch on the other ends (AF_PACKET raw sockets), entries installed by simpl
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 
 import pytest
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Ether
 
 from kvswitch.bench.runtime_bench import (
     UDP_ECHO,
@@ -59,3 +63,45 @@ def test_udp_echo_through_switch(topo: Topology) -> None:
         # sent and read back as input would loop between the ports and blow these numbers up
         assert 22 <= counts[a.port] <= 24 and 20 <= counts[b.port] <= 22
         assert proc.poll() is None
+
+
+RECEIVE_COUNT = """
+import json, socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(("0.0.0.0", int(sys.argv[1])))
+print("ready", flush=True)
+s.settimeout(float(sys.argv[2]))
+n = 0
+try:
+    while True:
+        s.recv(4096)
+        n += 1
+except socket.timeout:
+    pass
+print(json.dumps({"received": n}))
+"""
+
+RAW_SEND = """
+import socket, sys
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+s.bind((sys.argv[1], 0))
+s.send(bytes.fromhex(sys.argv[2]))
+"""
+
+
+def test_frames_leaving_a_port_are_not_input(topo: Topology) -> None:
+    """A frame some other socket sends out of a switch interface (towards the host) is not
+    switch input; the same frame arriving from the host is."""
+    a, b = topo.hosts
+    udp = Ether(src=a.mac, dst=b.mac) / IP(src=a.ip, dst=b.ip) / UDP(sport=5555, dport=7003) / b"x"
+    frame = bytes(udp).hex()
+    with switch_process(topo.interfaces(), PROGRAM) as (_proc, thrift, _grpc):
+        cross_connect(topo, thrift)
+        for sender, expected in ((None, 0), (a, 1)):
+            sink = topo.python(b, RECEIVE_COUNT, "7003", "1.0")
+            wait_ready(sink)
+            if sender is None:  # from the root namespace, out of the switch's own interface
+                subprocess.run([sys.executable, "-c", RAW_SEND, a.port_iface, frame], check=True)
+            else:  # from the host, into the switch
+                topo.python(sender, RAW_SEND, sender.iface, frame).communicate(timeout=30)
+            assert read_json(sink, timeout=30)["received"] == expected
