@@ -9,7 +9,9 @@ import sys
 import time
 from pathlib import Path
 
+import grpc
 import pytest
+from finsy.proto import p4r, p4r_grpc
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
@@ -59,6 +61,14 @@ def test_simple_switch_cli(tmp_path: Path) -> None:
                     "mc_dump",
                     "table_delete ipv4_lpm 1",
                     "table_num_entries ipv4_lpm",
+                    "mc_node_create 1 6",
+                    "mc_node_associate 7 1",
+                    "mc_node_update 0 5",
+                    "register_reset last_ttl",
+                    "register_read last_ttl 3",
+                    "counter_reset port_counter",
+                    "table_clear acl",
+                    "table_num_entries acl",
                 ]
             )
             + "\n",
@@ -75,6 +85,31 @@ def test_simple_switch_cli(tmp_path: Path) -> None:
             "Creating multicast group 7" in out and "Associating node 0 to multicast group 7" in out
         )
         assert "mgrp(7)" in out and "ports=[3, 4]" in out
+        assert "last_ttl[3]= 0" in out
+        # the group built over Thrift is the one P4Runtime sees (one PRE)
+        with grpc.insecure_channel(f"127.0.0.1:{sw.grpc_port}") as channel:
+            read = p4r_grpc.P4RuntimeStub(channel).Read(
+                p4r.ReadRequest(
+                    device_id=0,
+                    entities=[
+                        p4r.Entity(
+                            packet_replication_engine_entry=p4r.PacketReplicationEngineEntry(
+                                multicast_group_entry=p4r.MulticastGroupEntry()
+                            )
+                        )
+                    ],
+                )
+            )
+            [group] = [
+                e.packet_replication_engine_entry.multicast_group_entry
+                for r in read
+                for e in r.entities
+            ]
+        assert group.multicast_group_id == 7
+        assert sorted((int.from_bytes(r.port, "big"), r.instance) for r in group.replicas) == [
+            (5, 0),
+            (6, 1),
+        ]
         assert sw.proc.poll() is None  # bad commands did not hurt the switch
     assert sw.proc.returncode == 0  # SIGTERM: clean exit
 
