@@ -45,6 +45,7 @@ struct options {
     unsigned timeout_ms;
     unsigned vnodes;
     int closed;
+    unsigned window;
     int poisson;
     int preload;
     int json;
@@ -127,6 +128,7 @@ static void usage(FILE *f)
             "usage: kvswitch-loadgen --servers IP:PORT[,IP:PORT...] [options]\n"
             "  --rate R           requests per second, open loop (default 10000)\n"
             "  --closed           closed loop instead: one request outstanding, no rate\n"
+            "  --window W         closed loop with W requests outstanding (default 1)\n"
             "  --duration S       seconds of load (default 10)\n"
             "  --zipf S           Zipf skew of key popularity, 0 = uniform (default 0.99)\n"
             "  --keys N           number of distinct keys (default 100000)\n"
@@ -198,6 +200,7 @@ static int parse_args(int argc, char **argv, struct options *o)
     static const struct option longopts[] = {
         {"servers", required_argument, 0, 's'},    {"rate", required_argument, 0, 'r'},
         {"closed", no_argument, 0, 'c'},           {"duration", required_argument, 0, 'd'},
+        {"window", required_argument, 0, 'W'},
         {"zipf", required_argument, 0, 'z'},       {"keys", required_argument, 0, 'k'},
         {"write-ratio", required_argument, 0, 'w'}, {"value-size", required_argument, 0, 'v'},
         {"shift", required_argument, 0, 'S'},      {"shift-keys", required_argument, 0, 'K'},
@@ -209,7 +212,7 @@ static int parse_args(int argc, char **argv, struct options *o)
     };
     *o = (struct options){.rate = 10000, .duration = 10, .skew = 0.99, .keys = 100000,
                           .value_size = 64, .shift_every = 10, .shift_keys = 200,
-                          .timeout_ms = 1000, .seed = 1, .prefix = "key"};
+                          .timeout_ms = 1000, .seed = 1, .prefix = "key", .window = 1};
     size_t tmp;
     int ch;
     while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -218,6 +221,11 @@ static int parse_args(int argc, char **argv, struct options *o)
         case 's': bad = parse_servers(optarg, o); break;
         case 'r': bad = parse_double(optarg, &o->rate) || o->rate <= 0; break;
         case 'c': o->closed = 1; break;
+        case 'W':
+            bad = parse_size(optarg, &tmp) || tmp == 0 || tmp > 4096;
+            o->window = (unsigned)tmp;
+            o->closed = 1;
+            break;
         case 'd': bad = parse_double(optarg, &o->duration) || o->duration <= 0 || o->duration > 86400; break;
         case 'z': bad = parse_double(optarg, &o->skew) || o->skew < 0 || o->skew > 100; break;
         case 'k': bad = parse_size(optarg, &o->keys) || o->keys == 0 || o->keys > (1u << 30); break;
@@ -330,23 +338,45 @@ static void report_interval(struct run *r, double t, uint64_t sent, uint64_t rec
     hdr_reset(&st->interval);
 }
 
+/* Per-second reporting for a loop that knows its own counts. */
+struct ticker {
+    uint64_t next_ns, last_sent, last_recv;
+};
+
+static void ticker_start(struct run *r, struct ticker *t)
+{
+    *t = (struct ticker){.next_ns = r->start_ns + 1000000000u};
+}
+
+/* Report every second that ended by now; with final, also the partial last one. */
+static void tick(struct run *r, struct ticker *t, uint64_t now, uint64_t sent, int final)
+{
+    uint64_t received = r->st.received;
+    while (now >= t->next_ns) {
+        report_interval(r, (double)(t->next_ns - r->start_ns) / 1e9, sent - t->last_sent,
+                        received - t->last_recv);
+        t->last_sent = sent;
+        t->last_recv = received;
+        t->next_ns += 1000000000u;
+    }
+    if (final && (sent > t->last_sent || received > t->last_recv)) {
+        report_interval(r, (double)(now - r->start_ns) / 1e9, sent - t->last_sent,
+                        received - t->last_recv);
+        t->last_sent = sent;
+        t->last_recv = received;
+    }
+}
+
 static void *receiver(void *arg)
 {
     struct run *r = arg;
     struct stats *st = &r->st;
-    uint64_t next_report = r->start_ns + 1000000000u;
-    uint64_t last_sent = 0, last_recv = 0;
+    struct ticker tk;
+    ticker_start(r, &tk);
     uint8_t value[KVS_MAX_VALUE];
     for (;;) {
         uint64_t now = now_ns();
-        if (now >= next_report) {
-            uint64_t sent = atomic_load(&r->sent);
-            report_interval(r, (double)(next_report - r->start_ns) / 1e9, sent - last_sent,
-                            st->received - last_recv);
-            last_sent = sent;
-            last_recv = st->received;
-            next_report += 1000000000u;
-        }
+        tick(r, &tk, now, atomic_load(&r->sent), 0);
         if (atomic_load(&r->sending_done) &&
             (now >= r->end_ns + (uint64_t)r->o->timeout_ms * 1000000u ||
              st->received + st->unmatched >= atomic_load(&r->sent)))
@@ -381,9 +411,7 @@ static void *receiver(void *arg)
         count_reply(st, &h, server, r->o->nservers);
         record_latency(st, h.op == KVS_OP_GET_REPLY ? KVS_OP_GET : KVS_OP_SET, (int64_t)(t - sched));
     }
-    if (atomic_load(&r->sent) > last_sent || st->received > last_recv) /* the partial last second */
-        report_interval(r, (double)(now_ns() - r->start_ns) / 1e9, atomic_load(&r->sent) - last_sent,
-                        st->received - last_recv);
+    tick(r, &tk, now_ns(), atomic_load(&r->sent), 1);
     return NULL;
 }
 
@@ -441,24 +469,15 @@ static int run_closed(struct run *r, rng *g, const uint8_t *value)
     struct options *o = r->o;
     uint8_t buf[KVS_MAX_VALUE];
     start_clock(r, now_ns());
-    uint64_t next_report = r->start_ns + 1000000000u;
-    uint64_t last_sent = 0, last_recv = 0, sent = 0;
+    struct ticker tk;
+    ticker_start(r, &tk);
+    uint64_t sent = 0;
     const kvs_ring *ring = kvs_client_ring(r->client);
     for (;;) {
         uint64_t t0 = now_ns();
-        if (t0 >= next_report) {
-            report_interval(r, (double)(next_report - r->start_ns) / 1e9, sent - last_sent,
-                            r->st.received - last_recv);
-            last_sent = sent;
-            last_recv = r->st.received;
-            next_report += 1000000000u;
-        }
-        if (t0 >= r->end_ns) {
-            if (sent > last_sent) /* the partial last second */
-                report_interval(r, (double)(t0 - r->start_ns) / 1e9, sent - last_sent,
-                                r->st.received - last_recv);
+        tick(r, &tk, t0, sent, t0 >= r->end_ns);
+        if (t0 >= r->end_ns)
             break;
-        }
         uint8_t op = pick_op(r, g);
         size_t id = draw_key(r, g, t0);
         char key[64];
@@ -479,6 +498,84 @@ static int run_closed(struct run *r, rng *g, const uint8_t *value)
         count_reply(&r->st, &h, info.server, o->nservers);
         record_latency(&r->st, op, (int64_t)(now_ns() - t0));
     }
+    return 0;
+}
+
+/* Closed loop with a window: W requests in flight through the async pair, one thread. A reply
+ * (matched by seq, op and key) or a timeout frees a place and the next request goes out. */
+struct inflight {
+    uint32_t seq;
+    uint8_t op;
+    uint8_t key[KVS_KEY_SIZE];
+    uint64_t t0;
+};
+
+static int run_window(struct run *r, rng *g, const uint8_t *value)
+{
+    struct options *o = r->o;
+    struct inflight *fl = calloc(o->window, sizeof *fl);
+    if (fl == NULL)
+        return -1;
+    static uint8_t buf[KVS_MAX_VALUE];
+    const kvs_ring *ring = kvs_client_ring(r->client);
+    uint64_t timeout_ns = (uint64_t)o->timeout_ms * 1000000u, sent = 0;
+    uint32_t seq = 0;
+    size_t n = 0;
+    start_clock(r, now_ns());
+    struct ticker tk;
+    ticker_start(r, &tk);
+    for (;;) {
+        uint64_t now = now_ns();
+        int sending = now < r->end_ns;
+        tick(r, &tk, now, sent, 0);
+        if (!sending && (n == 0 || now >= r->end_ns + timeout_ns))
+            break; /* done, after the last replies or their timeout */
+        while (sending && n < o->window) {
+            struct inflight *f = &fl[n];
+            seq = seq == UINT32_MAX ? 1 : seq + 1;
+            f->seq = seq;
+            f->op = pick_op(r, g);
+            make_key(o, draw_key(r, g, now), f->key);
+            f->t0 = now_ns();
+            if (kvs_send(r->client, f->op, f->key, value, f->op == KVS_OP_SET ? o->value_size : 0,
+                         seq) != KVS_OK) {
+                atomic_fetch_add(&r->send_errors, 1);
+                break;
+            }
+            r->sent_per_server[kvs_ring_origin(ring, f->key)]++;
+            atomic_store(&r->sent, ++sent);
+            n++;
+        }
+        for (size_t i = 0; i < n;) { /* timed out: lost (sent - received), place freed */
+            if (now > fl[i].t0 && now - fl[i].t0 > timeout_ns)
+                fl[i] = fl[--n];
+            else
+                i++;
+        }
+        kvs_header h;
+        size_t vlen;
+        int server;
+        kvs_error e = kvs_recv(r->client, &h, buf, sizeof buf, &vlen, &server, 10);
+        if (e == KVS_ERR_TIMEOUT)
+            continue;
+        if (e != KVS_OK) {
+            free(fl);
+            return -1;
+        }
+        size_t i = 0;
+        while (i < n && !(fl[i].seq == h.seq && kvs_reply_op(fl[i].op) == h.op &&
+                          memcmp(fl[i].key, h.key, KVS_KEY_SIZE) == 0))
+            i++;
+        if (i == n) {
+            r->st.unmatched++; /* late (already timed out), duplicated or foreign */
+            continue;
+        }
+        count_reply(&r->st, &h, server, o->nservers);
+        record_latency(&r->st, fl[i].op, (int64_t)(now_ns() - fl[i].t0));
+        fl[i] = fl[--n];
+    }
+    tick(r, &tk, now_ns(), sent, 1);
+    free(fl);
     return 0;
 }
 
@@ -511,9 +608,9 @@ static void print_summary(struct run *r, double elapsed)
                     hdr_percentile(&st->total, 99.9) / 1e3, st->total.max / 1e3,
                     hdr_mean(&st->total) / 1e3, hdr_percentile(&st->gets, 99) / 1e3};
     if (!o->json) {
-        printf("mode=%s target_rate=%.0f duration=%.1fs keys=%zu zipf=%.2f write_ratio=%.2f "
-               "value_size=%zu shift=%s shifts=%u\n",
-               o->closed ? "closed" : "open", o->closed ? 0 : o->rate, o->duration, o->keys,
+        printf("mode=%s window=%u target_rate=%.0f duration=%.1fs keys=%zu zipf=%.2f "
+               "write_ratio=%.2f value_size=%zu shift=%s shifts=%u\n",
+               o->closed ? "closed" : "open", o->window, o->closed ? 0 : o->rate, o->duration, o->keys,
                o->skew, o->write_ratio, o->value_size, shift_name(o->shift), r->shifts);
         printf("sent=%" PRIu64 " received=%" PRIu64 " lost=%" PRIu64 " ok=%" PRIu64
                " not_found=%" PRIu64 " errors=%" PRIu64 " duplicates=%" PRIu64
@@ -533,10 +630,11 @@ static void print_summary(struct run *r, double elapsed)
         printf(" (last: unknown address)\n");
         return;
     }
-    printf("{\"mode\": \"%s\", \"target_rate\": %.1f, \"duration_s\": %.3f, \"keys\": %zu, "
+    printf("{\"mode\": \"%s\", \"window\": %u, \"target_rate\": %.1f, \"duration_s\": %.3f, \"keys\": %zu, "
            "\"zipf\": %.4f, \"write_ratio\": %.4f, \"value_size\": %zu, \"shift\": \"%s\", "
            "\"shifts\": %u, ",
-           o->closed ? "closed" : "open", o->closed ? 0 : o->rate, o->duration, o->keys, o->skew,
+           o->closed ? "closed" : "open", o->window, o->closed ? 0 : o->rate, o->duration, o->keys,
+           o->skew,
            o->write_ratio, o->value_size, shift_name(o->shift), r->shifts);
     printf("\"sent\": %" PRIu64 ", \"received\": %" PRIu64 ", \"lost\": %" PRIu64 ", \"ok\": %" PRIu64
            ", \"not_found\": %" PRIu64 ", \"errors\": %" PRIu64 ", \"duplicates\": %" PRIu64
@@ -603,7 +701,9 @@ int main(int argc, char **argv)
     if (o.preload && preload(&r, value) != 0)
         return 1;
     uint64_t t0 = now_ns();
-    int rc = o.closed ? run_closed(&r, &g, value) : run_open(&r, &g, value);
+    int rc = !o.closed       ? run_open(&r, &g, value)
+             : o.window > 1 ? run_window(&r, &g, value)
+                            : run_closed(&r, &g, value);
     if (rc != 0) {
         fprintf(stderr, "kvswitch-loadgen: cannot start: %s\n", strerror(errno));
         return 1;

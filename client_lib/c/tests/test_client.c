@@ -566,6 +566,13 @@ static void test_loadgen(void **state)
     assert_int_equal(json_int(out, "received"), sent);
     assert_int_equal(json_int(out, "shifts"), 2);
 
+    char *window_argv[] = {(char *)bin, "--servers", servers, "--window", "16", "--duration", "0.5",
+                           "--keys", "100", "--write-ratio", "0.3", "--json", "--quiet", NULL};
+    assert_int_equal(run_capture(window_argv, out, sizeof out), 0);
+    assert_true(json_int(out, "received") > 100);
+    assert_int_equal(json_int(out, "received"), json_int(out, "sent"));
+    assert_int_equal(json_int(out, "window"), 16);
+
     char *bad_argv[] = {(char *)bin, "--servers", servers, "--zipf", "-1", NULL};
     assert_int_equal(run_capture(bad_argv, out, sizeof out), 2);
     char *long_key_argv[] = {(char *)bin, "--servers", servers, "--key-prefix",
