@@ -3,12 +3,14 @@ and out (--use-files, --pcap), bad flags, and a clean exit on SIGTERM."""
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import finsy as fy
 import grpc
 import pytest
 from finsy.proto import p4r, p4r_grpc
@@ -16,7 +18,7 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
 from softswitch.io import PcapWriter, read_pcap
-from tests.runtime.conftest import PROGRAM, switch_process
+from tests.runtime.conftest import PROGRAM, Program, switch_process
 
 CLI = shutil.which("simple_switch_CLI") or str(Path(sys.executable).parent / "simple_switch_CLI")
 
@@ -154,3 +156,24 @@ def test_bad_command_lines(args: list[str]) -> None:
     )
     assert done.returncode != 0
     assert "kvswitch switch" in done.stderr or "usage" in done.stderr
+
+
+def test_finsy_against_a_no_p4_process(program: Program) -> None:
+    """``--no-p4``: the switch starts empty and finsy installs the pipeline over gRPC."""
+
+    async def scenario(address: str) -> list[fy.P4TableEntry]:
+        opts = fy.SwitchOptions(p4info=program.p4info_path, p4blob=program.blob_path, device_id=3)
+        async with fy.Switch("sw", address, opts) as sw:
+            await sw.write(
+                [
+                    +fy.P4TableEntry(
+                        "l2", match=fy.P4TableMatch(in_port=4), action=fy.P4TableAction("drop")
+                    )
+                ]
+            )
+            return [e async for e in sw.read(fy.P4TableEntry("l2"))]
+
+    with switch_process(["--no-p4", "--device-id", "3"]) as sw:
+        entries = asyncio.run(scenario(f"127.0.0.1:{sw.grpc_port}"))
+        assert [e.match["in_port"] for e in entries] == [4]  # type: ignore[index]
+        assert sw.proc.poll() is None
