@@ -338,6 +338,22 @@ static void report_interval(struct run *r, double t, uint64_t sent, uint64_t rec
     hdr_reset(&st->interval);
 }
 
+/* Wait up to timeout_ms for one reply (its value is read and dropped): 1 got one, 0 none yet,
+ * -1 the socket failed (said on stderr). */
+static int recv_reply(struct run *r, kvs_header *h, int *server, int timeout_ms)
+{
+    uint8_t value[KVS_MAX_VALUE];
+    size_t vlen;
+    kvs_error e = kvs_recv(r->client, h, value, sizeof value, &vlen, server, timeout_ms);
+    if (e == KVS_ERR_TIMEOUT)
+        return 0;
+    if (e != KVS_OK) {
+        fprintf(stderr, "kvswitch-loadgen: receive: %s: %s\n", kvs_strerror(e), strerror(errno));
+        return -1;
+    }
+    return 1;
+}
+
 /* Per-second reporting for a loop that knows its own counts. */
 struct ticker {
     uint64_t next_ns, last_sent, last_recv;
@@ -373,7 +389,6 @@ static void *receiver(void *arg)
     struct stats *st = &r->st;
     struct ticker tk;
     ticker_start(r, &tk);
-    uint8_t value[KVS_MAX_VALUE];
     for (;;) {
         uint64_t now = now_ns();
         tick(r, &tk, now, atomic_load(&r->sent), 0);
@@ -382,15 +397,12 @@ static void *receiver(void *arg)
              st->received + st->unmatched >= atomic_load(&r->sent)))
             break;
         kvs_header h;
-        size_t vlen;
         int server;
-        kvs_error e = kvs_recv(r->client, &h, value, sizeof value, &vlen, &server, 20);
-        if (e == KVS_ERR_TIMEOUT)
+        int got = recv_reply(r, &h, &server, 20);
+        if (got == 0)
             continue;
-        if (e != KVS_OK) {
-            fprintf(stderr, "kvswitch-loadgen: receive: %s: %s\n", kvs_strerror(e), strerror(errno));
+        if (got < 0)
             break;
-        }
         uint64_t t = now_ns();
         struct slot *s = &r->slots[h.seq & r->mask];
         if (atomic_load_explicit(&s->seq, memory_order_acquire) != h.seq ||
@@ -516,7 +528,6 @@ static int run_window(struct run *r, rng *g, const uint8_t *value)
     struct inflight *fl = calloc(o->window, sizeof *fl);
     if (fl == NULL)
         return -1;
-    static uint8_t buf[KVS_MAX_VALUE];
     const kvs_ring *ring = kvs_client_ring(r->client);
     uint64_t timeout_ns = (uint64_t)o->timeout_ms * 1000000u, sent = 0;
     uint32_t seq = 0;
@@ -553,12 +564,11 @@ static int run_window(struct run *r, rng *g, const uint8_t *value)
                 i++;
         }
         kvs_header h;
-        size_t vlen;
         int server;
-        kvs_error e = kvs_recv(r->client, &h, buf, sizeof buf, &vlen, &server, 10);
-        if (e == KVS_ERR_TIMEOUT)
+        int got = recv_reply(r, &h, &server, 10);
+        if (got == 0)
             continue;
-        if (e != KVS_OK) {
+        if (got < 0) {
             free(fl);
             return -1;
         }
