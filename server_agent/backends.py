@@ -12,7 +12,9 @@ under the text key ``<prefix><32 hex digits of the wire key>``. Backends raise
 
 from __future__ import annotations
 
+import socket
 import struct
+import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Protocol
@@ -93,15 +95,16 @@ def _text_key(prefix: str, key: bytes) -> str:
 
 
 class MemcachedBackend:
-    """memcached through pymemcache. memcached cannot list its keys, so the agent keeps the set of
-    keys it wrote (lost on an agent restart: ``keys``/``versions`` then list only keys written
-    since)."""
+    """memcached through pymemcache. Keys are listed with ``lru_crawler metadump all`` (memcached
+    1.4.31+) merged with the keys this agent wrote; if the dump fails, only the latter."""
 
     name = "memcached"
 
     def __init__(self, host: str, port: int, prefix: str = "kvs:", timeout: float = 2.0) -> None:
         from pymemcache.client.base import Client as MemcacheClient
 
+        self._addr = (host, port)
+        self._timeout = timeout
         self._prefix = prefix
         self._client = MemcacheClient(
             (host, port), connect_timeout=timeout, timeout=timeout, no_delay=True
@@ -132,8 +135,35 @@ class MemcachedBackend:
         self._keys.discard(key)
         return found
 
+    def _dumped_keys(self) -> set[bytes]:
+        """The wire keys under this prefix that memcached holds, from its LRU crawler."""
+        data = bytearray()
+        try:
+            with socket.create_connection(self._addr, timeout=self._timeout) as conn:
+                conn.sendall(b"lru_crawler metadump all\r\n")
+                while not (data.endswith(b"END\r\n") or data.startswith(b"ERROR")):
+                    chunk = conn.recv(1 << 16)
+                    if not chunk:
+                        break
+                    data += chunk
+        except OSError:
+            return set()
+        keys: set[bytes] = set()
+        for line in data.decode("ascii", "replace").splitlines():
+            if not line.startswith("key="):
+                continue
+            name = urllib.parse.unquote(line.split(" ", 1)[0][4:])
+            if name.startswith(self._prefix):
+                try:
+                    raw = bytes.fromhex(name[len(self._prefix) :])
+                except ValueError:
+                    continue
+                if len(raw) == 16:
+                    keys.add(raw)
+        return keys
+
     def items(self) -> Iterator[tuple[bytes, Item]]:
-        for key in sorted(self._keys):
+        for key in sorted(self._keys | self._dumped_keys()):
             item = self.get(key)
             if item is not None:
                 yield key, item

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from kvswitch import protocol as p
@@ -181,3 +183,22 @@ def test_backend_failure_answers_server_error() -> None:
     assert one(core, msg(p.Op.GET, seq=1)).status == p.Status.SERVER_ERROR
     assert one(core, msg(p.Op.SET, b"v", seq=2)).status == p.Status.SERVER_ERROR
     assert core.stats["backend_error"] == 2
+
+
+def test_backend_lists_keys_written_by_an_earlier_agent(
+    backend_factory: Callable[[str], Backend], memcached_addr: str, redis_addr: str
+) -> None:
+    """A restarted agent (a new backend object, same store and prefix) still lists the keys."""
+    from kvswitch.agent.backends import make_backend
+
+    for kind, address in (("memcached", memcached_addr), ("redis", redis_addr)):
+        first = make_backend(kind, address, prefix=f"restart-{kind}:")
+        first.put(p.pad_key(b"a"), Item(b"1", 1, 2))
+        first.put(p.pad_key(b"b"), Item(b"", 1, 3, live=False))
+        first.close()
+        second = make_backend(kind, address, prefix=f"restart-{kind}:")
+        assert dict(second.items()) == {
+            p.pad_key(b"a"): Item(b"1", 1, 2),
+            p.pad_key(b"b"): Item(b"", 1, 3, live=False),
+        }
+        second.close()
