@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Iterable, Mapping
@@ -16,6 +17,8 @@ from softswitch.errors import P4Error, SwitchError
 from softswitch.frontend.checker import Checker
 from softswitch.frontend.parser import parse
 from softswitch.frontend.preprocessor import Preprocessor
+
+log = logging.getLogger(__name__)
 
 DROP_PORT = 511
 INSTANCE_NORMAL = 0
@@ -46,6 +49,7 @@ class Switch:
         self._aliases: dict[str, dict[str, str]] = {}
         self._start = time.monotonic()
         self._objs = (program.hdr_cls(), program.meta_cls(), program.sm_cls())
+        self.internal_errors = 0
 
     # ------------------------------------------------------------------ loading
     @classmethod
@@ -275,7 +279,12 @@ class Switch:
         if not 0 <= ingress_port < DROP_PORT:
             raise SwitchError(f"ingress port {ingress_port} out of range")
         with self._lock:
-            return self._process(ingress_port, bytes(packet))
+            try:
+                return self._process(ingress_port, bytes(packet))
+            except Exception:  # a bug of the engine must not take the switch down: drop, log
+                self.internal_errors += 1
+                log.exception("softswitch: packet dropped after an internal error")
+                return []
 
     def _process(self, port: int, data: bytes) -> list[tuple[int, bytes]]:
         p = self.program

@@ -96,3 +96,11 @@ def test_errors_in_included_files_name_that_file(tmp_path) -> None:
     with pytest.raises(P4Error) as e:
         Switch.from_file(tmp_path / "top.p4")
     assert str(e.value).startswith(f"{tmp_path / 'inc.p4'}:2:")
+
+
+def test_macro_stringify_paste_and_varargs() -> None:
+    src = (
+        "#define CAT(a, b) a##b\n#define STR(x) #x\n#define V(f, ...) f(__VA_ARGS__)\n"
+        "CAT(foo, bar) STR(hi) V(g, 1, 2)\n"
+    )
+    assert preprocess(src, "x.p4").text.split("\n")[3] == 'foobar "hi" g(1, 2)'
