@@ -54,7 +54,7 @@ class SimConfig:
     alpha: float = 0.5
     bound: float = 0.30
     gamma: float = 0.8
-    t0_fraction: float = 0.01  # T0 as a fraction of the mean server load of the first period
+    t0_fraction: float = 0.002  # T0 as a fraction of the mean server load of the first period
     max_replicas_per_server: int | None = None
     tolerance: float = 0.002
     lag: int = 1000  # queries between a write and its replies/confirms

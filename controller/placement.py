@@ -8,10 +8,11 @@ Policies:
   r-1 replicas sit on the ring from the origin with step floor(M / r) (Figure 4).
 - ``least-loaded``: same r, each replica on the server with the least estimated load, accounting
   the cold keys' hashed load and the hot keys already placed (largest keys first).
-- ``balance``: water-filling. Start from every hot key at its origin, then repeatedly give the
-  largest share on the most loaded server one more replica on the least loaded server, as long as
-  that lowers the maximum and the per-server replica budget allows. T only gates which keys may
-  get replicas.
+- ``balance``: water-filling. Keys heavier than a whole server's mean load go to every server;
+  every other hot key starts at its origin; then the largest share on the most loaded server gets
+  the fewest extra replicas (on the least loaded servers) that lower the maximum, until the most
+  loaded server is within ``tolerance`` of the mean or the per-server replica budget is spent.
+  T only gates which keys may get replicas.
 """
 
 from __future__ import annotations
@@ -137,15 +138,23 @@ def _balance(
     used = [0] * servers
     # per server: heap of (-share, key index) of the keys it holds that may take another replica
     heaps: list[list[tuple[float, int]]] = [[] for _ in range(servers)]
-    for i, ((_, load), origin) in enumerate(zip(predicted, origins, strict=True)):
-        loads[origin] += load
-        if load >= threshold:
-            heaps[origin].append((-load, i))
-    for heap in heaps:
-        heapq.heapify(heap)
-    total = sum(loads)
+    total = sum(loads) + sum(load for _, load in predicted)
     if total <= 0:
         return [tuple(m) for m in members]
+    mean = total / servers
+    for i, ((_, load), origin) in enumerate(zip(predicted, origins, strict=True)):
+        if load >= mean and load >= threshold:
+            # a key heavier than a whole server goes everywhere at once: an even split adds no
+            # imbalance, and growing it one replica at a time gets stuck behind lighter keys
+            members[i] += [s for s in range(servers) if s != origin and used[s] < cap]
+            for s in members[i][1:]:
+                used[s] += 1
+        for s in members[i]:
+            loads[s] += load / len(members[i])
+            if load >= threshold:
+                heaps[s].append((-load / len(members[i]), i))
+    for heap in heaps:
+        heapq.heapify(heap)
     goal = total / servers * (1.0 + tolerance)
     # every move adds at least one replica, so the budget bounds the number of moves
     for _ in range(cap * servers):

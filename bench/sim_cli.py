@@ -1,0 +1,161 @@
+"""``kvswitch sim``: run one simulation, or the whole figure suite.
+
+kvswitch sim run --skew 0.99 --policy balance --max-replicas 53 --csv run.csv
+kvswitch sim figures --out results            # CSV + PNG + a markdown table
+kvswitch sim figures --out /tmp/q --quick     # a small-scale suite (seconds)
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+import time
+from dataclasses import fields, replace
+from pathlib import Path
+
+from kvswitch.bench.simulator import MODES, SimConfig, simulate, summary
+from kvswitch.bench.workload import SHIFTS
+from kvswitch.controller.placement import POLICIES
+
+QUICK = {"keys": 20_000, "k": 200, "servers": 8, "queries": 200_000, "periods": 5, "stages": 4}
+
+
+def write_csv(rows: list[dict], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    columns: list[str] = []
+    for row in rows:
+        columns += [c for c in row if c not in columns]
+    with path.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def _config_args(parser: argparse.ArgumentParser) -> None:
+    d = SimConfig()
+    parser.add_argument("--mode", choices=MODES, default=d.mode)
+    parser.add_argument("--policy", choices=POLICIES, default=d.policy)
+    parser.add_argument("--servers", type=int, default=d.servers)
+    parser.add_argument("--k", type=int, default=d.k, help="hot keys (switch slots)")
+    parser.add_argument("--stages", type=int, default=d.stages, help="HashPipe stages")
+    parser.add_argument("--keys", type=int, default=d.keys)
+    parser.add_argument("--skew", type=float, default=d.skew, help="Zipf skew, 0 = uniform")
+    parser.add_argument("--write-ratio", type=float, default=d.write_ratio)
+    parser.add_argument("--queries", type=int, default=d.queries, help="per period")
+    parser.add_argument("--periods", type=int, default=d.periods)
+    parser.add_argument("--alpha", type=float, default=d.alpha)
+    parser.add_argument("--bound", type=float, default=d.bound)
+    parser.add_argument("--gamma", type=float, default=d.gamma)
+    parser.add_argument("--t0-fraction", type=float, default=d.t0_fraction)
+    parser.add_argument("--max-replicas", type=int, default=None, help="per server")
+    parser.add_argument("--tolerance", type=float, default=d.tolerance)
+    parser.add_argument("--lag", type=int, default=d.lag, help="queries until a confirm lands")
+    parser.add_argument("--shift", choices=SHIFTS, default=d.shift)
+    parser.add_argument("--shift-period", type=int, default=d.shift_period)
+    parser.add_argument("--shift-count", type=int, default=d.shift_count)
+    parser.add_argument("--seed", type=int, default=d.seed)
+
+
+def _config(ns: argparse.Namespace) -> SimConfig:
+    names = {f.name for f in fields(SimConfig)}
+    values = {k: v for k, v in vars(ns).items() if k in names}
+    return SimConfig(**values, max_replicas_per_server=ns.max_replicas)
+
+
+def cmd_run(ns: argparse.Namespace) -> int:
+    cfg = _config(ns)
+    started = time.perf_counter()
+    rows = simulate(cfg, progress=lambda line: print(line, flush=True))
+    elapsed = time.perf_counter() - started
+    s = summary(rows, ns.warmup)
+    print(
+        f"summary over periods >= {ns.warmup}: lambda={s['imbalance']:.4f} "
+        f"max/mean={s['max_over_mean']:.3f} throughput={s['throughput_qps'] / 1e6:.2f} MQPS "
+        f"p99={s['p99_us']:.1f} us top-K overlap={s['top_k_overlap']:.3f} "
+        f"replicas/server max={s['replicas_max']:.0f} mean={s['replicas_mean']:.1f}"
+    )
+    total = cfg.queries * cfg.periods
+    print(f"{total} queries in {elapsed:.1f} s ({total / elapsed / 1e6:.2f} M/s incl. controller)")
+    if ns.csv:
+        write_csv(rows, Path(ns.csv))
+        print(f"wrote {ns.csv}")
+    return 0
+
+
+def markdown_table(summaries: list[dict]) -> str:
+    lines = [
+        "| experiment | policy | skew | K | M | writes | λ | max/mean | MQPS | p99 µs | "
+        "MQPS at SLO | top-K overlap | replicated keys | replicas/server mean (max) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    order = sorted(
+        summaries,
+        key=lambda r: (
+            r["experiment"],
+            r["skew"],
+            r["k"],
+            r["servers"],
+            r["write_ratio"],
+            r["policy"],
+        ),
+    )
+    for r in order:
+        lines.append(
+            f"| {r['experiment']} | {r['policy']} | {r['skew']:g} | {r['k']:.0f} | "
+            f"{r['servers']:.0f} | {r['write_ratio']:g} | {r['imbalance']:.4f} | "
+            f"{r['max_over_mean']:.3f} | {r['throughput_qps'] / 1e6:.2f} | {r['p99_us']:.1f} | "
+            f"{r['slo_throughput_qps'] / 1e6:.2f} | {r['top_k_overlap']:.3f} | "
+            f"{r['replicated_keys']:.0f} | {r['replicas_mean']:.1f} ({r['replicas_max']:.0f}) |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def cmd_figures(ns: argparse.Namespace) -> int:
+    from kvswitch.bench.figures import plot_all
+    from kvswitch.bench.suite import experiments, run_suite
+
+    base = SimConfig(periods=ns.periods, queries=ns.queries, seed=ns.seed)
+    if ns.quick:
+        base = replace(base, **QUICK)
+    runs = experiments(base)
+    out = Path(ns.out)
+    print(f"figure suite: {len(runs)} runs, {base.periods} periods of {base.queries} queries, "
+          f"writing {out}/", flush=True)  # fmt: skip
+    started = time.perf_counter()
+    periods, summaries = run_suite(
+        runs, ns.warmup, ns.workers, progress=lambda line: print(line, flush=True)
+    )
+    write_csv(periods, out / "periods.csv")
+    write_csv(summaries, out / "summary.csv")
+    (out / "summary.md").write_text(markdown_table(summaries))
+    for path in plot_all(summaries, periods, out):
+        print(f"wrote {path}")
+    print(f"figure suite done in {time.perf_counter() - started:.0f} s")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="kvswitch sim", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="one simulation, progress per period")
+    _config_args(run)
+    run.add_argument("--warmup", type=int, default=3, help="periods left out of the summary")
+    run.add_argument("--csv", help="write every period's metrics here")
+    run.set_defaults(func=cmd_run)
+    figs = sub.add_parser("figures", help="the paper's figures (CSV, PNG, markdown table)")
+    figs.add_argument("--out", default="results")
+    figs.add_argument("--quick", action="store_true", help="small scale (tests, smoke)")
+    figs.add_argument("--periods", type=int, default=8)
+    figs.add_argument("--queries", type=int, default=SimConfig().queries)
+    figs.add_argument("--warmup", type=int, default=3)
+    figs.add_argument("--workers", type=int, default=None)
+    figs.add_argument("--seed", type=int, default=1)
+    figs.set_defaults(func=cmd_figures)
+    ns = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        return int(ns.func(ns))
+    except ValueError as exc:
+        print(f"kvswitch sim: {exc}", file=sys.stderr)
+        return 2
