@@ -51,9 +51,11 @@ class KVS(Packet):
         return self.sprintf("KVS %op% %status% key=%key% cid=%cid% seq=%seq% ver=%epoch%.%ver%")
 
 
-def bind() -> None:
-    """Dissect UDP and TCP port 8900 (either direction) as :class:`KVS` with its value as Raw."""
+def bind(port: int = p.KVS_PORT) -> None:
+    """Dissect UDP and TCP ``port`` (8900, either direction) as :class:`KVS`, value as Raw.
+
+    Another port is for test setups that cannot use 8900 (several agents on one host)."""
     for l4 in (UDP, TCP):
-        bind_layers(l4, KVS, dport=p.KVS_PORT)
-        bind_layers(l4, KVS, sport=p.KVS_PORT)
+        bind_layers(l4, KVS, dport=port)
+        bind_layers(l4, KVS, sport=port)
     bind_layers(KVS, Raw)

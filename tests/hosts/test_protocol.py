@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import time
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -145,3 +148,45 @@ def test_scapy_layer_reads_every_vector_message() -> None:
         value = pkt[Raw].load if Raw in pkt else b""
         assert value == bytes.fromhex(vec["value_hex"])
         assert bytes(pkt) == bytes.fromhex(vec["bytes_hex"])
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="sniffing on lo needs root (CAP_NET_RAW)")
+def test_capture_on_loopback_decodes() -> None:
+    """Real agent traffic captured on lo dissects as KVS: request and reply of each op."""
+    from scapy.layers.inet import UDP
+    from scapy.sendrecv import AsyncSniffer
+
+    from kvswitch.agent.backends import MemoryBackend
+    from kvswitch.agent.core import AgentCore
+    from kvswitch.agent.server import AgentConfig, AgentServer
+    from kvswitch.client import Client
+    from kvswitch.scapy_kvs import KVS, bind
+
+    agent = AgentServer(AgentCore(MemoryBackend()), AgentConfig(port=0, tcp=False))
+    agent.start()
+    bind(agent.port)  # 8900 may be taken by another agent on this host
+    sniffer = AsyncSniffer(iface="lo", filter=f"udp port {agent.port}", store=True)
+    sniffer.start()
+    time.sleep(0.3)
+    try:
+        with Client([("127.0.0.1", agent.port)], timeout=1.0) as c:
+            c.set(b"cap", b"tured")
+            assert c.get(b"cap") == b"tured"
+            c.delete(b"cap")
+        time.sleep(0.3)
+    finally:
+        packets = sniffer.stop()
+        agent.stop()
+    seen = [(int(pkt[KVS].op), bytes(pkt[KVS].payload)) for pkt in packets if KVS in pkt]
+    # On lo each datagram may be captured twice (sent and received): keep one of each.
+    ops = [op for i, op in enumerate(seen) if i == 0 or op != seen[i - 1]]
+    assert ops == [
+        (p.Op.SET, b"tured"),
+        (p.Op.SET_REPLY, b""),
+        (p.Op.GET, b""),
+        (p.Op.GET_REPLY, b"tured"),
+        (p.Op.DEL, b""),
+        (p.Op.DEL_REPLY, b""),
+    ]
+    replies = [pkt for pkt in packets if KVS in pkt and pkt[KVS].op % 2 == 0]
+    assert replies and all(pkt[UDP].sport == agent.port for pkt in replies)
