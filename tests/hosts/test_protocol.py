@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 import time
 
 import pytest
@@ -165,9 +166,12 @@ def test_capture_on_loopback_decodes() -> None:
     agent = AgentServer(AgentCore(MemoryBackend()), AgentConfig(port=0, tcp=False))
     agent.start()
     bind(agent.port)  # 8900 may be taken by another agent on this host
-    sniffer = AsyncSniffer(iface="lo", filter=f"udp port {agent.port}", store=True)
+    ready = threading.Event()
+    sniffer = AsyncSniffer(
+        iface="lo", filter=f"udp port {agent.port}", store=True, started_callback=ready.set
+    )
     sniffer.start()
-    time.sleep(0.3)
+    assert ready.wait(5), "the sniffer did not start"
     try:
         with Client([("127.0.0.1", agent.port)], timeout=1.0) as c:
             c.set(b"cap", b"tured")
