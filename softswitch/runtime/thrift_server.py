@@ -27,6 +27,7 @@ from bm_runtime.standard.ttypes import (
     BmActionEntry,
     BmActionEntryType,
     BmAddEntryOptions,
+    BmConfig,
     BmCounterValue,
     BmMatchParam,
     BmMatchParamExact,
@@ -102,8 +103,16 @@ def ports_from_map(port_map: str) -> list[int]:
 class StandardHandler:
     """Handlers of the ``standard`` service (tables, counters, registers, config)."""
 
-    def __init__(self, device: Device, ports: Callable[[], dict[int, str]] | None = None) -> None:
+    def __init__(
+        self,
+        device: Device,
+        ports: Callable[[], dict[int, str]] | None = None,
+        thrift_port: int = 0,
+        pre: PreState | None = None,
+    ) -> None:
         self.device = device
+        self.thrift_port = thrift_port
+        self.pre = pre or PreState()
         self.ports = ports or dict
         self.started = time.time()
 
@@ -327,6 +336,24 @@ class StandardHandler:
             table = self.table(pipe, table_name)
             return self.mt_entry(pipe, table, self.entry(pipe, table, entry_handle))
 
+    def bm_mt_get_entry_from_key(
+        self,
+        cxt_id: int,
+        table_name: str,
+        match_key: list[BmMatchParam],
+        options: BmAddEntryOptions,
+    ) -> BmMtEntry:
+        with self.device.lock:
+            pipe = self.pipe()
+            table = self.table(pipe, table_name)
+            priority = 0
+            if table.needs_priority:
+                priority = BMV2_PRIORITY_BASE - max(0, (options.priority or 0) if options else 0)
+            rec = pipe.lookup(table, pipe.key_of(table, self.match(table, match_key), priority))
+            if rec is None:
+                raise table_error(TableCode.BAD_MATCH_KEY)
+            return self.mt_entry(pipe, table, rec)
+
     def bm_mt_get_default_entry(self, cxt_id: int, table_name: str) -> BmActionEntry:
         with self.device.lock:
             pipe = self.pipe()
@@ -457,6 +484,9 @@ class StandardHandler:
     def bm_get_config_md5(self) -> bytes:
         return hashlib.md5(self.bm_get_config().encode()).digest()
 
+    def bm_mgmt_get_info(self) -> BmConfig:
+        return BmConfig(device_id=self.device.device_id, thrift_port=self.thrift_port)
+
     def bm_dev_mgr_show_ports(self) -> list[DevMgrPortInfo]:
         return [
             DevMgrPortInfo(port_num=p, iface_name=name, is_up=True, extra={})
@@ -472,6 +502,9 @@ class StandardHandler:
                 pipe.clear(table)
             for gid in list(pipe.mc_groups):
                 pipe.mc_delete(gid)
+            self.pre.groups.clear()
+            self.pre.nodes.clear()
+            self.pre.assoc.clear()
             for reg in pipe.index.registers.values():
                 pipe.switch.register_reset(reg.name)
             for ctr in pipe.index.counters.values():
@@ -632,7 +665,9 @@ class ThriftServer:
         pre_lag_handler = PreHandler(device, PreLagError)
         pre_lag_handler.state = pre_handler.state  # one PRE, two views
         processor = TMultiplexedProcessor()
-        processor.registerProcessor("standard", Standard.Processor(StandardHandler(device, ports)))
+        processor.registerProcessor(
+            "standard", Standard.Processor(StandardHandler(device, ports, port, pre_handler.state))
+        )
         processor.registerProcessor("simple_pre", SimplePre.Processor(pre_handler))
         processor.registerProcessor("simple_pre_lag", SimplePreLAG.Processor(pre_lag_handler))
         processor.registerProcessor("simple_switch", SimpleSwitch.Processor(SimpleSwitchHandler()))

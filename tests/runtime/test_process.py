@@ -112,6 +112,14 @@ def test_simple_switch_cli(tmp_path: Path) -> None:
             (5, 0),
             (6, 1),
         ]
+        out = run_cli(
+            sw.thrift_port,
+            "table_dump_entry_from_key l2 1\nswitch_info\nshow_ports\nreset_state\n"
+            "table_num_entries l2\nmc_dump\n",
+        )
+        assert "Dumping entry 0x1" in out and "RtIngress.forward - 0004" in out  # after the modify
+        assert "thrift_port" in out and str(sw.thrift_port) in out
+        assert "RuntimeCmd: 0\n" in out and "mgrp(" not in out  # reset_state emptied l2 and the PRE
         assert sw.proc.poll() is None  # bad commands did not hurt the switch
     assert sw.proc.returncode == 0  # SIGTERM: clean exit
 
@@ -143,6 +151,7 @@ def test_pcap_files_and_capture(tmp_path: Path) -> None:
     [
         ["--no-p4", str(PROGRAM)],
         ["-i", "bogus"],
+        ["-i", "1@no-such-if0", str(PROGRAM)],
         [str(PROGRAM.parent / "missing.p4")],
     ],
 )
