@@ -1529,7 +1529,7 @@ class Translator:
         e = self.convert(self.expr(node.children[3], scope, t), t, node.children[3])
         if not e.is_const:
             raise self.err(node, f"const {name} needs a compile-time constant")
-        scope.names[name] = Sym("const", t, value=e.const)
+        self.ck.bind(scope, name, Sym("const", t, value=e.const), node)
 
     def s_var_decl(self, node: Tree, scope: Scope) -> None:
         t = self.resolve_type(node.children[1], scope)
@@ -1539,7 +1539,7 @@ class Translator:
         local = self.tmp(f"v_{name}_")
         if node.children[3] is not None:
             e = self.convert(self.expr(node.children[3], scope, t), t, node.children[3])
-            scope.names[name] = Sym("var", t, code=local, lvalue=True)
+            self.ck.bind(scope, name, Sym("var", t, code=local, lvalue=True), node)
             if isinstance(t, (StructLikeT, StackT)):
                 self.em(f"{local} = {self.zero(t)}")
                 self.assign_to(E(local, t, lvalue=True), e, node)
@@ -1547,7 +1547,7 @@ class Translator:
                 self.em(f"{local} = {e.code}")
         else:
             self.em(f"{local} = {self.zero(t)}")
-            scope.names[name] = Sym("var", t, code=local, lvalue=True)
+            self.ck.bind(scope, name, Sym("var", t, code=local, lvalue=True), node)
 
     def s_assignment(self, node: Tree, scope: Scope) -> None:
         lhs = self.expr(node.children[0], scope)

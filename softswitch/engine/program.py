@@ -306,7 +306,12 @@ class Builder:
         elif k == "var_decl":
             self.tr.s_var_decl(node, scope)
         elif k == "action_decl":
-            scope.names[self.ck.name_of(node.children[1])] = Sym("action", value=(node, scope, fq))
+            self.ck.bind(
+                scope,
+                self.ck.name_of(node.children[1]),
+                Sym("action", value=(node, scope, fq)),
+                node,
+            )
         elif k == "instantiation":
             self.instantiate(node, scope, fq)
         elif k == "table_decl":
@@ -324,7 +329,7 @@ class Builder:
         tname = str(tref.children[0]) if tref.data in ("named_type", "specialized_type") else ""
         if tname in self.ck.decls and self.ck.decls[tname].kind == "control":
             inst = self.build_control(self.ck.decls[tname], full, args, top=False, caller=scope)
-            scope.names[name] = Sym("control_inst", value=inst)
+            self.ck.bind(scope, name, Sym("control_inst", value=inst), node)
             return
         if not isinstance(t, ExternT):
             raise self.err(node, f"cannot instantiate {t.show()} here")
@@ -350,7 +355,7 @@ class Builder:
         if full in self.prog.externs:
             raise self.err(node, f"duplicate name {full}")
         self.prog.externs[full] = x
-        scope.names[name] = Sym("extern", value=x)
+        self.ck.bind(scope, name, Sym("extern", value=x), node)
 
     def const_int(self, node: Any, scope: Scope) -> int:
         e = self.tr.expr(node, scope)
@@ -485,7 +490,7 @@ class Builder:
         if entries_node is not None:
             self.const_entries(entries_node, ti, scope)
         self.prog.tables[full] = ti
-        scope.names[local] = Sym("table", value=ti)
+        self.ck.bind(scope, local, Sym("table", value=ti), node)
 
     def action_call(self, node: Any, ti: TableInfo, scope: Scope) -> tuple[int, list[int]]:
         if node.data in ("call", "action_call_expr"):

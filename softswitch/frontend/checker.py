@@ -66,6 +66,13 @@ class Scope:
             s = s.parent
         return None
 
+    def bind(self, name: str, sym: Sym) -> bool:
+        """Declare ``name`` here; False if this scope already declares it (p4c rejects that)."""
+        if name in self.names and not (sym.kind == "func" and self.names[name].kind == "func"):
+            return False
+        self.names[name] = sym
+        return True
+
     def root(self) -> Scope:
         s = self
         while s.parent is not None:
@@ -114,6 +121,15 @@ class Checker:
 
     def error(self, node: Tree | Token | None, msg: str) -> P4Error:
         return P4Error(msg, *self.where(node))
+
+    def bind(self, scope: Scope, name: str, sym: Sym, node: Tree | Token | None) -> None:
+        if not scope.bind(name, sym):
+            raise self.error(node, f"re-declaration of {name}")
+
+    def bind_type(self, scope: Scope, name: str, t: P4Type, node: Tree | Token | None) -> None:
+        if name in scope.types:
+            raise self.error(node, f"re-declaration of type {name}")
+        scope.types[name] = t
 
     # ------------------------------------------------------------ annotations
     def annotations(self, node: Tree | None) -> dict[str, list[Any]]:
@@ -172,7 +188,7 @@ class Checker:
             name = str(d.children[1])
             kind = {"header_decl": "header", "struct_decl": "struct"}.get(k, "header_union")
             t = StructLikeT(name, [], kind, anns)
-            scope.types[name] = t
+            self.bind_type(scope, name, t, d)
             seen: set[str] = set()
             for f in d.children[2:]:
                 ft = self.resolve_type(f.children[1], scope)
@@ -198,11 +214,11 @@ class Checker:
                 raise self.error(d, "header_union is not supported by this target")
         elif k == "typedef_decl" or k == "newtype_decl":
             t = self.resolve_type(d.children[1], scope)
-            scope.types[str(d.children[2])] = t
+            self.bind_type(scope, str(d.children[2]), t, d)
         elif k == "enum_decl":
             name = str(d.children[1])
             members = [self.name_of(n) for n in d.children[2].children if n is not None]
-            scope.types[name] = EnumT(name, {m: i for i, m in enumerate(members)})
+            self.bind_type(scope, name, EnumT(name, {m: i for i, m in enumerate(members)}), d)
         elif k == "ser_enum_decl":
             under = self.resolve_type(d.children[1], scope)
             if not isinstance(under, BitT):
@@ -214,12 +230,12 @@ class Checker:
                     continue
                 v = self.const_value(m.children[1], scope, under)
                 members[self.name_of(m.children[0])] = v
-            scope.types[name] = EnumT(name, members, under)
+            self.bind_type(scope, name, EnumT(name, members, under), d)
         elif k == "const_decl":
             t = self.resolve_type(d.children[1], scope)
             name = self.name_of(d.children[2])
             v = self.const_value(d.children[3], scope, t)
-            scope.names[name] = Sym("const", t, value=v)
+            self.bind(scope, name, Sym("const", t, value=v), d)
         elif k == "extern_decl":
             name = str(d.children[1])
             self.decls[name] = Decl("extern", name, d, self.annotations(d.children[0]))
@@ -227,7 +243,7 @@ class Checker:
         elif k == "extern_func_decl":
             name = self.name_of(d.children[2])
             self.extern_funcs.setdefault(name, []).append(d)
-            scope.names[name] = Sym("func", value=name)
+            self.bind(scope, name, Sym("func", value=name), d)
         elif k in ("parser_decl", "control_decl"):
             name = str(d.children[1])
             kind = "parser" if k == "parser_decl" else "control"
@@ -239,7 +255,7 @@ class Checker:
             scope.types[name] = BlockT(name)
         elif k == "action_decl":
             name = self.name_of(d.children[1])
-            scope.names[name] = Sym("action", value=(d, scope, ""))
+            self.bind(scope, name, Sym("action", value=(d, scope, "")), d)
         elif k == "instantiation":
             tname = d.children[1]
             name = self.name_of(d.children[3])
@@ -251,7 +267,7 @@ class Checker:
                     raise self.error(d, "the V1Switch package instance must be called main")
                 self.main = d
             else:
-                scope.names[name] = Sym("global_inst", value=d)
+                self.bind(scope, name, Sym("global_inst", value=d), d)
         elif k == "function_decl":
             raise self.error(d, "function declarations are not supported by this target")
         else:

@@ -7,6 +7,7 @@ type-argument list into L_TARGS, and ``>>`` inside a type-argument list back int
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
@@ -18,6 +19,7 @@ from softswitch.errors import P4Error
 from softswitch.frontend.preprocessor import Preprocessed
 
 GRAMMAR = Path(__file__).with_name("p4.lark")
+_LOCK = threading.Lock()
 
 _TYPE_DECL = re.compile(
     r"\b(?:header|header_union|struct|parser|control|package)\s+([A-Za-z_]\w*)"
@@ -124,11 +126,11 @@ def parse(pre: Preprocessed) -> Tree:
     """Parse preprocessed text; syntax errors become P4Error at the original file:line:col."""
     lark = _lark()
     post = _PostLex(collect_type_names(pre.text))
-    # the parser object is shared; give it the post-lexer of this program
+    # the parser object is shared; give it the post-lexer of this program (one parse at a time)
     try:
-        lark_conf = lark.parser.lexer  # type: ignore[attr-defined]
-        lark_conf.postlexer = post
-        return lark.parse(pre.text)
+        with _LOCK:
+            lark.parser.lexer.postlexer = post  # type: ignore[attr-defined]
+            return lark.parse(pre.text)
     except UnexpectedInput as e:
         file, line = pre.origin(e.line)
         if isinstance(e, UnexpectedToken):

@@ -104,3 +104,18 @@ def test_macro_stringify_paste_and_varargs() -> None:
         "CAT(foo, bar) STR(hi) V(g, 1, 2)\n"
     )
     assert preprocess(src, "x.p4").text.split("\n")[3] == 'foobar "hi" g(1, 2)'
+
+
+@pytest.mark.parametrize(
+    "ingress",
+    [
+        "action a() { }\naction a() { }\napply { }",
+        "apply { bit<8> x = 1; bit<8> x = 2; }",
+        "table t { key = { sm.ingress_port: exact; } actions = { NoAction; } }\n"
+        "register<bit<8>>(1) t;\napply { }",
+    ],
+)
+def test_redeclarations_are_rejected(v1, ingress: str) -> None:
+    src = v1("", "state start { transition accept; }", ingress)
+    with pytest.raises(P4Error, match=r"^bad\.p4:\d+:\d+: re-declaration of"):
+        Switch.from_source(src, "bad.p4")

@@ -15,10 +15,9 @@ match_kind {
     selector
 }
 
+#if V1MODEL_VERSION >= 20200408
 typedef bit<9> PortId_t;
-typedef bit<16> McastGrp_t;
-typedef bit<16> CloneSessionId_t;
-typedef bit<32> SessionId_t;
+#endif
 
 @metadata @name("standard_metadata")
 struct standard_metadata_t {
