@@ -19,6 +19,7 @@ import pytest
 from kvswitch import protocol as p
 from kvswitch.agent.backend_procs import free_port
 from kvswitch.agent.backends import Backend, MemoryBackend
+from kvswitch.agent.control import AgentControl, ControlError, KeyVersion
 from kvswitch.agent.core import AgentCore
 from kvswitch.agent.server import AgentConfig, AgentServer
 from kvswitch.bench.lincheck import Op as HistOp
@@ -524,3 +525,31 @@ def test_pipeline_resends_lost_requests() -> None:
     with Client([addr(agent)], timeout=0.02, retries=1) as c:  # the agent is gone: timeouts
         outcomes = c.pipeline([Request("get", b"k1"), Request("get", b"k2")])
         assert all(isinstance(o.error, Timeout) for o in outcomes)
+
+
+def test_agent_control_client(agent_factory: AgentFactory) -> None:
+    origin = agent_factory(MemoryBackend(), control_port=0)  # standalone: no switch to SYNC with
+    replica = agent_factory(MemoryBackend(), control_port=0)
+    stamped = p.Message(p.Op.SET, p.pad_key(b"hot"), b"val", cid=1, seq=1, epoch=3, ver=7)
+    origin.process(stamped.encode(), (LOOP, 1))
+    with (
+        AgentControl(LOOP, origin.control_port or 0) as oc,
+        AgentControl(LOOP, replica.control_port or 0) as rc,
+    ):
+        assert oc.ping() == origin.port
+        assert oc.push(b"hot", [f"{LOOP}:{replica.port}"]) == (3, 7)
+        deadline = time.monotonic() + 5
+        while not rc.keys() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert rc.keys() == {p.pad_key(b"hot"): KeyVersion(3, 7, True)}
+        assert oc.stats()["push_sent"] == 1
+        with pytest.raises(ControlError, match="key not held"):
+            oc.push(b"cold", [])
+        assert rc.remove(b"hot") is True
+        assert rc.remove(b"hot") is False
+        assert rc.versions() == {}
+        with pytest.raises(ControlError, match="unknown cmd"):
+            rc.request(cmd="frob")
+        assert rc.ping() == replica.port  # the connection survives refused requests
+    with pytest.raises(ControlError):
+        AgentControl(LOOP, free_port(), timeout=0.5).ping()

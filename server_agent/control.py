@@ -1,0 +1,109 @@
+"""A typed client of the agent's JSON-lines control API (for the controller and tools).
+
+    with AgentControl("10.0.0.1", 8901) as agent:
+        agent.push(b"hot-key", ["10.0.0.2", "10.0.0.3"])   # -> (epoch, ver)
+        agent.versions()                                   # -> {key16: KeyVersion}
+
+Every method sends one request line and reads one answer line on one TCP connection (opened on
+first use, reopened after an error). A ``{"ok": false}`` answer raises :class:`ControlError`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from kvswitch import protocol as p
+
+
+class ControlError(RuntimeError):
+    """The agent refused a control request, or the connection failed."""
+
+
+@dataclass(frozen=True, slots=True)
+class KeyVersion:
+    epoch: int
+    ver: int
+    live: bool
+
+
+class AgentControl:
+    def __init__(self, host: str, port: int, timeout: float = 5.0) -> None:
+        self.addr = (host, port)
+        self.timeout = timeout
+        self._lock = threading.Lock()
+        self._conn: socket.socket | None = None
+        self._file: Any = None
+
+    def request(self, **fields: Any) -> dict[str, Any]:
+        """Send one command object and return the answer (raises :class:`ControlError`)."""
+        line = json.dumps(fields).encode() + b"\n"
+        with self._lock:
+            try:
+                if self._file is None:
+                    self._conn = socket.create_connection(self.addr, timeout=self.timeout)
+                    self._file = self._conn.makefile("rwb")
+                self._file.write(line)
+                self._file.flush()
+                raw = self._file.readline()
+                if not raw:
+                    raise ConnectionResetError("the agent closed the control connection")
+                answer = json.loads(raw)
+            except (OSError, ValueError) as exc:
+                self._reset()
+                raise ControlError(f"control connection to {self.addr}: {exc}") from exc
+        if not isinstance(answer, dict) or not answer.get("ok"):
+            error = answer.get("error") if isinstance(answer, dict) else answer
+            raise ControlError(f"agent {self.addr} refused {fields.get('cmd')}: {error}")
+        return answer
+
+    def ping(self) -> int:
+        return int(self.request(cmd="ping")["port"])
+
+    def push(self, key: bytes | str, replicas: list[str]) -> tuple[int, int]:
+        """Run the SYNC/PUSH flow for ``key`` to ``replicas`` ("ip" or "ip:port"); the version."""
+        answer = self.request(cmd="push", key_hex=p.pad_key(key).hex(), replicas=list(replicas))
+        return int(answer["epoch"]), int(answer["ver"])
+
+    def remove(self, key: bytes | str) -> bool:
+        """Drop the agent's copy of ``key``; True if it had one."""
+        return bool(self.request(cmd="remove", key_hex=p.pad_key(key).hex())["found"])
+
+    def stats(self) -> dict[str, int]:
+        return {k: int(v) for k, v in self.request(cmd="stats")["stats"].items()}
+
+    def keys(self) -> dict[bytes, KeyVersion]:
+        """Live keys with their versions."""
+        return self._rows("keys")
+
+    def versions(self) -> dict[bytes, KeyVersion]:
+        """Every key the agent holds a version for, tombstones (``live`` False) included."""
+        return self._rows("versions")
+
+    def _rows(self, cmd: str) -> dict[bytes, KeyVersion]:
+        rows = self.request(cmd=cmd)["keys"]
+        return {
+            bytes.fromhex(r["key_hex"]): KeyVersion(int(r["epoch"]), int(r["ver"]), bool(r["live"]))
+            for r in rows
+        }
+
+    def _reset(self) -> None:
+        for closable in (self._file, self._conn):
+            if closable is not None:
+                with contextlib.suppress(OSError):
+                    closable.close()
+        self._file = self._conn = None
+
+    def close(self) -> None:
+        with self._lock:
+            self._reset()
+
+    def __enter__(self) -> AgentControl:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
