@@ -63,6 +63,13 @@ BMV2_PRIORITY_BASE = (1 << 31) - 1
 TableCode = TableOperationErrorCode
 
 
+def engine_priority(table: TableInfo, options: BmAddEntryOptions | None) -> int:
+    """The engine priority of a BMv2 one (0 for tables without priorities)."""
+    if not table.needs_priority:
+        return 0
+    return BMV2_PRIORITY_BASE - max(0, (options.priority or 0) if options else 0)
+
+
 def table_error(code: int) -> InvalidTableOperation:
     return InvalidTableOperation(code=code)
 
@@ -221,9 +228,7 @@ class StandardHandler:
                 raise table_error(TableCode.INVALID_ACTION_NAME)
             params = self.params(action, action_data)
             match = self.match(table, match_key)
-            priority = 0
-            if table.needs_priority:
-                priority = BMV2_PRIORITY_BASE - max(0, (options.priority or 0) if options else 0)
+            priority = engine_priority(table, options)
             if table.size and len(pipe.entries.get(table.id, {})) >= table.size:
                 raise table_error(TableCode.TABLE_FULL)
             rec = self.control(lambda: pipe.add(table, match, action.name, params, priority))
@@ -346,9 +351,7 @@ class StandardHandler:
         with self.device.lock:
             pipe = self.pipe()
             table = self.table(pipe, table_name)
-            priority = 0
-            if table.needs_priority:
-                priority = BMV2_PRIORITY_BASE - max(0, (options.priority or 0) if options else 0)
+            priority = engine_priority(table, options)
             rec = pipe.lookup(table, pipe.key_of(table, self.match(table, match_key), priority))
             if rec is None:
                 raise table_error(TableCode.BAD_MATCH_KEY)
