@@ -573,6 +573,18 @@ static void test_loadgen(void **state)
     assert_int_equal(json_int(out, "received"), json_int(out, "sent"));
     assert_int_equal(json_int(out, "window"), 16);
 
+    /* replies from an address that is not the origin (a replica after a redirect) still match */
+    struct fake rf;
+    fake_start(&rf, REPLICA);
+    char rservers[32];
+    snprintf(rservers, sizeof rservers, "127.0.0.1:%u", rf.port);
+    char *replica_argv[] = {(char *)bin, "--servers", rservers, "--rate", "1000", "--duration",
+                            "0.3", "--json", "--quiet", NULL};
+    assert_int_equal(run_capture(replica_argv, out, sizeof out), 0);
+    assert_int_equal(json_int(out, "received"), json_int(out, "sent"));
+    assert_int_equal(json_int(out, "replies_unknown_server"), json_int(out, "received"));
+    fake_stop(&rf);
+
     char *bad_argv[] = {(char *)bin, "--servers", servers, "--zipf", "-1", NULL};
     assert_int_equal(run_capture(bad_argv, out, sizeof out), 2);
     char *long_key_argv[] = {(char *)bin, "--servers", servers, "--key-prefix",
