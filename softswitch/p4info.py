@@ -208,6 +208,16 @@ def build_p4info(prog: Program) -> Any:
             md.id = i
             md.name = fname
             md.bitwidth = bit_width_of(ft) or 0
+    for name in sorted(prog.serializable_enums):
+        et = prog.serializable_enums[name]
+        assert et.underlying is not None
+        w = et.underlying.width
+        spec = info.type_info.serializable_enums[name]
+        spec.underlying_type.bitwidth = w
+        for mname, value in et.members.items():
+            m = spec.members.add()
+            m.name = mname
+            m.value = (value & ((1 << w) - 1)).to_bytes((w + 7) // 8, "big")
     return info
 
 

@@ -56,6 +56,7 @@ class Program:
     source: str = ""
     ns: dict[str, Any] = field(default_factory=dict)
     controller_headers: list[tuple[str, StructLikeT]] = field(default_factory=list)
+    serializable_enums: dict[str, EnumT] = field(default_factory=dict)
     # generated entry points
     parser: Any = None
     verify: Any = None
@@ -161,6 +162,8 @@ class Builder:
         cls = {k: self.tr.py_class(t) for k, t in (("hdr", hdr_t), ("meta", meta_t), ("sm", sm_t))}
         self.compile_module(names, cls)
         for t in self.ck.globals.types.values():
+            if isinstance(t, EnumT) and t.underlying is not None:
+                self.prog.serializable_enums[t.name] = t
             if isinstance(t, StructLikeT) and t.is_header:
                 self.prog.headers[t.name] = t
                 if "controller_header" in t.annotations:

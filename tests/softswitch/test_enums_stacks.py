@@ -89,3 +89,9 @@ def test_plain_enum_and_header_copy_does_not_alias(v1) -> None:
     assert out[:4] == bytes([7, 1, 0, 10])
     assert out[4] == 1  # tmp is a copy of an invalid header: 0 + 1
     assert out[6:8] == bytes([7, 1])
+
+
+def test_serializable_enums_in_p4info(v1) -> None:
+    spec = switch(v1).p4info.type_info.serializable_enums["Kind"]
+    assert spec.underlying_type.bitwidth == 8
+    assert {m.name: m.value for m in spec.members} == {"A": b"\x01", "B": b"\x02", "C": b"\x07"}
