@@ -78,6 +78,9 @@ class AgentServer:
 
     def stop(self) -> None:
         self._stop.set()
+        wake = "127.0.0.1" if self.config.listen in ("", "0.0.0.0") else self.config.listen
+        with contextlib.suppress(OSError):  # wake the UDP loop now rather than at its timeout
+            self.udp.sendto(b"", (wake, self.port))
         for server in (self._tcp, self._control):
             if server is not None:
                 server.shutdown()
@@ -122,6 +125,8 @@ class AgentServer:
                 if stop.is_set():
                     return
                 continue
+            if stop.is_set():
+                return
             self.send(self.process(data, src))
 
     # -- control ------------------------------------------------------------------------------------
