@@ -3,9 +3,21 @@ replica only when it confirmed the version the origin acknowledged; otherwise to
 
 from __future__ import annotations
 
+from scapy.layers.inet import IP, IPOption_Router_Alert
 from scapy.packet import Packet
 
-from .base import CLIENT, MAX_SERVERS, SERVERS, Dataplane, Host, kvs, proto, routed, udp_packet
+from .base import (
+    CLIENT,
+    MAX_SERVERS,
+    SERVERS,
+    Dataplane,
+    Host,
+    fresh,
+    kvs,
+    proto,
+    routed,
+    udp_packet,
+)
 
 KEY = "hot-key-1"
 SLOT = 3
@@ -80,3 +92,17 @@ def test_cold_get_untouched(dp: Dataplane) -> None:
     dp.send_expect(CLIENT.port, pkt, [(R2.port, routed(pkt, R2))])
     assert dp.hot_count(KEY) == (0, 0)
     assert dp.reg("rr", SLOT) == 0
+
+
+def test_redirect_with_ipv4_options(dp: Dataplane) -> None:
+    # The IPv4 checksum of a redirected Get covers its options; the UDP one the new address.
+    dp.make_hot(KEY, SLOT, [ORIGIN, R1])
+    dp.make_valid(SLOT, [ORIGIN, R1], ver=5)
+    for seq, holder in enumerate([ORIGIN, R1]):
+        pkt = _get(seq)
+        pkt[IP].options = [IPOption_Router_Alert()]
+        pkt = fresh(pkt)
+        assert pkt[IP].ihl == 6
+        dp.send_expect(
+            CLIENT.port, pkt, [(holder.port, routed(pkt, holder, redirect=holder != ORIGIN))]
+        )

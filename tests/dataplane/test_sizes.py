@@ -1,0 +1,50 @@
+"""Sizes are compile-time constants overridable with -D (p4src/shared/sizes.p4)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from kvswitch.paths import p4src_dir
+
+pytestmark = pytest.mark.skipif(
+    os.environ.get("KVSWITCH_TARGET", "softswitch") != "softswitch",
+    reason="builds the program in-process with the software switch's loader",
+)
+
+
+def _build(defines: dict[str, str]):
+    from softswitch import Switch
+
+    source = p4src_dir() / "kvswitch.p4"
+    return Switch.from_file(source, defines=defines, include_dirs=[source.parent])
+
+
+@pytest.mark.parametrize(("keys", "servers", "stages"), [(32, 4, 1), (256, 16, 8)])
+def test_sizes_follow_defines(keys: int, servers: int, stages: int) -> None:
+    sw = _build({"HOT_KEYS": str(keys), "MAX_SERVERS": str(servers), "HP_STAGES": str(stages)})
+    registers = {r.preamble.alias: r.size for r in sw.p4info.registers}
+    tables = {t.preamble.alias: t.size for t in sw.p4info.tables}
+    prefix = "KvsIngress.hashpipe."
+    hashpipe = {
+        r.preamble.name.removeprefix(prefix): r.size
+        for r in sw.p4info.registers
+        if r.preamble.name.startswith(prefix)
+    }
+    assert hashpipe == {
+        f"hp_stage{s}.{kind}": keys // stages
+        for s in range(stages)
+        for kind in ("hp_key", "hp_cnt")
+    }
+    assert registers["valid_ver"] == keys * servers
+    assert registers["slot_ver"] == registers["origin_ver"] == registers["rr"] == keys
+    assert tables["HotkeyTable"] == tables["KeyindexTable"] == tables["MultigroupTable"] == keys
+    assert tables["ServeroffsetTable"] == tables["LoadcountTable"] == servers
+
+
+def test_too_many_stages_refused() -> None:
+    from softswitch import P4Error
+
+    with pytest.raises(P4Error, match="HP_STAGES"):
+        _build({"HP_STAGES": "9"})
