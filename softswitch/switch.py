@@ -22,7 +22,10 @@ log = logging.getLogger(__name__)
 
 DROP_PORT = 511
 INSTANCE_NORMAL = 0
+INSTANCE_RECIRC = 4
 INSTANCE_REPLICATION = 5
+INSTANCE_RESUBMIT = 6
+MAX_PASSES = 16  # resubmit/recirculate loops end here (the packet is dropped)
 
 
 def load_program(
@@ -50,6 +53,7 @@ class Switch:
         self._start = time.monotonic()
         self._objs = (program.hdr_cls(), program.meta_cls(), program.sm_cls())
         self.internal_errors = 0
+        self._field_lists: dict[int, list[str]] = {}
 
     # ------------------------------------------------------------------ loading
     @classmethod
@@ -287,6 +291,45 @@ class Switch:
                 return []
 
     def _process(self, port: int, data: bytes) -> list[tuple[int, bytes]]:
+        out: list[tuple[int, bytes]] = []
+        again = self._pipeline(port, data, INSTANCE_NORMAL, None, out)
+        passes = 1
+        while again:
+            if passes >= MAX_PASSES:
+                log.warning(
+                    "softswitch: packet dropped after %d resubmit/recirculate passes", passes
+                )
+                break
+            passes += 1
+            nxt = []
+            for data2, itype, keep in again:
+                nxt += self._pipeline(port, data2, itype, keep, out) or []
+            again = nxt
+        return out
+
+    def _preserved(self, meta: Any, index: int) -> list[tuple[str, Any]]:
+        """The user-metadata fields annotated @field_list(index) and their values."""
+        names = self._field_lists.get(index)
+        if names is None:
+            t = self.program.meta_type
+            names = [
+                n
+                for n, anns in (t.field_annotations.items() if t is not None else [])
+                if index in anns.get("field_list", [])
+            ]
+            self._field_lists[index] = names
+        return [(n, getattr(meta, n)) for n in names]
+
+    def _pipeline(
+        self,
+        port: int,
+        data: bytes,
+        itype: int,
+        keep: list[tuple[str, Any]] | None,
+        out: list[tuple[int, bytes]],
+    ) -> list[tuple[bytes, int, list[tuple[str, Any]]]] | None:
+        """One pass: parser to deparser. Appends outputs to ``out``; returns the packets to run again
+        (resubmitted or recirculated) with their instance type and preserved metadata."""
         p = self.program
         ctx = p.ctx
         # the objects of the previous packet are reused: resetting is cheaper than allocating
@@ -294,10 +337,15 @@ class Switch:
         hdr._reset()
         meta._reset()
         sm._reset()
+        if keep:
+            for n, v in keep:
+                setattr(meta, n, v)
         ctx.sm = sm
         ctx.plen = len(data)
+        ctx.resubmit = ctx.recirculate = None
         now = int((time.monotonic() - self._start) * 1e6)
         sm.ingress_port = port
+        sm.instance_type = itype
         sm.packet_length = len(data)
         sm.ingress_global_timestamp = now
         off = p.parser(data, hdr, meta, sm)
@@ -313,7 +361,10 @@ class Switch:
             except Exit:
                 pass
         except AssertFailed:
-            return []
+            return None
+        if ctx.resubmit is not None:
+            # BMv2: the original packet goes through the parser and ingress again, nothing leaves
+            return [(data, INSTANCE_RESUBMIT, self._preserved(meta, ctx.resubmit))]
         copies: list[tuple[Any, Any, Any]] = []
         grp = sm.mcast_grp
         if grp:
@@ -328,16 +379,16 @@ class Switch:
                 s.instance_type = INSTANCE_REPLICATION
                 copies.append((h, m, s))
         elif sm.egress_spec == DROP_PORT:
-            return []
+            return None
         else:
             sm.egress_port = sm.egress_spec
-            sm.instance_type = INSTANCE_NORMAL
             copies.append((hdr, meta, sm))
-        out: list[tuple[int, bytes]] = []
+        again: list[tuple[bytes, int, list[tuple[str, Any]]]] = []
         for h, m, s in copies:
             s.egress_spec = 0
             s.egress_global_timestamp = now
             ctx.sm = s
+            ctx.recirculate = None
             try:
                 try:  # noqa: SIM105 - cheaper than contextlib.suppress per packet
                     p.egress(h, m, s)
@@ -354,5 +405,11 @@ class Switch:
             parts: list[bytes] = []
             p.deparser(parts, h)
             parts.append(payload)
+            if ctx.recirculate is not None:
+                # BMv2: the deparsed packet enters the parser again instead of leaving
+                again.append(
+                    (b"".join(parts), INSTANCE_RECIRC, self._preserved(m, ctx.recirculate))
+                )
+                continue
             out.append((s.egress_port, b"".join(parts)))
-        return out
+        return again or None

@@ -42,8 +42,6 @@ from softswitch.frontend.types import (
 UNSUPPORTED_EXTERNS = {
     "clone": "clone",
     "clone_preserving_field_list": "clone",
-    "resubmit_preserving_field_list": "resubmit",
-    "recirculate_preserving_field_list": "recirculate",
     "truncate": "truncate",
     "digest": "digest",
 }
@@ -1306,6 +1304,15 @@ class Translator:
     ) -> E | None:
         if name in UNSUPPORTED_EXTERNS:
             raise self.err(node, f"{UNSUPPORTED_EXTERNS[name]} is not supported by this target")
+        if name in ("resubmit_preserving_field_list", "recirculate_preserving_field_list"):
+            if len(args) != 1:
+                raise self.err(node, f"{name}(bit<8> index)")
+            idx = self.convert(self.expr(args[0], scope, BitT(8)), BitT(8), args[0])
+            if not idx.is_const:
+                raise self.err(args[0], f"{name}: the field list index must be a constant")
+            what = "resubmit" if name.startswith("resubmit") else "recirculate"
+            self.em(f"_G.{what} = {idx.const}")
+            return None
         if name == "mark_to_drop":
             if len(args) != 1:
                 raise self.err(node, "mark_to_drop(standard_metadata)")

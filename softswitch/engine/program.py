@@ -65,6 +65,7 @@ class Program:
     compute: Any = None
     deparser: Any = None
     hdr_cls: Any = None
+    meta_type: StructLikeT | None = None
     meta_cls: Any = None
     sm_cls: Any = None
     ctx: PacketContext = field(default_factory=PacketContext)
@@ -160,6 +161,7 @@ class Builder:
         if not (isinstance(sm_t, StructLikeT) and sm_t.name == "standard_metadata_t"):
             raise self.err(ptree, "the last parser parameter must be standard_metadata_t")
         cls = {k: self.tr.py_class(t) for k, t in (("hdr", hdr_t), ("meta", meta_t), ("sm", sm_t))}
+        self.prog.meta_type = meta_t  # type: ignore[assignment]
         self.compile_module(names, cls)
         for t in self.ck.globals.types.values():
             if isinstance(t, EnumT) and t.underlying is not None:

@@ -9,12 +9,14 @@ class PacketContext:
     """Per-packet values the generated code reads without passing them around (one packet at a
     time under the switch's lock)."""
 
-    __slots__ = ("payload", "plen", "sm")
+    __slots__ = ("payload", "plen", "recirculate", "resubmit", "sm")
 
     def __init__(self) -> None:
         self.plen = 0
         self.payload = b""
         self.sm: Any = None
+        self.resubmit: int | None = None  # field list index of a pending resubmit
+        self.recirculate: int | None = None
 
 
 class Stack(list):  # type: ignore[type-arg]

@@ -210,6 +210,7 @@ class Checker:
                 if isinstance(ft, EnumT) and ft.underlying is not None and kind == "header":
                     pass
                 t.fields.append((fname, ft))
+                t.field_annotations[fname] = self.annotations(f.children[0])
             if kind == "header_union":
                 raise self.error(d, "header_union is not supported by this target")
         elif k == "typedef_decl" or k == "newtype_decl":

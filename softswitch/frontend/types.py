@@ -84,6 +84,7 @@ class StructLikeT(P4Type):
     fields: list[tuple[str, P4Type]] = field(default_factory=list)
     kind: str = "struct"  # struct | header | header_union
     annotations: dict[str, list[Any]] = field(default_factory=dict)
+    field_annotations: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
 
     def show(self) -> str:
         return self.name
