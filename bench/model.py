@@ -204,6 +204,8 @@ class Model(Driver):
         _entry_op(table, key, op.op, value, op.table)
         if old is not None and self.slot_owner.get(old[0]) == key:
             del self.slot_owner[old[0]]
+        if op.table == names.HOTKEY_TABLE and op.op is EntryOp.ADD:
+            self.hot_cnt[p[names.PARAM_SLOT]] = 0  # a direct counter starts with its entry
         if op.table == names.KEYINDEX_TABLE and not deleting:
             self.slot_owner[value[0]] = key  # type: ignore[index]
 
@@ -224,7 +226,6 @@ class Model(Driver):
     def push(self, kid: int, replicas: Sequence[int]) -> None:
         """The origin SYNCs the key (rule 5: fresh version), acknowledges it (SYNC_DONE, rule 2)
         and PUSHes it to ``replicas``, which store it and CONFIRM (rule 3); delivered at once."""
-        self.flush()
         self.stored.setdefault(kid, set()).update(replicas)
         hot = self.tables.hot.get(kid)
         if hot is None:
@@ -233,6 +234,7 @@ class Model(Driver):
         self.gver[0] += 1
         ver = int(self.gver[0])
         self.slot_ver[slot] = ver
+        self.load[int(self.origin[kid])] += 1  # the stamped SYNC reflected to the origin
         self.ack(slot, -1, ver)
         for s in replicas:
             offset = self.tables.serveroffset.get(s)
