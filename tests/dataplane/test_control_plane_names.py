@@ -1,0 +1,68 @@
+"""The controller's names (controller/names.py) exist in the program's P4Info with the shapes the
+controller writes: tables with their match fields, actions with their parameters, registers and
+direct counters. A rename on either side fails here, not in a running rack."""
+
+from __future__ import annotations
+
+from kvswitch.controller import names
+
+from .base import HP_STAGES, SwitchTarget
+
+TABLE_KEYS = {
+    names.HOTKEY_TABLE: [names.MATCH_KEY],
+    names.KEYINDEX_TABLE: [names.MATCH_KEY],
+    names.SERVERMAP_TABLE: [names.MATCH_SLOT, names.MATCH_ORDINAL],
+    names.SERVEROFFSET_TABLE: [names.MATCH_SERVER_IP],
+    names.MULTIGROUP_TABLE: [names.MATCH_KEY],
+    names.PORTTOSERVER_TABLE: [names.MATCH_PORT],
+    names.LOADCOUNT_TABLE: [names.MATCH_DST],
+}
+
+TABLE_ACTIONS = {
+    names.HOTKEY_TABLE: (names.ACT_SET_HOT, [names.PARAM_SLOT, names.PARAM_HOLDERS]),
+    names.KEYINDEX_TABLE: (names.ACT_SET_BASE, [names.PARAM_SLOT, names.PARAM_BASE]),
+    names.SERVERMAP_TABLE: (
+        names.ACT_SET_SERVER,
+        [names.PARAM_VIDX, names.PARAM_IP, names.PARAM_MAC, names.PARAM_PORT],
+    ),
+    names.SERVEROFFSET_TABLE: (names.ACT_SET_OFFSET, [names.PARAM_OFFSET, names.PARAM_PORT]),
+    names.MULTIGROUP_TABLE: (names.ACT_SET_GROUP, [names.PARAM_GROUP]),
+    names.PORTTOSERVER_TABLE: (names.ACT_SET_REPLICA, [names.PARAM_IP, names.PARAM_MAC]),
+    names.LOADCOUNT_TABLE: (names.ACT_COUNT_LOAD, []),
+}
+
+
+def test_tables_match_fields_and_actions(target: SwitchTarget) -> None:
+    p4info = target.p4info
+    tables = {t.preamble.alias: t for t in p4info.tables}
+    actions = {a.preamble.id: a for a in p4info.actions}
+    for table, keys in TABLE_KEYS.items():
+        assert table in tables, table
+        assert [m.name for m in tables[table].match_fields] == keys, table
+        action, params = TABLE_ACTIONS[table]
+        by_alias = {
+            actions[ref.id].preamble.alias: actions[ref.id] for ref in tables[table].action_refs
+        }
+        assert action in by_alias, (table, action, sorted(by_alias))
+        assert [p.name for p in by_alias[action].params] == params, (table, action)
+
+
+def test_registers_and_counters(target: SwitchTarget) -> None:
+    p4info = target.p4info
+    registers = {r.preamble.alias for r in p4info.registers}
+    for reg in (
+        names.REG_RR,
+        names.REG_SLOT_VER,
+        names.REG_ORIGIN_VER,
+        names.REG_VALID_VER,
+        names.REG_GLOBAL_VER,
+        names.REG_EPOCH,
+    ):
+        assert reg in registers, reg
+    for stage in range(HP_STAGES):
+        assert names.reg_hp_key(stage) in registers
+        assert names.reg_hp_cnt(stage) in registers
+    counters = {c.preamble.alias: c for c in p4info.direct_counters}
+    tables = {t.preamble.id: t.preamble.alias for t in p4info.tables}
+    assert tables[counters[names.HOTKEY_COUNTER].direct_table_id] == names.HOTKEY_TABLE
+    assert tables[counters[names.LOAD_COUNTER].direct_table_id] == names.LOADCOUNT_TABLE
