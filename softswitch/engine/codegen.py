@@ -183,6 +183,7 @@ class Translator:
         self.funcs: list[str] = []
         self.ns: dict[str, Any] = {}
         self.struct_names: dict[str, str] = {}
+        self.in_action = 0
         self.tables: list[TableInfo] = []
         self.actions: dict[str, ActionInfo] = {}
         self.externs: list[ExternInst] = []
@@ -1061,10 +1062,12 @@ class Translator:
                 self.em(f"{local} = {self.zero(pt)}")
             else:
                 self.em(f"{local} = {value}")
-            sc.names[pname] = Sym("var", pt, code=local, lvalue=direction != "in")
+            # directionless and `in` parameters are read-only, as p4c says
+            sc.names[pname] = Sym("var", pt, code=local, lvalue=direction in ("out", "inout"))
             outs.append((local, direction))
         saved_fq = self.fq
         body = info.tree.children[3]
+        self.in_action += 1
         if self.contains(body, "return_stmt"):
             self.em("try:")
             with self.em.block():
@@ -1075,6 +1078,7 @@ class Translator:
                 self.em("pass")
         else:
             self.block(body, sc)
+        self.in_action -= 1
         self.fq = saved_fq
         return outs
 
@@ -1120,6 +1124,8 @@ class Translator:
 
     # ---- tables
     def apply_table(self, tbl: TableInfo, node: Any) -> tuple[str, str]:
+        if self.in_action:
+            raise self.err(node, "tables cannot be applied from actions")
         n = next(self.uid)
         a, p, h, e = f"_a{n}", f"_p{n}", f"_h{n}", f"_e{n}"
         T = tbl.pyname

@@ -63,6 +63,14 @@ def test_preprocessor_errors(src: str, where: str, msg: str) -> None:
         ("apply { hdr.d.nofield = 1; }", "has no field nofield"),
         ("meter(8, MeterType.packets) m;\napply { }", "extern meter is not supported"),
         ("apply { hdr.d.a = 8w1 ++ 8w2; }", "type mismatch"),
+        ("action a(bit<8> v) { v = 1; }\napply { a(1); }", "cannot assign"),
+        (
+            "action a() { hdr.d.a = 1; }\ntable t { key = { hdr.d.a: exact; } actions = { a; } }\n"
+            "action b() { t.apply(); }\napply { b(); }",
+            "tables cannot be applied from actions",
+        ),
+        ("apply { bool b = hdr.d.a == 16w1; }", "cannot mix"),
+        ("apply { hdr.d.a = hdr.d.a << -1; }", "shift amount"),
     ],
 )
 def test_load_errors_point_at_the_source(v1, ingress: str, msg: str) -> None:
