@@ -92,7 +92,8 @@ parser KvsParser(packet_in pkt, out headers_t hdr, inout kvs_meta_t meta,
 }
 
 // Accepts the KVSwitch header only when the parser finished without error and the header plus its
-// value fit in the datagram (UDP length) or segment (IPv4 length): docs/protocol.md "malformed".
+// value fit in the datagram (UDP length) or segment (IPv4 length), and the frame really holds the
+// IPv4 length it announces: docs/protocol.md "malformed".
 // Ethernet padding can make a short datagram parse; this check is what rejects it.
 control KvsCheck(in headers_t hdr, inout kvs_meta_t meta, in standard_metadata_t std) {
     apply {
@@ -100,7 +101,9 @@ control KvsCheck(in headers_t hdr, inout kvs_meta_t meta, in standard_metadata_t
         if (std.parser_error == error.NoError && hdr.kvs.isValid()) {
             bit<32> need = (bit<32>)KVS_HDR_LEN + (bit<32>)hdr.kvs.vlen;
             bit<32> l4_len = (bit<32>)meta.l4_len;
-            if (hdr.ipv4.total_len < ((bit<16>)hdr.ipv4.ihl << 2)) {
+            if (hdr.ipv4.total_len < ((bit<16>)hdr.ipv4.ihl << 2)
+                || 14 + (bit<32>)hdr.ipv4.total_len > std.packet_length) {
+                // A lying IPv4 length, or a frame cut short of it: the value is not all there.
                 meta.kvs_ok = false;
             } else if (hdr.udp.isValid()) {
                 bit<32> udp_len = (bit<32>)hdr.udp.length;

@@ -336,7 +336,7 @@ class Dataplane:
         return self.sw.process(port, bytes(pkt))
 
     def send_expect(
-        self, port: int, pkt: Packet | bytes, expected: Sequence[tuple[int, Packet]]
+        self, port: int, pkt: Packet | bytes, expected: Sequence[tuple[int, Packet | bytes]]
     ) -> list[tuple[int, bytes]]:
         """Send, then check that exactly ``expected`` came out (any order across ports)."""
         out = self.send(port, pkt)
@@ -348,7 +348,9 @@ def _show(data: bytes) -> str:
     return Ether(data).show2(dump=True)
 
 
-def verify_packets(out: list[tuple[int, bytes]], expected: Sequence[tuple[int, Packet]]) -> None:
+def verify_packets(
+    out: list[tuple[int, bytes]], expected: Sequence[tuple[int, Packet | bytes]]
+) -> None:
     left = list(out)
     for port, want in expected:
         for i, (got_port, data) in enumerate(left):

@@ -121,3 +121,13 @@ def test_first_fragment_forwarded_plain(dp: Dataplane) -> None:
         want[IP].chksum = None
         dp.send_expect(CLIENT.port, pkt, [(ORIGIN.port, Ether(bytes(want)))])
     _assert_untouched(dp, before)
+
+
+def test_frame_shorter_than_its_ipv4_length_forwarded_plain(dp: Dataplane) -> None:
+    # Headers all consistent, but the frame ends early: the value is not all there.
+    _setup(dp)
+    before = dp.snapshot()
+    whole = bytes(udp_packet(CLIENT, ORIGIN.ip, kvs(proto().op.SET, KEY, b"0123456789")))
+    cut = whole[:-4]
+    dp.send_expect(CLIENT.port, cut, [(ORIGIN.port, bytes(routed(Ether(whole), ORIGIN))[:-4])])
+    _assert_untouched(dp, before)
