@@ -151,11 +151,19 @@ typedef struct kvs_config {
     const char *const *servers; /* "ip:port" (IPv4 or a host name; port defaults to KVS_PORT) */
     size_t nservers;            /* in rack order: server i is ring server i */
     unsigned vnodes;            /* 0: KVS_DEFAULT_VNODES */
-    unsigned timeout_ms;        /* per attempt; 0: 500 ms (as the Python client) */
-    unsigned retries;           /* extra attempts after the first (UDP); e.g. 3 */
+    unsigned timeout_ms;        /* per attempt; 0: KVS_DEFAULT_TIMEOUT_MS */
+    unsigned retries;           /* extra attempts after the first; 0: none (the defaults: 3) */
     uint32_t cid;               /* client id; 0: random non-zero */
     int tcp_writes;             /* non-zero: Sets and Deletes over TCP instead of UDP */
 } kvs_config;
+
+/* The Python client's defaults: timeout 500 ms per attempt, 3 retries. */
+#define KVS_DEFAULT_TIMEOUT_MS 500u
+#define KVS_DEFAULT_RETRIES 3u
+
+/* Fill cfg with the defaults of the Python client (KVS_DEFAULT_TIMEOUT_MS, KVS_DEFAULT_RETRIES,
+ * KVS_DEFAULT_VNODES, random cid, UDP writes) for these servers. */
+void kvs_config_defaults(kvs_config *cfg, const char *const *servers, size_t nservers);
 
 typedef struct kvs_client kvs_client;
 

@@ -17,7 +17,6 @@
 
 #include "kvswitch.h"
 
-#define DEFAULT_TIMEOUT_MS 500u
 #define RCVBUF_BYTES (4 << 20)
 
 struct kvs_client {
@@ -69,6 +68,12 @@ static kvs_error parse_addr(const char *text, struct sockaddr_in *out)
     out->sin_port = htons((uint16_t)port);
     freeaddrinfo(res);
     return KVS_OK;
+}
+
+void kvs_config_defaults(kvs_config *cfg, const char *const *servers, size_t nservers)
+{
+    *cfg = (kvs_config){.servers = servers, .nservers = nservers, .vnodes = KVS_DEFAULT_VNODES,
+                        .timeout_ms = KVS_DEFAULT_TIMEOUT_MS, .retries = KVS_DEFAULT_RETRIES};
 }
 
 kvs_client *kvs_client_new(const kvs_config *cfg, kvs_error *err)
@@ -129,7 +134,7 @@ kvs_client *kvs_client_new(const kvs_config *cfg, kvs_error *err)
         goto fail;
     }
     c->next_seq = (c->next_seq >> 1) | 1u;
-    c->timeout_ms = cfg->timeout_ms ? cfg->timeout_ms : DEFAULT_TIMEOUT_MS;
+    c->timeout_ms = cfg->timeout_ms ? cfg->timeout_ms : KVS_DEFAULT_TIMEOUT_MS;
     c->retries = cfg->retries;
     c->tcp_writes = cfg->tcp_writes;
     atomic_init(&c->dropped, 0);

@@ -509,7 +509,13 @@ static void test_bad_config(void **state)
     assert_null(kvs_client_new(&none, &err));
     assert_null(kvs_client_new(NULL, NULL));
     const char *good[] = {"localhost"};
-    kvs_config cfg = {.servers = good, .nservers = 1, .cid = 42};
+    kvs_config cfg;
+    kvs_config_defaults(&cfg, good, 1);
+    assert_int_equal(cfg.timeout_ms, 500);
+    assert_int_equal(cfg.retries, 3);
+    assert_int_equal(cfg.vnodes, KVS_DEFAULT_VNODES);
+    assert_int_equal(cfg.tcp_writes, 0);
+    cfg.cid = 42;
     kvs_client *c = kvs_client_new(&cfg, &err);
     assert_non_null(c);
     assert_int_equal(kvs_client_cid(c), 42);
