@@ -202,3 +202,21 @@ def test_backend_lists_keys_written_by_an_earlier_agent(
             p.pad_key(b"b"): Item(b"", 1, 3, live=False),
         }
         second.close()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="contract gap (docs/protocol.md rule 5): a SYNC stamped after a write but reflected to "
+    "the origin before that write arrives makes the write STALE, yet the client is told it is done",
+)
+def test_contract_gap_sync_overtaking_a_write() -> None:
+    core = AgentCore(MemoryBackend(), SWITCH)
+    one(core, msg(p.Op.SET, b"a", seq=1, epoch=1, ver=5))
+    # The switch stamps a client's Set of b with 6, then the origin's SYNC with 7; the reflected
+    # SYNC reaches the origin first (e.g. the Set came over TCP, the SYNC over UDP).
+    core.start_sync(K, [("127.0.0.2", 8900)])
+    core.handle(msg(p.Op.SYNC, cid=0, epoch=1, ver=7), SWITCH)
+    reply = one(core, msg(p.Op.SET, b"b", cid=9, seq=1, epoch=1, ver=6))
+    assert reply.status in (p.Status.OK, p.Status.STALE)  # either way the client is told "done"
+    # Linearizability needs the acknowledged write to be visible now; it is not.
+    assert one(core, msg(p.Op.GET, seq=2)).value == b"b"
