@@ -64,6 +64,12 @@ class Pipeline:
     # table id -> (action name, params) of a default action set at run time
     defaults: dict[int, tuple[str, dict[str, int]]] = field(default_factory=dict)
     mc_groups: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
+    # table id -> the program's own default action, for resets
+    initial_defaults: dict[int, tuple[str, dict[str, int]]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for table in self.index.tables.values():
+            self.initial_defaults[table.id] = self.switch.table_get_default(table.name)
 
     @property
     def p4info(self) -> p4i.P4Info:

@@ -41,11 +41,11 @@ Undo = Callable[[], None]
 def decode_uint(data: bytes, bitwidth: int, what: str) -> int:
     """A P4Runtime byte string as an unsigned integer that must fit ``bitwidth`` bits."""
     if not data:
-        raise ControlError("INVALID_ARGUMENT", f"{what}: empty byte string")
+        raise ControlError("OUT_OF_RANGE", f"{what}: empty byte string")
     value = int.from_bytes(data, "big")
     if value >> bitwidth:
         raise ControlError(
-            "INVALID_ARGUMENT", f"{what}: value {data.hex()} does not fit in {bitwidth} bits"
+            "OUT_OF_RANGE", f"{what}: value {data.hex()} does not fit in {bitwidth} bits"
         )
     return value
 
@@ -169,9 +169,9 @@ def decode_action(
             f"{table.name}: action id {action.action_id} is not one of its actions",
         )
     if default and action.action_id in table.table_only_ids:
-        raise ControlError("INVALID_ARGUMENT", f"{info.name} cannot be a default action")
+        raise ControlError("PERMISSION_DENIED", f"{info.name} cannot be a default action")
     if not default and action.action_id in table.default_only_ids:
-        raise ControlError("INVALID_ARGUMENT", f"{info.name} is a default-only action")
+        raise ControlError("PERMISSION_DENIED", f"{info.name} is a default-only action")
     params: dict[str, int] = {}
     for p in action.params:
         spec = info.params_by_id.get(p.param_id)
@@ -249,6 +249,8 @@ class P4RuntimeServicer(p4r_grpc.P4RuntimeServicer):
     def check_primary(self, role: str, election_id: p4r.Uint128 | None) -> None:
         with self.arb_lock:
             state = self.roles.get(role)
+            if state is None and role:
+                raise ControlError("NOT_FOUND", f"unknown role {role!r}")
             primary = state.primary if state else None
             if (
                 primary is None
@@ -287,8 +289,10 @@ class P4RuntimeServicer(p4r_grpc.P4RuntimeServicer):
         action = request.action
         acts = p4r.SetForwardingPipelineConfigRequest
         if action == acts.COMMIT:
+            if request.HasField("config"):
+                raise ControlError("INVALID_ARGUMENT", "COMMIT takes no config")
             if self.saved is None:
-                raise ControlError("FAILED_PRECONDITION", "COMMIT without a saved config")
+                raise ControlError("NOT_FOUND", "COMMIT without a saved config")
             pipe, info = self.saved
             self.saved = None
             self.commit(pipe, info, reconcile=False)
@@ -488,7 +492,10 @@ class P4RuntimeServicer(p4r_grpc.P4RuntimeServicer):
             raise ControlError("INVALID_ARGUMENT", "the default entry has no match and no priority")
         if table.const_default_action_id:
             raise ControlError("PERMISSION_DENIED", f"{table.name}: default action is const")
-        action, params = decode_action(pipe.index, table, te.action.action, default=True)
+        if te.HasField("action"):
+            action, params = decode_action(pipe.index, table, te.action.action, default=True)
+        else:  # no action: back to the program's own default
+            action, params = pipe.initial_defaults[table.id]
         prev = engine_call(pipe.switch.table_get_default, table.name)
         engine_call(pipe.set_default, table, action, params)
         return lambda: engine_call(pipe.set_default, table, *prev)
@@ -588,15 +595,13 @@ class P4RuntimeServicer(p4r_grpc.P4RuntimeServicer):
         table = self.table_of(pipe, te.table_id)
         if pipe.index.table_direct_counter(table) is None:
             raise ControlError("INVALID_ARGUMENT", f"{table.name} has no direct counter")
-        if te.match:
-            key = pipe.key_of(table, decode_match(table, list(te.match)), te.priority)
-            rec = pipe.lookup(table, key)
-            if rec is None:
-                raise ControlError("NOT_FOUND", f"{table.name}: no such entry")
-            records = [rec]
-        else:
-            records = list(pipe.entries.get(table.id, {}).values())
-        return self.set_direct_counters(pipe, table, records, entry.data)
+        key = pipe.key_of(table, decode_match(table, list(te.match)), te.priority)
+        rec = pipe.lookup(table, key)
+        if rec is None:
+            raise ControlError("NOT_FOUND", f"{table.name}: no such entry")
+        if not entry.HasField("data"):
+            return lambda: None  # no data: the counter is left as it is
+        return self.set_direct_counters(pipe, table, [rec], entry.data)
 
     @staticmethod
     def set_direct_counters(
@@ -753,7 +758,10 @@ class P4RuntimeServicer(p4r_grpc.P4RuntimeServicer):
         sel.CopyFrom(req.table_entry)
         sel.counter_data.SetInParent()
         out = []
-        for te in self.read_table(pipe, sel):
+        found = self.read_table(pipe, sel)
+        if sel.match and not found:
+            raise ControlError("NOT_FOUND", "no table entry with this key")
+        for te in found:
             table = pipe.index.tables[te.table_id]
             if pipe.index.table_direct_counter(table) is None:
                 continue
@@ -814,7 +822,8 @@ class P4RuntimeServicer(p4r_grpc.P4RuntimeServicer):
 
     def arbitrate(self, stream: Stream, arb: p4r.MasterArbitrationUpdate) -> None:
         if arb.device_id != self.device.device_id:
-            raise ControlError("NOT_FOUND", f"unknown device id {arb.device_id}")
+            code = "NOT_FOUND" if stream.role is None else "FAILED_PRECONDITION"
+            raise ControlError(code, f"unknown device id {arb.device_id}")
         role = arb.role.name
         election = from_uint128(arb.election_id) if arb.HasField("election_id") else None
         with self.arb_lock:

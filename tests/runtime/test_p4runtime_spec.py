@@ -134,14 +134,14 @@ def test_errors_per_update_and_atomicity(
     unknown_table = p4r.Update(
         type=p4r.Update.INSERT, entity=p4r.Entity(table_entry=p4r.TableEntry(table_id=0x0200FFFF))
     )
-    too_wide = l2_entry(index, b"\x02\x00")  # 512 does not fit bit<9>
+    too_wide = l2_entry(index, b"\x02\x00")  # 512 does not fit bit<9>: OUT_OF_RANGE (spec 8.4)
     bad_param = l2_entry(index, b"\x03", out_port=1 << 12)  # does not fit bit<9>
     good = l2_entry(index, b"\x00\x04")  # non-canonical but fitting: accepted
     with pytest.raises(grpc.RpcError) as exc:
         a.write(unknown_table, too_wide, bad_param, good)  # CONTINUE_ON_ERROR
     assert exc.value.code() == grpc.StatusCode.UNKNOWN
     codes = [e.canonical_code for e in details(exc.value)]
-    assert codes == [Code.NOT_FOUND, Code.INVALID_ARGUMENT, Code.INVALID_ARGUMENT, Code.OK]
+    assert codes == [Code.NOT_FOUND, Code.OUT_OF_RANGE, Code.OUT_OF_RANGE, Code.OK]
     [entity] = a.read(p4r.Entity(table_entry=p4r.TableEntry(table_id=index.table("l2").id)))  # type: ignore[union-attr]
     assert entity.table_entry.match[0].exact.value == b"\x04"  # read back canonical
     assert entity.table_entry.action.action.params[0].value == b"\x02"
@@ -225,3 +225,74 @@ def test_capabilities(rt_server: Server) -> None:
     with grpc.insecure_channel(rt_server.address) as ch:
         resp = p4r_grpc.P4RuntimeStub(ch).Capabilities(p4r.CapabilitiesRequest())
     assert resp.p4runtime_api_version.startswith("1.")
+
+
+def test_default_entry_scope_commit_and_direct_counters(
+    rt_server: Server, clients: list[Client], program: Program
+) -> None:
+    a = client(rt_server, clients)
+    a.arbitrate(1)
+    req = p4r.SetForwardingPipelineConfigRequest
+    with pytest.raises(grpc.RpcError) as exc:  # nothing saved
+        a.stub.SetForwardingPipelineConfig(
+            req(device_id=0, election_id=p4r.Uint128(low=1), action=req.COMMIT)
+        )
+    assert exc.value.code() == grpc.StatusCode.NOT_FOUND
+    a.set_pipeline(program)
+    index = P4InfoIndex(program.bundle.compile().p4info)
+    lpm, acl = index.table("ipv4_lpm"), index.table("acl")
+    drop, noaction = index.action("drop"), index.action("NoAction")
+    assert lpm and acl and drop and noaction
+
+    def default_update(action_id: int | None) -> p4r.Update:
+        te = p4r.TableEntry(table_id=lpm.id, is_default_action=True)
+        if action_id is not None:
+            te.action.action.action_id = action_id
+        return p4r.Update(type=p4r.Update.MODIFY, entity=p4r.Entity(table_entry=te))
+
+    def default_action() -> int:
+        [e] = a.read(
+            p4r.Entity(table_entry=p4r.TableEntry(table_id=lpm.id, is_default_action=True))
+        )
+        return e.table_entry.action.action.action_id
+
+    assert default_action() == noaction.id
+    a.write(default_update(drop.id))
+    assert default_action() == drop.id
+    a.write(default_update(None))  # no action: reset to the program's default
+    assert default_action() == noaction.id
+    with pytest.raises(grpc.RpcError) as exc:
+        a.write(p4r.Update(type=p4r.Update.INSERT, entity=default_update(drop.id).entity))
+    assert [e.canonical_code for e in details(exc.value)] == [Code.INVALID_ARGUMENT]
+
+    # a @defaultonly action in an entry: PERMISSION_DENIED
+    te = p4r.TableEntry(table_id=acl.id, priority=1)
+    fm = te.match.add(field_id=acl.keys[0].id)
+    fm.ternary.value, fm.ternary.mask = b"\x08\x00", b"\xff\xff"
+    te.action.action.action_id = noaction.id
+    with pytest.raises(grpc.RpcError) as exc:
+        a.write(p4r.Update(type=p4r.Update.INSERT, entity=p4r.Entity(table_entry=te)))
+    assert [e.canonical_code for e in details(exc.value)] == [Code.PERMISSION_DENIED]
+
+    # direct counters: set, read back, NOT_FOUND for a missing entry
+    route = p4r.TableEntry(table_id=lpm.id)
+    m = route.match.add(field_id=lpm.keys[0].id)
+    m.lpm.value, m.lpm.prefix_len = b"\x0a\x00\x00\x00", 8
+    route.action.action.action_id = drop.id
+    a.write(p4r.Update(type=p4r.Update.INSERT, entity=p4r.Entity(table_entry=route)))
+    key_only = p4r.TableEntry(table_id=lpm.id, match=route.match)
+    dce = p4r.DirectCounterEntry(
+        table_entry=key_only, data=p4r.CounterData(byte_count=100, packet_count=2)
+    )
+    a.write(p4r.Update(type=p4r.Update.MODIFY, entity=p4r.Entity(direct_counter_entry=dce)))
+    [got] = a.read(p4r.Entity(direct_counter_entry=p4r.DirectCounterEntry(table_entry=key_only)))
+    assert (
+        got.direct_counter_entry.data.byte_count,
+        got.direct_counter_entry.data.packet_count,
+    ) == (100, 2)
+    missing = p4r.TableEntry(table_id=lpm.id)
+    mm = missing.match.add(field_id=lpm.keys[0].id)
+    mm.lpm.value, mm.lpm.prefix_len = b"\x0b\x00\x00\x00", 8
+    with pytest.raises(grpc.RpcError) as exc:
+        a.read(p4r.Entity(direct_counter_entry=p4r.DirectCounterEntry(table_entry=missing)))
+    assert exc.value.code() == grpc.StatusCode.NOT_FOUND

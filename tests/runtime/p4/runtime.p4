@@ -73,7 +73,7 @@ control RtIngress(inout headers_t hdr, inout metadata_t meta,
     }
     table acl {
         key = { hdr.ethernet.etherType: ternary @name("ether_type"); }
-        actions = { drop; punt; NoAction; }
+        actions = { drop; punt; @defaultonly NoAction; }
         default_action = NoAction();
     }
     table l2 {
