@@ -135,3 +135,22 @@ def test_model_rejects_bad_operations() -> None:
         model.apply(ops)  # entries exist already
     with pytest.raises(ValueError):
         model.run_trace(np.array([KEYS + 1]), np.array([False]))
+
+
+def test_crc_stage_indices_are_xor_shifts_of_each_other() -> None:
+    """Contract finding (docs/controller.md): CRC-32 is affine, so crc32({seed_s, key}) =
+    crc32({seed_s, 0}) ^ crc32({0, key}) ^ crc32(0^20). With w a power of two (the P4 default:
+    1024 slots / 4 stages = 256) keys that collide in one stage collide in every stage."""
+    rng = np.random.default_rng(8)
+    keys = [rng.bytes(16) for _ in range(3000)]
+    zero = zlib.crc32(bytes(20))
+    for s in range(4):
+        seed = kernel.stage_seed(s).to_bytes(4, "big")
+        shift = zlib.crc32(seed + bytes(16)) ^ zero
+        for key in keys[:50]:
+            assert zlib.crc32(seed + key) == shift ^ zlib.crc32(bytes(4) + key)
+    first = {}
+    for key in keys:
+        first.setdefault(hp_index_ref(0, key, 256), []).append(key)
+    for group in first.values():
+        assert len({hp_index_ref(3, key, 256) for key in group}) == 1
