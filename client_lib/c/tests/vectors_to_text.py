@@ -5,7 +5,8 @@ usage: python3 vectors_to_text.py VECTOR_DIR > vectors.txt
 Lines (hex strings, "-" for an empty one):
   hash <input_hex> <fnv1a64> <hash>
   case <servers> <vnodes> <key_hex> <key16_hex> <position> <origin>
-  msg <name> <op> <status> <vlen> <cid> <seq> <epoch> <flags> <ver> <key_hex> <value_hex> <bytes_hex>
+  msg <name> <op> <status> <vlen> <cid> <seq> <epoch> <flags> <ver> <key_hex> <value_hex>
+      <bytes_hex>   (all on one line)
   bad <name> <bytes_hex>
   const <name> <value>
 A vector file that is missing yields a "missing <file>" line; the C test then skips that part.
