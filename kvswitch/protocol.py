@@ -104,7 +104,12 @@ def pad_key(key: bytes | str) -> bytes:
 
     Raises :class:`KeyTooLong` for keys over 16 bytes.
     """
-    raw = key.encode() if isinstance(key, str) else bytes(key)
+    if isinstance(key, str):
+        raw = key.encode()
+    elif isinstance(key, bytes | bytearray | memoryview):
+        raw = bytes(key)
+    else:
+        raise TypeError(f"a key is bytes or str, not {type(key).__name__}")
     if len(raw) > KEY_LEN:
         raise KeyTooLong(f"key is {len(raw)} bytes, the protocol allows at most {KEY_LEN}")
     return raw.ljust(KEY_LEN, b"\0")
@@ -126,8 +131,9 @@ def check_value(value: bytes, limit: int = MAX_VALUE) -> bytes:
 class Message:
     """One KVSwitch message: the header fields and the value.
 
-    ``key`` is always the 16-byte wire key (use :func:`pad_key`). ``op`` and ``status`` are plain
-    ints on decode when they hold an unknown code only if ``strict=False`` was asked for.
+    ``key`` is always the 16-byte wire key (use :func:`pad_key`). After :meth:`decode`, ``op`` and
+    ``status`` are plain ints (they compare equal to :class:`Op`/:class:`Status` members); unknown
+    codes are refused unless ``strict=False``.
     """
 
     op: int

@@ -74,6 +74,8 @@ def test_keys() -> None:
     assert p.pad_key("abc") == b"abc" + bytes(13)
     assert p.pad_key(b"x" * 16) == b"x" * 16
     assert p.unpad_key(p.pad_key(b"abc")) == b"abc"
+    with pytest.raises(TypeError):
+        p.pad_key(5)  # type: ignore[arg-type]
     with pytest.raises(p.KeyTooLong):
         p.pad_key(b"x" * 17)
     with pytest.raises(p.KeyTooLong):
