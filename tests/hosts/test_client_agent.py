@@ -553,3 +553,31 @@ def test_agent_control_client(agent_factory: AgentFactory) -> None:
         assert rc.ping() == replica.port  # the connection survives refused requests
     with pytest.raises(ControlError):
         AgentControl(LOOP, free_port(), timeout=0.5).ping()
+
+
+def test_tcp_framing_by_vlen(agent_factory: AgentFactory) -> None:
+    """The agent frames a TCP stream by vlen: split headers, several messages per segment."""
+    agent = agent_factory(MemoryBackend())
+    k = p.pad_key(b"tcp")
+    set_raw = p.Message(p.Op.SET, k, b"value", cid=3, seq=1).encode()
+    get_raw = p.Message(p.Op.GET, k, cid=3, seq=2).encode()
+    big_raw = p.Message(p.Op.SET, k, b"x" * (p.MAX_VALUE + 1), cid=3, seq=3).encode()
+    with socket.create_connection(addr(agent), timeout=2) as conn:
+        for i in range(len(set_raw)):  # one byte per segment
+            conn.sendall(set_raw[i : i + 1])
+            time.sleep(0.001 if i % 8 == 0 else 0)
+        conn.sendall(get_raw + big_raw + get_raw)  # three messages in one write
+        replies = []
+        buf = b""
+        while len(replies) < 4:
+            buf += conn.recv(65536)
+            while len(buf) >= p.HEADER_LEN and len(buf) >= p.message_length(buf):
+                n = p.message_length(buf)
+                replies.append(p.Message.decode(buf[:n]))
+                buf = buf[n:]
+    assert [(r.op, r.status, r.seq, r.value) for r in replies] == [
+        (p.Op.SET_REPLY, p.Status.OK, 1, b""),
+        (p.Op.GET_REPLY, p.Status.OK, 2, b"value"),
+        (p.Op.SET_REPLY, p.Status.TOO_LARGE, 3, b""),
+        (p.Op.GET_REPLY, p.Status.OK, 2, b"value"),
+    ]
