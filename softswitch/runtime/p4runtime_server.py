@@ -421,6 +421,8 @@ class P4RuntimeServicer(p4r_grpc.P4RuntimeServicer):
             return self.write_counter(pipe, op, update.entity.counter_entry)
         if kind == "direct_counter_entry":
             return self.write_direct_counter(pipe, op, update.entity.direct_counter_entry)
+        if kind is None:
+            raise ControlError("INVALID_ARGUMENT", "update without an entity")
         raise ControlError("UNIMPLEMENTED", f"writing {kind} is not supported")
 
     def table_of(self, pipe: Pipeline, table_id: int) -> TableInfo:
@@ -669,6 +671,8 @@ class P4RuntimeServicer(p4r_grpc.P4RuntimeServicer):
             return self.read_registers(pipe, ent.register_entry)
         if kind == "direct_counter_entry":
             return self.read_direct_counters(pipe, ent.direct_counter_entry)
+        if kind is None:
+            raise ControlError("INVALID_ARGUMENT", "an empty Entity is not a wildcard read")
         raise ControlError("UNIMPLEMENTED", f"reading {kind} is not supported")
 
     def selected_tables(self, pipe: Pipeline, table_id: int) -> list[TableInfo]:
@@ -693,6 +697,9 @@ class P4RuntimeServicer(p4r_grpc.P4RuntimeServicer):
                 records = [rec] if rec is not None else []
             elif req.priority:
                 records = [r for r in records if r.key[1] == req.priority]
+            if req.action.WhichOneof("type") == "action" and req.action.action.action_id:
+                wanted = pipe.index.actions.get(req.action.action.action_id)
+                records = [r for r in records if wanted is not None and r.action == wanted.name]
             for rec in records:
                 out.append(self.entry_message(pipe, table, rec, want_counters))
         return out

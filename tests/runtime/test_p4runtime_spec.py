@@ -168,6 +168,15 @@ def test_errors_per_update_and_atomicity(
     # the switch still serves after all that
     a.write(l2_entry(index, b"\x08"))
     assert len(a.read(p4r.Entity(table_entry=p4r.TableEntry()))) == 2
+    # read filtered by action; an empty Entity is not a wildcard
+    by_action = p4r.TableEntry(table_id=index.table("l2").id)  # type: ignore[union-attr]
+    by_action.action.action.action_id = index.action("drop").id  # type: ignore[union-attr]
+    assert a.read(p4r.Entity(table_entry=by_action)) == []
+    by_action.action.action.action_id = index.action("forward").id  # type: ignore[union-attr]
+    assert len(a.read(p4r.Entity(table_entry=by_action))) == 2
+    with pytest.raises(grpc.RpcError) as exc:
+        a.read(p4r.Entity())
+    assert exc.value.code() == grpc.StatusCode.INVALID_ARGUMENT
 
 
 def test_ternary_rules_registers_and_reconcile(
