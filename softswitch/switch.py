@@ -22,9 +22,12 @@ log = logging.getLogger(__name__)
 
 DROP_PORT = 511
 INSTANCE_NORMAL = 0
+INSTANCE_INGRESS_CLONE = 1
+INSTANCE_EGRESS_CLONE = 2
 INSTANCE_RECIRC = 4
 INSTANCE_REPLICATION = 5
 INSTANCE_RESUBMIT = 6
+CLONE_I2E, CLONE_E2E = 0, 1  # CloneType members in this target's v1model.p4
 MAX_PASSES = 16  # resubmit/recirculate loops end here (the packet is dropped)
 
 
@@ -54,6 +57,8 @@ class Switch:
         self._objs = (program.hdr_cls(), program.meta_cls(), program.sm_cls())
         self.internal_errors = 0
         self._field_lists: dict[int, list[str]] = {}
+        self.mirror_sessions: dict[int, tuple[int | None, int]] = {}
+        self._clone_depth = 0
 
     # ------------------------------------------------------------------ loading
     @classmethod
@@ -342,7 +347,7 @@ class Switch:
                 setattr(meta, n, v)
         ctx.sm = sm
         ctx.plen = len(data)
-        ctx.resubmit = ctx.recirculate = None
+        ctx.resubmit = ctx.recirculate = ctx.clone = None
         now = int((time.monotonic() - self._start) * 1e6)
         sm.ingress_port = port
         sm.instance_type = itype
@@ -362,54 +367,181 @@ class Switch:
                 pass
         except AssertFailed:
             return None
+        again: list[tuple[bytes, int, list[tuple[str, Any]]]] = []
+        clone = ctx.clone
+        if clone is not None and clone[0] == CLONE_I2E:
+            self._ingress_clone(port, data, now, clone, meta, out, again)
         if ctx.resubmit is not None:
             # BMv2: the original packet goes through the parser and ingress again, nothing leaves
-            return [(data, INSTANCE_RESUBMIT, self._preserved(meta, ctx.resubmit))]
-        copies: list[tuple[Any, Any, Any]] = []
+            again.append((data, INSTANCE_RESUBMIT, self._preserved(meta, ctx.resubmit)))
+            return again
         grp = sm.mcast_grp
         if grp:
             members = self.mc_groups.get(grp, [])
+            last = len(members) - 1
             for i, (eport, rid) in enumerate(members):
-                if i == len(members) - 1:
+                if i == last:
                     h, m, s = hdr, meta, sm
                 else:
                     h, m, s = hdr._copy(), meta._copy(), sm._copy()
-                s.egress_port = eport
                 s.egress_rid = rid
                 s.instance_type = INSTANCE_REPLICATION
-                copies.append((h, m, s))
-        elif sm.egress_spec == DROP_PORT:
-            return None
-        else:
-            sm.egress_port = sm.egress_spec
-            copies.append((hdr, meta, sm))
-        again: list[tuple[bytes, int, list[tuple[str, Any]]]] = []
-        for h, m, s in copies:
-            s.egress_spec = 0
-            s.egress_global_timestamp = now
-            ctx.sm = s
-            ctx.recirculate = None
-            try:
-                try:  # noqa: SIM105 - cheaper than contextlib.suppress per packet
-                    p.egress(h, m, s)
-                except Exit:
-                    pass
-                if s.egress_spec == DROP_PORT:
-                    continue
-                try:  # noqa: SIM105 - cheaper than contextlib.suppress per packet
-                    p.compute(h, m)
-                except Exit:
-                    pass
-            except AssertFailed:
-                continue
-            parts: list[bytes] = []
-            p.deparser(parts, h)
-            parts.append(payload)
-            if ctx.recirculate is not None:
-                # BMv2: the deparsed packet enters the parser again instead of leaving
-                again.append(
-                    (b"".join(parts), INSTANCE_RECIRC, self._preserved(m, ctx.recirculate))
-                )
-                continue
-            out.append((s.egress_port, b"".join(parts)))
+                self._egress(h, m, s, eport, payload, now, out, again)
+        elif sm.egress_spec != DROP_PORT:
+            sm.instance_type = INSTANCE_NORMAL
+            self._egress(hdr, meta, sm, sm.egress_spec, payload, now, out, again)
         return again or None
+
+    def _egress(
+        self,
+        h: Any,
+        m: Any,
+        s: Any,
+        eport: int,
+        payload: bytes,
+        now: int,
+        out: list[tuple[int, bytes]],
+        again: list[tuple[bytes, int, list[tuple[str, Any]]]],
+    ) -> None:
+        """Egress, egress cloning, drop check, checksum update, deparser, recirculation."""
+        p = self.program
+        ctx = p.ctx
+        s.egress_port = eport
+        s.egress_spec = 0
+        s.egress_global_timestamp = now
+        ctx.sm = s
+        ctx.payload = payload
+        ctx.recirculate = ctx.clone = None
+        try:
+            try:  # noqa: SIM105 - cheaper than contextlib.suppress per packet
+                p.egress(h, m, s)
+            except Exit:
+                pass
+            clone = ctx.clone
+            if clone is not None and clone[0] == CLONE_E2E:
+                self._egress_clone(h, m, s, payload, now, clone, out, again)
+                ctx.sm, ctx.payload = s, payload
+            if s.egress_spec == DROP_PORT:
+                return
+            try:  # noqa: SIM105 - cheaper than contextlib.suppress per packet
+                p.compute(h, m)
+            except Exit:
+                pass
+        except AssertFailed:
+            return
+        parts: list[bytes] = []
+        p.deparser(parts, h)
+        parts.append(payload)
+        if ctx.recirculate is not None:
+            # BMv2: the deparsed packet enters the parser again instead of leaving
+            again.append((b"".join(parts), INSTANCE_RECIRC, self._preserved(m, ctx.recirculate)))
+            return
+        out.append((eport, b"".join(parts)))
+
+    def _session_ports(self, session: int) -> list[tuple[int, int]]:
+        cfg = self.mirror_sessions.get(session)
+        if cfg is None:
+            return []
+        port, grp = cfg
+        ports = list(self.mc_groups.get(grp, [])) if grp else []
+        if port is not None:
+            ports.append((port, 0))
+        return ports
+
+    def _ingress_clone(
+        self,
+        port: int,
+        data: bytes,
+        now: int,
+        clone: tuple[int, int, int],
+        meta: Any,
+        out: list[tuple[int, bytes]],
+        again: list[tuple[bytes, int, list[tuple[str, Any]]]],
+    ) -> None:
+        """I2E: the original packet, parsed again (ingress port kept), goes to the session's egress."""
+        p = self.program
+        keep = self._preserved(meta, clone[2]) if clone[2] else []
+        for eport, rid in self._session_ports(clone[1]):
+            h, m, s = p.hdr_cls(), p.meta_cls(), p.sm_cls()
+            s.ingress_port = port
+            s.packet_length = len(data)
+            saved = p.ctx.sm
+            p.ctx.sm = s
+            off = p.parser(data, h, m, s)
+            p.ctx.sm = saved
+            for n, v in keep:
+                setattr(m, n, v)
+            s.instance_type = INSTANCE_INGRESS_CLONE
+            s.egress_rid = rid
+            self._egress(h, m, s, eport, data[off:], now, out, again)
+
+    def _egress_clone(
+        self,
+        h: Any,
+        m: Any,
+        s: Any,
+        payload: bytes,
+        now: int,
+        clone: tuple[int, int, int],
+        out: list[tuple[int, bytes]],
+        again: list[tuple[bytes, int, list[tuple[str, Any]]]],
+    ) -> None:
+        """E2E: the packet as egress left it, metadata reset but the field list, runs egress again
+        on the session's port."""
+        keep = self._preserved(m, clone[2]) if clone[2] else []
+        if self._clone_depth >= MAX_PASSES:
+            log.warning("softswitch: egress clone of a clone %d deep dropped", self._clone_depth)
+            return
+        self._clone_depth += 1
+        try:
+            for eport, rid in self._session_ports(clone[1]):
+                self._egress_clone_one(h, s, keep, eport, rid, payload, now, out, again)
+        finally:
+            self._clone_depth -= 1
+
+    def _egress_clone_one(
+        self,
+        h: Any,
+        s: Any,
+        keep: list[tuple[str, Any]],
+        eport: int,
+        rid: int,
+        payload: bytes,
+        now: int,
+        out: list[tuple[int, bytes]],
+        again: list[tuple[bytes, int, list[tuple[str, Any]]]],
+    ) -> None:
+        p = self.program
+        h2, m2, s2 = h._copy(), p.meta_cls(), p.sm_cls()
+        for n, v in keep:
+            setattr(m2, n, v)
+        s2.packet_length = s.packet_length
+        s2.ingress_port = s.ingress_port
+        s2.instance_type = INSTANCE_EGRESS_CLONE
+        s2.egress_rid = rid
+        self._egress(h2, m2, s2, eport, payload, now, out, again)
+
+    # ------------------------------------------------------------------ mirroring (clone sessions)
+    def mirroring_session_set(
+        self, session: int, port: int | None = None, mc_group: int | None = None
+    ) -> None:
+        """Create or replace a clone session: copies go to ``port`` and/or multicast group."""
+        if not 0 < session < 1 << 32:
+            raise SwitchError(f"mirroring session id {session} out of range")
+        if port is None and not mc_group:
+            raise SwitchError("a mirroring session needs a port or a multicast group")
+        if port is not None and not 0 <= port < DROP_PORT:
+            raise SwitchError(f"mirroring session port {port} out of range")
+        with self._lock:
+            self.mirror_sessions[session] = (port, mc_group or 0)
+
+    def mirroring_session_delete(self, session: int) -> None:
+        with self._lock:
+            if self.mirror_sessions.pop(session, None) is None:
+                raise SwitchError(f"no mirroring session {session}")
+
+    def mirroring_session_get(self, session: int) -> tuple[int | None, int]:
+        with self._lock:
+            if session not in self.mirror_sessions:
+                raise SwitchError(f"no mirroring session {session}")
+            return self.mirror_sessions[session]

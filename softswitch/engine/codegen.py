@@ -40,8 +40,6 @@ from softswitch.frontend.types import (
 )
 
 UNSUPPORTED_EXTERNS = {
-    "clone": "clone",
-    "clone_preserving_field_list": "clone",
     "truncate": "truncate",
     "digest": "digest",
 }
@@ -1318,6 +1316,21 @@ class Translator:
                 raise self.err(args[0], f"{name}: the field list index must be a constant")
             what = "resubmit" if name.startswith("resubmit") else "recirculate"
             self.em(f"_G.{what} = {idx.const}")
+            return None
+        if name in ("clone", "clone_preserving_field_list"):
+            if len(args) != (2 if name == "clone" else 3):
+                raise self.err(node, f"{name}: wrong number of arguments")
+            ct = self.expr(args[0], scope)
+            if not (isinstance(ct.type, EnumT) and ct.type.name == "CloneType"):
+                raise self.err(args[0], f"{name}: expected a CloneType")
+            sess = self.convert(self.expr(args[1], scope, BitT(32)), BitT(32), args[1])
+            fl = 0
+            if name != "clone":
+                idx = self.convert(self.expr(args[2], scope, BitT(8)), BitT(8), args[2])
+                if not idx.is_const:
+                    raise self.err(args[2], f"{name}: the field list index must be a constant")
+                fl = idx.const
+            self.em(f"_G.clone = ({ct.code}, {sess.code}, {fl})")
             return None
         if name == "mark_to_drop":
             if len(args) != 1:

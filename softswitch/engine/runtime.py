@@ -9,7 +9,7 @@ class PacketContext:
     """Per-packet values the generated code reads without passing them around (one packet at a
     time under the switch's lock)."""
 
-    __slots__ = ("payload", "plen", "recirculate", "resubmit", "sm")
+    __slots__ = ("clone", "payload", "plen", "recirculate", "resubmit", "sm")
 
     def __init__(self) -> None:
         self.plen = 0
@@ -17,6 +17,7 @@ class PacketContext:
         self.sm: Any = None
         self.resubmit: int | None = None  # field list index of a pending resubmit
         self.recirculate: int | None = None
+        self.clone: tuple[int, int, int] | None = None  # (clone type, session, field list)
 
 
 class Stack(list):  # type: ignore[type-arg]
