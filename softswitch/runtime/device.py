@@ -64,6 +64,7 @@ class Pipeline:
     # table id -> (action name, params) of a default action set at run time
     defaults: dict[int, tuple[str, dict[str, int]]] = field(default_factory=dict)
     mc_groups: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
+    mc_metadata: dict[int, bytes] = field(default_factory=dict)  # P4Runtime's opaque metadata
     # table id -> the program's own default action, for resets
     initial_defaults: dict[int, tuple[str, dict[str, int]]] = field(default_factory=dict)
 
@@ -137,13 +138,15 @@ class Pipeline:
 
     # ---- multicast groups ----
 
-    def mc_set(self, group: int, replicas: list[tuple[int, int]]) -> None:
+    def mc_set(self, group: int, replicas: list[tuple[int, int]], metadata: bytes = b"") -> None:
         engine_call(self.switch.mc_group_set, group, list(replicas))
         self.mc_groups[group] = list(replicas)
+        self.mc_metadata[group] = metadata
 
     def mc_delete(self, group: int) -> None:
         engine_call(self.switch.mc_group_delete, group)
         self.mc_groups.pop(group, None)
+        self.mc_metadata.pop(group, None)
 
 
 PacketSink = Callable[[int, bytes], None]

@@ -510,8 +510,9 @@ class P4RuntimeServicer(p4r_grpc.P4RuntimeServicer):
         if op == p4r.Update.DELETE:
             if prev is None:
                 raise ControlError("NOT_FOUND", f"multicast group {gid} does not exist")
+            old_meta = pipe.mc_metadata.get(gid, b"")
             engine_call(pipe.mc_delete, gid)
-            return lambda: engine_call(pipe.mc_set, gid, prev)
+            return lambda: engine_call(pipe.mc_set, gid, prev, old_meta)
         if op == p4r.Update.INSERT and prev is not None:
             raise ControlError("ALREADY_EXISTS", f"multicast group {gid} exists")
         if op == p4r.Update.MODIFY and prev is None:
@@ -526,10 +527,11 @@ class P4RuntimeServicer(p4r_grpc.P4RuntimeServicer):
             if (port, r.instance) in replicas:
                 raise ControlError("INVALID_ARGUMENT", f"replica ({port}, {r.instance}) twice")
             replicas.append((port, r.instance))
-        engine_call(pipe.mc_set, gid, replicas)
+        prev_meta = pipe.mc_metadata.get(gid, b"")
+        engine_call(pipe.mc_set, gid, replicas, mge.metadata)
         if prev is None:
             return lambda: engine_call(pipe.mc_delete, gid)
-        return lambda: engine_call(pipe.mc_set, gid, prev)
+        return lambda: engine_call(pipe.mc_set, gid, prev, prev_meta)
 
     def array_of(self, group: dict[int, ArrayInfo], obj_id: int, what: str) -> ArrayInfo:
         obj = group.get(obj_id)
@@ -575,6 +577,8 @@ class P4RuntimeServicer(p4r_grpc.P4RuntimeServicer):
         if op != p4r.Update.MODIFY:
             raise ControlError("INVALID_ARGUMENT", "counter entries can only be modified")
         sw = pipe.switch
+        if not entry.HasField("data"):
+            return lambda: None  # no data: the counter is left as it is
         if entry.HasField("index"):
             indices = [self.check_index(ctr, entry.index.index)]
         else:
@@ -656,6 +660,7 @@ class P4RuntimeServicer(p4r_grpc.P4RuntimeServicer):
                     packet_replication_engine_entry=p4r.PacketReplicationEngineEntry(
                         multicast_group_entry=p4r.MulticastGroupEntry(
                             multicast_group_id=g,
+                            metadata=pipe.mc_metadata.get(g, b""),
                             replicas=[
                                 p4r.Replica(port=encode_uint(port), instance=rid)
                                 for port, rid in pipe.mc_groups[g]
@@ -1021,7 +1026,7 @@ def carry_over(old: Pipeline, new: Pipeline) -> None:
             if tnew is not None:
                 engine_call(new.set_default, tnew, action, params)
         for gid, replicas in old.mc_groups.items():
-            engine_call(new.mc_set, gid, replicas)
+            engine_call(new.mc_set, gid, replicas, old.mc_metadata.get(gid, b""))
         for reg in old.index.registers.values():
             if new.index.register(reg.name) is not None:
                 for i, v in enumerate(engine_call(old.switch.register_read, reg.name)):

@@ -305,3 +305,90 @@ def test_default_entry_scope_commit_and_direct_counters(
     with pytest.raises(grpc.RpcError) as exc:
         a.read(p4r.Entity(direct_counter_entry=p4r.DirectCounterEntry(table_entry=missing)))
     assert exc.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+def test_multicast_groups_and_counters(
+    rt_server: Server, clients: list[Client], program: Program
+) -> None:
+    a = client(rt_server, clients)
+    a.arbitrate(1)
+    a.set_pipeline(program)
+    index = P4InfoIndex(program.bundle.compile().p4info)
+
+    def group(
+        gid: int, ports: list[int], op: int = p4r.Update.INSERT, metadata: bytes = b""
+    ) -> p4r.Update:
+        mge = p4r.MulticastGroupEntry(
+            multicast_group_id=gid,
+            metadata=metadata,
+            replicas=[
+                p4r.Replica(port=p.to_bytes(2, "big"), instance=i) for i, p in enumerate(ports)
+            ],
+        )
+        pre = p4r.PacketReplicationEngineEntry(multicast_group_entry=mge)
+        return p4r.Update(type=op, entity=p4r.Entity(packet_replication_engine_entry=pre))
+
+    def groups() -> dict[int, tuple[list[tuple[int, int]], bytes]]:
+        read = a.read(
+            p4r.Entity(
+                packet_replication_engine_entry=p4r.PacketReplicationEngineEntry(
+                    multicast_group_entry=p4r.MulticastGroupEntry()
+                )
+            )
+        )
+        out = {}
+        for e in read:
+            m = e.packet_replication_engine_entry.multicast_group_entry
+            out[m.multicast_group_id] = (
+                [(int.from_bytes(r.port, "big"), r.instance) for r in m.replicas],
+                m.metadata,
+            )
+        return out
+
+    a.write(group(1, [1, 2], metadata=b"\x07"), group(2, [3]))
+    assert groups() == {1: ([(1, 0), (2, 1)], b"\x07"), 2: ([(3, 0)], b"")}
+    # rollback: the modify of 1 and the delete of 2 are undone when inserting 0 fails
+    with pytest.raises(grpc.RpcError) as exc:
+        a.write(
+            group(1, [4], p4r.Update.MODIFY),
+            group(2, [], p4r.Update.DELETE),
+            group(0, [1]),
+            atomicity=p4r.WriteRequest.ROLLBACK_ON_ERROR,
+        )
+    assert [e.canonical_code for e in details(exc.value)] == [
+        Code.ABORTED,
+        Code.ABORTED,
+        Code.INVALID_ARGUMENT,
+    ]
+    assert groups() == {1: ([(1, 0), (2, 1)], b"\x07"), 2: ([(3, 0)], b"")}
+    arp = bytes.fromhex("ffffffffffff0200000000010806") + bytes(28)
+    l2, set_mcast = index.table("l2"), index.action("set_mcast")
+    assert l2 and set_mcast
+    te = p4r.TableEntry(table_id=l2.id)
+    te.match.add(field_id=l2.keys[0].id).exact.value = b"\x09"
+    te.action.action.action_id = set_mcast.id
+    te.action.action.params.add(param_id=1, value=b"\x01")
+    a.write(p4r.Update(type=p4r.Update.INSERT, entity=p4r.Entity(table_entry=te)))
+    assert sorted(p for p, _ in rt_server.device.process(9, arp)) == [1, 2]
+
+    # counters: the frame above counted on port 9; write one cell, then leave it (no data)
+    ctr = index.counter("port_counter")
+    assert ctr
+    [cell] = a.read(
+        p4r.Entity(counter_entry=p4r.CounterEntry(counter_id=ctr.id, index=p4r.Index(index=9)))
+    )
+    assert (cell.counter_entry.data.packet_count, cell.counter_entry.data.byte_count) == (
+        1,
+        len(arp),
+    )
+    entry = p4r.CounterEntry(
+        counter_id=ctr.id, index=p4r.Index(index=9), data=p4r.CounterData(packet_count=5)
+    )
+    a.write(p4r.Update(type=p4r.Update.MODIFY, entity=p4r.Entity(counter_entry=entry)))
+    entry.ClearField("data")
+    a.write(p4r.Update(type=p4r.Update.MODIFY, entity=p4r.Entity(counter_entry=entry)))
+    [cell] = a.read(
+        p4r.Entity(counter_entry=p4r.CounterEntry(counter_id=ctr.id, index=p4r.Index(index=9)))
+    )
+    assert (cell.counter_entry.data.packet_count, cell.counter_entry.data.byte_count) == (5, 0)
+    assert len(a.read(p4r.Entity(counter_entry=p4r.CounterEntry()))) == ctr.size
