@@ -17,7 +17,7 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define MAX_SEEDS 256
+#define MAX_SEEDS      256
 #define FUZZ_MAX_INPUT (KVS_MAX_MESSAGE + 64)
 
 static uint8_t *seeds[MAX_SEEDS];

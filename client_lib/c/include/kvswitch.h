@@ -29,17 +29,17 @@ extern "C" {
 #endif
 
 /* ---- protocol constants (docs/protocol.md) ---- */
-#define KVS_PORT 8900          /* reserved UDP and TCP port */
-#define KVS_HEADER_SIZE 36     /* bytes of the fixed header */
-#define KVS_KEY_SIZE 16        /* bytes of a key on the wire (right-padded with zeros) */
-#define KVS_MAX_VALUE 8192     /* largest vlen over UDP */
-#define KVS_MAX_MESSAGE (KVS_HEADER_SIZE + KVS_MAX_VALUE)
-#define KVS_DEFAULT_VNODES 64  /* virtual nodes per server on the consistent-hash ring */
-#define KVS_F_TCP 0x0001u      /* flags bit 0: the switch rewrote this copy from TCP to UDP */
+#define KVS_PORT           8900 /* reserved UDP and TCP port */
+#define KVS_HEADER_SIZE    36   /* bytes of the fixed header */
+#define KVS_KEY_SIZE       16   /* bytes of a key on the wire (right-padded with zeros) */
+#define KVS_MAX_VALUE      8192 /* largest vlen over UDP */
+#define KVS_MAX_MESSAGE    (KVS_HEADER_SIZE + KVS_MAX_VALUE)
+#define KVS_DEFAULT_VNODES 64      /* virtual nodes per server on the consistent-hash ring */
+#define KVS_F_TCP          0x0001u /* flags bit 0: the switch rewrote this copy from TCP to UDP */
 
 /* FNV-1a 64 and the splitmix64 finaliser used for the ring. */
 #define KVS_FNV_OFFSET 0xcbf29ce484222325ULL
-#define KVS_FNV_PRIME 0x100000001b3ULL
+#define KVS_FNV_PRIME  0x100000001b3ULL
 
 typedef enum kvs_op {
     KVS_OP_GET = 1,
@@ -72,28 +72,28 @@ typedef enum kvs_status {
 typedef enum kvs_error {
     KVS_OK = 0,
     /* the server answered with a non-OK status */
-    KVS_ERR_NOT_FOUND = 1,      /* status NOT_FOUND */
-    KVS_ERR_BAD_REQUEST = 2,    /* status BAD_REQUEST */
-    KVS_ERR_TOO_LARGE = 3,      /* status TOO_LARGE */
-    KVS_ERR_STALE = 4,          /* status STALE (kvs_status_error; kvs_set/kvs_delete succeed) */
-    KVS_ERR_SERVER = 6,         /* status SERVER_ERROR, or a status this library does not know */
+    KVS_ERR_NOT_FOUND = 1,   /* status NOT_FOUND */
+    KVS_ERR_BAD_REQUEST = 2, /* status BAD_REQUEST */
+    KVS_ERR_TOO_LARGE = 3,   /* status TOO_LARGE */
+    KVS_ERR_STALE = 4,       /* status STALE (kvs_status_error; kvs_set/kvs_delete succeed) */
+    KVS_ERR_SERVER = 6,      /* status SERVER_ERROR, or a status this library does not know */
     /* local errors */
-    KVS_ERR_KEY_TOO_LONG = 10,  /* key longer than KVS_KEY_SIZE */
-    KVS_ERR_VALUE_TOO_LARGE,    /* value longer than KVS_MAX_VALUE */
-    KVS_ERR_BUFFER_TOO_SMALL,   /* caller's buffer cannot hold the message or the value */
-    KVS_ERR_MALFORMED,          /* bytes that are not a KVSwitch message (short, bad vlen) */
-    KVS_ERR_TIMEOUT,            /* no matching reply after every retry */
-    KVS_ERR_INVALID_ARGUMENT,   /* bad argument (NULL, zero servers, unparsable address...) */
-    KVS_ERR_SYSTEM,             /* a system call failed; errno tells which */
-    KVS_ERR_NO_MEMORY,          /* allocation failed (only in the *_new functions) */
-    KVS_ERR_CLOSED,             /* TCP peer closed the connection */
+    KVS_ERR_KEY_TOO_LONG = 10, /* key longer than KVS_KEY_SIZE */
+    KVS_ERR_VALUE_TOO_LARGE,   /* value longer than KVS_MAX_VALUE */
+    KVS_ERR_BUFFER_TOO_SMALL,  /* caller's buffer cannot hold the message or the value */
+    KVS_ERR_MALFORMED,         /* bytes that are not a KVSwitch message (short, bad vlen) */
+    KVS_ERR_TIMEOUT,           /* no matching reply after every retry */
+    KVS_ERR_INVALID_ARGUMENT,  /* bad argument (NULL, zero servers, unparsable address...) */
+    KVS_ERR_SYSTEM,            /* a system call failed; errno tells which */
+    KVS_ERR_NO_MEMORY,         /* allocation failed (only in the *_new functions) */
+    KVS_ERR_CLOSED,            /* TCP peer closed the connection */
 } kvs_error;
 
 /* A static English description of an error code ("unknown error" for anything else). */
 const char *kvs_strerror(int err);
 /* The error a reply status maps to (DUPLICATE maps to KVS_OK: the first result is repeated). */
 kvs_error kvs_status_error(uint8_t status);
-const char *kvs_op_name(int op);       /* "GET", ... or "?" */
+const char *kvs_op_name(int op);         /* "GET", ... or "?" */
 const char *kvs_status_name(int status); /* "OK", ... or "?" */
 
 /* ---- messages ---- */
@@ -117,14 +117,14 @@ kvs_error kvs_make_key(const void *key, size_t len, uint8_t out[KVS_KEY_SIZE]);
  * *out_len receives the message size. KVS_ERR_VALUE_TOO_LARGE if vlen > KVS_MAX_VALUE,
  * KVS_ERR_BUFFER_TOO_SMALL if cap < KVS_HEADER_SIZE + vlen.
  */
-kvs_error kvs_encode(const kvs_header *h, const void *value, size_t vlen, uint8_t *out,
-                     size_t cap, size_t *out_len);
+kvs_error kvs_encode(const kvs_header *h, const void *value, size_t vlen, uint8_t *out, size_t cap,
+                     size_t *out_len);
 
 /*
  * Parse a message of len bytes. Never reads outside buf[0..len). On success h holds the header and
  * *value (may be NULL when not wanted) points at the h->vlen value bytes inside buf. Bytes after
- * the value are ignored. KVS_ERR_MALFORMED if len < KVS_HEADER_SIZE, if KVS_HEADER_SIZE + vlen > len,
- * or if op or status is not a code of docs/protocol.md (the same checks as Python's strict
+ * the value are ignored. KVS_ERR_MALFORMED if len < KVS_HEADER_SIZE, if KVS_HEADER_SIZE + vlen >
+ * len, or if op or status is not a code of docs/protocol.md (the same checks as Python's strict
  * Message.decode; vlen itself may exceed KVS_MAX_VALUE, as over TCP, if the bytes are there).
  */
 kvs_error kvs_decode(const uint8_t *buf, size_t len, kvs_header *h, const uint8_t **value);
@@ -159,7 +159,7 @@ typedef struct kvs_config {
 
 /* The Python client's defaults: timeout 500 ms per attempt, 3 retries. */
 #define KVS_DEFAULT_TIMEOUT_MS 500u
-#define KVS_DEFAULT_RETRIES 3u
+#define KVS_DEFAULT_RETRIES    3u
 
 /* Fill cfg with the defaults of the Python client (KVS_DEFAULT_TIMEOUT_MS, KVS_DEFAULT_RETRIES,
  * KVS_DEFAULT_VNODES, random cid, UDP writes) for these servers. */
@@ -169,12 +169,12 @@ typedef struct kvs_client kvs_client;
 
 /* Extra facts about one completed request (any pointer argument of this type may be NULL). */
 typedef struct kvs_reply_info {
-    uint8_t status;   /* the reply's status */
-    uint16_t epoch;   /* the reply's epoch and version (switch-stamped, 0 = unversioned) */
+    uint8_t status; /* the reply's status */
+    uint16_t epoch; /* the reply's epoch and version (switch-stamped, 0 = unversioned) */
     uint32_t ver;
-    uint32_t seq;     /* the request's sequence number */
+    uint32_t seq;      /* the request's sequence number */
     unsigned attempts; /* sends it took (1 = no retry) */
-    int server;       /* ring index of the server that answered, -1 if not a configured server */
+    int server;        /* ring index of the server that answered, -1 if not a configured server */
 } kvs_reply_info;
 
 kvs_client *kvs_client_new(const kvs_config *cfg, kvs_error *err);
@@ -193,8 +193,8 @@ int kvs_client_fd(const kvs_client *c);
  * Python client, a Set/Delete answered STALE also succeeds (a newer stamped write already won, so
  * this one is ordered before it); info->status tells DUPLICATE and STALE apart from OK.
  */
-kvs_error kvs_get(kvs_client *c, const void *key, size_t klen, void *buf, size_t cap,
-                  size_t *vlen, kvs_reply_info *info);
+kvs_error kvs_get(kvs_client *c, const void *key, size_t klen, void *buf, size_t cap, size_t *vlen,
+                  kvs_reply_info *info);
 kvs_error kvs_set(kvs_client *c, const void *key, size_t klen, const void *value, size_t vlen,
                   kvs_reply_info *info);
 kvs_error kvs_delete(kvs_client *c, const void *key, size_t klen, kvs_reply_info *info);
@@ -211,8 +211,8 @@ kvs_error kvs_delete(kvs_client *c, const void *key, size_t klen, kvs_reply_info
  */
 kvs_error kvs_send(kvs_client *c, uint8_t op, const uint8_t key[KVS_KEY_SIZE], const void *value,
                    size_t vlen, uint32_t seq);
-kvs_error kvs_recv(kvs_client *c, kvs_header *h, void *vbuf, size_t cap, size_t *vlen,
-                   int *server, int timeout_ms);
+kvs_error kvs_recv(kvs_client *c, kvs_header *h, void *vbuf, size_t cap, size_t *vlen, int *server,
+                   int timeout_ms);
 uint64_t kvs_client_dropped(const kvs_client *c);
 
 #ifdef __cplusplus

@@ -14,9 +14,9 @@ size_t hdr_index(const hdr_hist *h, int64_t value)
     uint64_t v = value < 0 ? 0 : (uint64_t)value;
     if (v < h->sub_count)
         return (size_t)v;
-    unsigned shift = msb64(v) - h->sub_magnitude + 1;  /* >= 1 */
+    unsigned shift = msb64(v) - h->sub_magnitude + 1; /* >= 1 */
     uint64_t half = h->sub_count / 2;
-    uint64_t sub = v >> shift;                           /* in [half, sub_count) */
+    uint64_t sub = v >> shift; /* in [half, sub_count) */
     return (size_t)(h->sub_count + (uint64_t)(shift - 1) * half + (sub - half));
 }
 

@@ -10,14 +10,14 @@
 #include <stddef.h>
 
 typedef struct hdr_hist {
-    int64_t highest;          /* largest trackable value; larger values are clamped to it */
-    int digits;               /* significant decimal digits, 1..5 */
-    unsigned sub_magnitude;   /* log2 of the sub-bucket count */
-    uint64_t sub_count;       /* sub-buckets per power of two (values below are exact) */
-    size_t len;               /* number of counters */
+    int64_t highest;        /* largest trackable value; larger values are clamped to it */
+    int digits;             /* significant decimal digits, 1..5 */
+    unsigned sub_magnitude; /* log2 of the sub-bucket count */
+    uint64_t sub_count;     /* sub-buckets per power of two (values below are exact) */
+    size_t len;             /* number of counters */
     uint64_t *counts;
-    uint64_t total;           /* values recorded */
-    uint64_t clamped;         /* values above highest (recorded as highest) */
+    uint64_t total;   /* values recorded */
+    uint64_t clamped; /* values above highest (recorded as highest) */
     int64_t min, max;
     double sum;
 } hdr_hist;

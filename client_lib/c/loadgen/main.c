@@ -29,8 +29,7 @@
 #include "zipf.h"
 
 #define MAX_SERVERS 1024
-#define HIGHEST_NS (INT64_C(60) * 1000000000)
-
+#define HIGHEST_NS  (INT64_C(60) * 1000000000)
 
 struct options {
     char *servers[MAX_SERVERS];
@@ -74,25 +73,28 @@ struct interval {
 struct stats {
     hdr_hist total, interval, gets, sets;
     uint64_t received, ok, not_found, errors, duplicates, unmatched;
-    uint64_t *per_server;          /* replies by answering server; [nservers] = unknown */
+    uint64_t *per_server; /* replies by answering server; [nservers] = unknown */
     struct interval *intervals;
     size_t nintervals, cap_intervals;
+    /* per interval, cumulative: sent per origin [nservers], replies per answering server
+     * [nservers + 1]; the JSON prints differences */
+    uint64_t *snaps;
 };
 
 struct run {
     struct options *o;
     kvs_client *client;
     zipf z;
-    size_t *perm;                  /* rank -> key id */
+    size_t *perm; /* rank -> key id */
     struct slot *slots;
     size_t mask;
     _Atomic uint64_t sent;
     _Atomic uint64_t send_errors;
     _Atomic int sending_done;
-    uint64_t *sent_per_server;
+    _Atomic uint64_t *sent_per_server; /* by the sending thread; read when reporting */
     uint64_t start_ns, end_ns;
-    uint64_t next_shift_ns;        /* UINT64_MAX without --shift */
-    uint64_t last_send_ns;         /* when the last request went out */
+    uint64_t next_shift_ns; /* UINT64_MAX without --shift */
+    uint64_t last_send_ns;  /* when the last request went out */
     struct stats st;
     unsigned shifts;
 };
@@ -207,21 +209,39 @@ static int parse_servers(char *list, struct options *o)
 static int parse_args(int argc, char **argv, struct options *o)
 {
     static const struct option longopts[] = {
-        {"servers", required_argument, 0, 's'},    {"rate", required_argument, 0, 'r'},
-        {"closed", no_argument, 0, 'c'},           {"duration", required_argument, 0, 'd'},
+        {"servers", required_argument, 0, 's'},
+        {"rate", required_argument, 0, 'r'},
+        {"closed", no_argument, 0, 'c'},
+        {"duration", required_argument, 0, 'd'},
         {"window", required_argument, 0, 'W'},
-        {"zipf", required_argument, 0, 'z'},       {"keys", required_argument, 0, 'k'},
-        {"write-ratio", required_argument, 0, 'w'}, {"value-size", required_argument, 0, 'v'},
-        {"shift", required_argument, 0, 'S'},      {"shift-keys", required_argument, 0, 'K'},
-        {"arrivals", required_argument, 0, 'a'},   {"timeout-ms", required_argument, 0, 't'},
-        {"preload", no_argument, 0, 'p'},          {"key-prefix", required_argument, 0, 'P'},
-        {"vnodes", required_argument, 0, 'V'},     {"seed", required_argument, 0, 'e'},
-        {"json", no_argument, 0, 'j'},             {"quiet", no_argument, 0, 'q'},
-        {"help", no_argument, 0, 'h'},             {0, 0, 0, 0},
+        {"zipf", required_argument, 0, 'z'},
+        {"keys", required_argument, 0, 'k'},
+        {"write-ratio", required_argument, 0, 'w'},
+        {"value-size", required_argument, 0, 'v'},
+        {"shift", required_argument, 0, 'S'},
+        {"shift-keys", required_argument, 0, 'K'},
+        {"arrivals", required_argument, 0, 'a'},
+        {"timeout-ms", required_argument, 0, 't'},
+        {"preload", no_argument, 0, 'p'},
+        {"key-prefix", required_argument, 0, 'P'},
+        {"vnodes", required_argument, 0, 'V'},
+        {"seed", required_argument, 0, 'e'},
+        {"json", no_argument, 0, 'j'},
+        {"quiet", no_argument, 0, 'q'},
+        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
     };
-    *o = (struct options){.rate = 10000, .duration = 10, .skew = 0.99, .keys = 100000,
-                          .value_size = 64, .shift_every = 10, .shift_keys = 200,
-                          .timeout_ms = 1000, .seed = 1, .prefix = "key", .window = 1};
+    *o = (struct options){.rate = 10000,
+                          .duration = 10,
+                          .skew = 0.99,
+                          .keys = 100000,
+                          .value_size = 64,
+                          .shift_every = 10,
+                          .shift_keys = 200,
+                          .timeout_ms = 1000,
+                          .seed = 1,
+                          .prefix = "key",
+                          .window = 1};
     size_t tmp;
     int ch;
     while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -235,10 +255,14 @@ static int parse_args(int argc, char **argv, struct options *o)
             o->window = (unsigned)tmp;
             o->closed = 1;
             break;
-        case 'd': bad = parse_double(optarg, &o->duration) || o->duration <= 0 || o->duration > 86400; break;
+        case 'd':
+            bad = parse_double(optarg, &o->duration) || o->duration <= 0 || o->duration > 86400;
+            break;
         case 'z': bad = parse_double(optarg, &o->skew) || o->skew < 0 || o->skew > 100; break;
         case 'k': bad = parse_size(optarg, &o->keys) || o->keys == 0 || o->keys > (1u << 30); break;
-        case 'w': bad = parse_double(optarg, &o->write_ratio) || o->write_ratio < 0 || o->write_ratio > 1; break;
+        case 'w':
+            bad = parse_double(optarg, &o->write_ratio) || o->write_ratio < 0 || o->write_ratio > 1;
+            break;
         case 'v': bad = parse_size(optarg, &o->value_size) || o->value_size > KVS_MAX_VALUE; break;
         case 'S': bad = parse_shift(optarg, o); break;
         case 'K': bad = parse_size(optarg, &o->shift_keys); break;
@@ -246,11 +270,20 @@ static int parse_args(int argc, char **argv, struct options *o)
             o->poisson = strcmp(optarg, "poisson") == 0;
             bad = !o->poisson && strcmp(optarg, "uniform") != 0;
             break;
-        case 't': bad = parse_size(optarg, &tmp) || tmp == 0 || tmp > 60000; o->timeout_ms = (unsigned)tmp; break;
+        case 't':
+            bad = parse_size(optarg, &tmp) || tmp == 0 || tmp > 60000;
+            o->timeout_ms = (unsigned)tmp;
+            break;
         case 'p': o->preload = 1; break;
         case 'P': o->prefix = optarg; break;
-        case 'V': bad = parse_size(optarg, &tmp) || tmp > 65536; o->vnodes = (unsigned)tmp; break;
-        case 'e': bad = parse_size(optarg, &tmp); o->seed = tmp; break;
+        case 'V':
+            bad = parse_size(optarg, &tmp) || tmp > 65536;
+            o->vnodes = (unsigned)tmp;
+            break;
+        case 'e':
+            bad = parse_size(optarg, &tmp);
+            o->seed = tmp;
+            break;
         case 'j': o->json = 1; break;
         case 'q': o->quiet = 1; break;
         case 'h': usage(stdout); exit(0);
@@ -302,8 +335,8 @@ static void start_clock(struct run *r, uint64_t start)
 {
     r->start_ns = start;
     r->end_ns = start + (uint64_t)(r->o->duration * 1e9);
-    r->next_shift_ns = r->o->shift != SHIFT_NONE ? start + (uint64_t)(r->o->shift_every * 1e9)
-                                                 : UINT64_MAX;
+    r->next_shift_ns =
+        r->o->shift != SHIFT_NONE ? start + (uint64_t)(r->o->shift_every * 1e9) : UINT64_MAX;
 }
 
 static uint8_t pick_op(struct run *r, rng *g)
@@ -330,14 +363,34 @@ static void record_latency(struct stats *st, uint8_t op, int64_t ns)
     hdr_record(op == KVS_OP_GET ? &st->gets : &st->sets, ns);
 }
 
+static void count_sent(struct run *r, unsigned origin)
+{
+    atomic_fetch_add_explicit(&r->sent_per_server[origin], 1, memory_order_relaxed);
+}
+
+static size_t snap_width(const struct run *r)
+{
+    return 2 * r->o->nservers + 1;
+}
+
 /* Close one interval: print a line, keep it for --json. */
 static void report_interval(struct run *r, double t, uint64_t sent, uint64_t received)
 {
     struct stats *st = &r->st;
-    struct interval iv = {t, sent, received, hdr_percentile(&st->interval, 50),
-                          hdr_percentile(&st->interval, 99), hdr_percentile(&st->interval, 99.9)};
-    if (st->nintervals < st->cap_intervals)
+    struct interval iv = {t,
+                          sent,
+                          received,
+                          hdr_percentile(&st->interval, 50),
+                          hdr_percentile(&st->interval, 99),
+                          hdr_percentile(&st->interval, 99.9)};
+    if (st->nintervals < st->cap_intervals) {
+        size_t n = r->o->nservers;
+        uint64_t *snap = &st->snaps[st->nintervals * snap_width(r)];
+        for (size_t i = 0; i < n; i++)
+            snap[i] = atomic_load_explicit(&r->sent_per_server[i], memory_order_relaxed);
+        memcpy(snap + n, st->per_server, (n + 1) * sizeof *snap);
         st->intervals[st->nintervals++] = iv;
+    }
     if (!r->o->quiet)
         fprintf(stderr,
                 "t=%7.2fs sent=%8" PRIu64 " replies=%8" PRIu64
@@ -415,8 +468,7 @@ static void *receiver(void *arg)
         uint64_t t = now_ns();
         struct slot *s = &r->slots[h.seq & r->mask];
         if (atomic_load_explicit(&s->seq, memory_order_acquire) != h.seq ||
-            kvs_reply_op(s->op) != h.op ||
-            memcmp(s->key, h.key, KVS_KEY_SIZE) != 0) {
+            kvs_reply_op(s->op) != h.op || memcmp(s->key, h.key, KVS_KEY_SIZE) != 0) {
             st->unmatched++;
             continue;
         }
@@ -430,7 +482,8 @@ static void *receiver(void *arg)
             continue;
         }
         count_reply(st, &h, server, r->o->nservers);
-        record_latency(st, h.op == KVS_OP_GET_REPLY ? KVS_OP_GET : KVS_OP_SET, (int64_t)(t - sched));
+        record_latency(st, h.op == KVS_OP_GET_REPLY ? KVS_OP_GET : KVS_OP_SET,
+                       (int64_t)(t - sched));
     }
     tick(r, &tk, now_ns(), atomic_load(&r->sent), 1);
     return NULL;
@@ -469,13 +522,14 @@ static int run_open(struct run *r, rng *g, const uint8_t *value)
         atomic_store_explicit(&s->seq, seq, memory_order_release);
         sleep_until(sched);
         atomic_store(&s->sched_ns, sched);
-        kvs_error e = kvs_send(r->client, op, s->key, value, op == KVS_OP_SET ? o->value_size : 0, seq);
+        kvs_error e =
+            kvs_send(r->client, op, s->key, value, op == KVS_OP_SET ? o->value_size : 0, seq);
         r->last_send_ns = now_ns();
         if (e != KVS_OK) {
             atomic_store(&s->sched_ns, 0);
             atomic_fetch_add(&r->send_errors, 1);
         } else {
-            r->sent_per_server[kvs_ring_origin(ring, s->key)]++;
+            count_sent(r, kvs_ring_origin(ring, s->key));
             atomic_fetch_add(&r->sent, 1);
         }
         next += o->poisson ? -log(1.0 - rng_uniform(g)) * period_ns : period_ns;
@@ -505,7 +559,7 @@ static int run_closed(struct run *r, rng *g, const uint8_t *value)
         int klen = snprintf(key, sizeof key, "%s%zu", o->prefix, id);
         uint8_t key16[KVS_KEY_SIZE];
         kvs_make_key(key, (size_t)klen, key16);
-        r->sent_per_server[kvs_ring_origin(ring, key16)]++;
+        count_sent(r, kvs_ring_origin(ring, key16));
         kvs_reply_info info;
         size_t vlen;
         kvs_error e = op == KVS_OP_GET
@@ -562,7 +616,7 @@ static int run_window(struct run *r, rng *g, const uint8_t *value)
                 atomic_fetch_add(&r->send_errors, 1);
                 break;
             }
-            r->sent_per_server[kvs_ring_origin(ring, f->key)]++;
+            count_sent(r, kvs_ring_origin(ring, f->key));
             atomic_store(&r->sent, ++sent);
             n++;
         }
@@ -620,17 +674,21 @@ static void print_summary(struct run *r, double elapsed)
     uint64_t lost = sent > st->received ? sent - st->received : 0;
     double tput = st->received / o->duration;
     /* the sender's actual span: longer than --duration only if it could not keep the rate */
-    double send_s = r->last_send_ns > r->start_ns ? (double)(r->last_send_ns - r->start_ns) / 1e9 : 0;
+    double send_s =
+        r->last_send_ns > r->start_ns ? (double)(r->last_send_ns - r->start_ns) / 1e9 : 0;
     if (send_s < o->duration)
         send_s = o->duration;
-    double us[6] = {hdr_percentile(&st->total, 50) / 1e3, hdr_percentile(&st->total, 99) / 1e3,
-                    hdr_percentile(&st->total, 99.9) / 1e3, st->total.max / 1e3,
-                    hdr_mean(&st->total) / 1e3, hdr_percentile(&st->gets, 99) / 1e3};
+    double us[6] = {hdr_percentile(&st->total, 50) / 1e3,
+                    hdr_percentile(&st->total, 99) / 1e3,
+                    hdr_percentile(&st->total, 99.9) / 1e3,
+                    st->total.max / 1e3,
+                    hdr_mean(&st->total) / 1e3,
+                    hdr_percentile(&st->gets, 99) / 1e3};
     if (!o->json) {
         printf("mode=%s window=%u target_rate=%.0f duration=%.1fs keys=%zu zipf=%.2f "
                "write_ratio=%.2f value_size=%zu shift=%s shifts=%u\n",
-               o->closed ? "closed" : "open", o->window, o->closed ? 0 : o->rate, o->duration, o->keys,
-               o->skew, o->write_ratio, o->value_size, shift_name(o->shift), r->shifts);
+               o->closed ? "closed" : "open", o->window, o->closed ? 0 : o->rate, o->duration,
+               o->keys, o->skew, o->write_ratio, o->value_size, shift_name(o->shift), r->shifts);
         printf("sent=%" PRIu64 " received=%" PRIu64 " lost=%" PRIu64 " ok=%" PRIu64
                " not_found=%" PRIu64 " errors=%" PRIu64 " duplicates=%" PRIu64
                " send_errors=%" PRIu64 "\n",
@@ -642,22 +700,23 @@ static void print_summary(struct run *r, double elapsed)
                us[3], us[4]);
         printf("requests per origin:");
         for (size_t i = 0; i < o->nservers; i++)
-            printf(" %" PRIu64, r->sent_per_server[i]);
+            printf(" %" PRIu64, (uint64_t)atomic_load(&r->sent_per_server[i]));
         printf("\nreplies per answering server:");
         for (size_t i = 0; i <= o->nservers; i++)
             printf(" %" PRIu64, st->per_server[i]);
         printf(" (last: unknown address)\n");
         return;
     }
-    printf("{\"mode\": \"%s\", \"window\": %u, \"target_rate\": %.1f, \"duration_s\": %.3f, \"keys\": %zu, "
+    printf("{\"mode\": \"%s\", \"window\": %u, \"target_rate\": %.1f, \"duration_s\": %.3f, "
+           "\"keys\": %zu, "
            "\"zipf\": %.4f, \"write_ratio\": %.4f, \"value_size\": %zu, \"shift\": \"%s\", "
            "\"shifts\": %u, ",
            o->closed ? "closed" : "open", o->window, o->closed ? 0 : o->rate, o->duration, o->keys,
-           o->skew,
-           o->write_ratio, o->value_size, shift_name(o->shift), r->shifts);
-    printf("\"sent\": %" PRIu64 ", \"received\": %" PRIu64 ", \"lost\": %" PRIu64 ", \"ok\": %" PRIu64
-           ", \"not_found\": %" PRIu64 ", \"errors\": %" PRIu64 ", \"duplicates\": %" PRIu64
-           ", \"send_errors\": %" PRIu64 ", \"throughput\": %.1f, \"send_rate\": %.1f, "
+           o->skew, o->write_ratio, o->value_size, shift_name(o->shift), r->shifts);
+    printf("\"sent\": %" PRIu64 ", \"received\": %" PRIu64 ", \"lost\": %" PRIu64
+           ", \"ok\": %" PRIu64 ", \"not_found\": %" PRIu64 ", \"errors\": %" PRIu64
+           ", \"duplicates\": %" PRIu64 ", \"send_errors\": %" PRIu64
+           ", \"throughput\": %.1f, \"send_rate\": %.1f, "
            "\"send_s\": %.3f, ",
            sent, st->received, lost, st->ok, st->not_found, st->errors, st->duplicates,
            (uint64_t)atomic_load(&r->send_errors), tput, sent / send_s, send_s);
@@ -666,17 +725,30 @@ static void print_summary(struct run *r, double elapsed)
            us[0], us[1], us[2], us[3], us[4], us[5], hdr_percentile(&st->sets, 99) / 1e3);
     printf("\"sent_per_server\": [");
     for (size_t i = 0; i < o->nservers; i++)
-        printf("%s%" PRIu64, i ? ", " : "", r->sent_per_server[i]);
+        printf("%s%" PRIu64, i ? ", " : "", (uint64_t)atomic_load(&r->sent_per_server[i]));
     printf("], \"replies_per_server\": [");
     for (size_t i = 0; i < o->nservers; i++)
         printf("%s%" PRIu64, i ? ", " : "", st->per_server[i]);
-    printf("], \"replies_unknown_server\": %" PRIu64 ", \"intervals\": [", st->per_server[o->nservers]);
+    printf("], \"replies_unknown_server\": %" PRIu64 ", \"intervals\": [",
+           st->per_server[o->nservers]);
     for (size_t i = 0; i < st->nintervals; i++) {
         struct interval *iv = &st->intervals[i];
-        printf("%s{\"t\": %.1f, \"sent\": %" PRIu64 ", \"received\": %" PRIu64
-               ", \"p50_us\": %.3f, \"p99_us\": %.3f, \"p999_us\": %.3f}",
+        printf("%s{\"t\": %.2f, \"sent\": %" PRIu64 ", \"received\": %" PRIu64
+               ", \"p50_us\": %.3f, \"p99_us\": %.3f, \"p999_us\": %.3f",
                i ? ", " : "", iv->t, iv->sent, iv->received, iv->p50 / 1e3, iv->p99 / 1e3,
                iv->p999 / 1e3);
+        /* this interval's requests per origin and replies per answering server */
+        const uint64_t *now = &st->snaps[i * snap_width(r)];
+        const uint64_t *before = i ? now - snap_width(r) : NULL;
+        size_t n = o->nservers;
+        for (size_t k = 0; k < 2 * n; k++)
+            printf("%s%" PRIu64,
+                   k == 0   ? ", \"sent_per_server\": ["
+                   : k == n ? "], \"replies_per_server\": ["
+                            : ", ",
+                   now[k] - (before ? before[k] : 0));
+        printf("], \"replies_unknown_server\": %" PRIu64 "}",
+               now[2 * n] - (before ? before[2 * n] : 0));
     }
     printf("]}\n");
 }
@@ -693,8 +765,11 @@ int main(int argc, char **argv)
     memset(&r, 0, sizeof r);
     r.o = &o;
     kvs_error err;
-    kvs_config cfg = {.servers = (const char *const *)o.servers, .nservers = o.nservers,
-                      .vnodes = o.vnodes, .timeout_ms = o.timeout_ms, .retries = 0};
+    kvs_config cfg = {.servers = (const char *const *)o.servers,
+                      .nservers = o.nservers,
+                      .vnodes = o.vnodes,
+                      .timeout_ms = o.timeout_ms,
+                      .retries = 0};
     r.client = kvs_client_new(&cfg, &err);
     if (r.client == NULL) {
         fprintf(stderr, "kvswitch-loadgen: client: %s\n", kvs_strerror(err));
@@ -707,11 +782,13 @@ int main(int argc, char **argv)
     r.st.per_server = calloc(o.nservers + 1, sizeof r.st.per_server[0]);
     r.st.cap_intervals = (size_t)o.duration + 4;
     r.st.intervals = calloc(r.st.cap_intervals, sizeof r.st.intervals[0]);
+    r.st.snaps = calloc(r.st.cap_intervals * snap_width(&r), sizeof r.st.snaps[0]);
     uint8_t *value = malloc(o.value_size + 1);
     if (r.perm == NULL || r.sent_per_server == NULL || r.st.per_server == NULL ||
-        r.st.intervals == NULL || value == NULL || zipf_init(&r.z, o.keys, o.skew) != 0 ||
-        hdr_init(&r.st.total, HIGHEST_NS, 3) != 0 || hdr_init(&r.st.interval, HIGHEST_NS, 3) != 0 ||
-        hdr_init(&r.st.gets, HIGHEST_NS, 3) != 0 || hdr_init(&r.st.sets, HIGHEST_NS, 3) != 0) {
+        r.st.snaps == NULL || r.st.intervals == NULL || value == NULL ||
+        zipf_init(&r.z, o.keys, o.skew) != 0 || hdr_init(&r.st.total, HIGHEST_NS, 3) != 0 ||
+        hdr_init(&r.st.interval, HIGHEST_NS, 3) != 0 || hdr_init(&r.st.gets, HIGHEST_NS, 3) != 0 ||
+        hdr_init(&r.st.sets, HIGHEST_NS, 3) != 0) {
         fprintf(stderr, "kvswitch-loadgen: out of memory\n");
         return 1;
     }
@@ -721,7 +798,7 @@ int main(int argc, char **argv)
     if (o.preload && preload(&r, value) != 0)
         return 1;
     uint64_t t0 = now_ns();
-    int rc = !o.closed       ? run_open(&r, &g, value)
+    int rc = !o.closed      ? run_open(&r, &g, value)
              : o.window > 1 ? run_window(&r, &g, value)
                             : run_closed(&r, &g, value);
     if (rc != 0) {
@@ -741,6 +818,7 @@ int main(int argc, char **argv)
     free(r.sent_per_server);
     free(r.st.per_server);
     free(r.st.intervals);
+    free(r.st.snaps);
     free(value);
     return 0;
 }

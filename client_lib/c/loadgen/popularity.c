@@ -60,7 +60,6 @@ void popularity_shift(size_t *perm, size_t n, size_t m, shift_kind kind, rng *g)
             perm[j] = t;
         }
         break;
-    case SHIFT_NONE:
-        break;
+    case SHIFT_NONE: break;
     }
 }

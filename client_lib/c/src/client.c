@@ -20,9 +20,9 @@
 #define RCVBUF_BYTES (4 << 20)
 
 struct kvs_client {
-    int fd;                      /* UDP socket, unconnected: replies may come from any server */
-    int *tcp;                    /* per server: connected TCP socket or -1 */
-    struct sockaddr_in *addrs;   /* per server */
+    int fd;                    /* UDP socket, unconnected: replies may come from any server */
+    int *tcp;                  /* per server: connected TCP socket or -1 */
+    struct sockaddr_in *addrs; /* per server */
     size_t nservers;
     kvs_ring *ring;
     uint32_t cid;
@@ -72,8 +72,11 @@ static kvs_error parse_addr(const char *text, struct sockaddr_in *out)
 
 void kvs_config_defaults(kvs_config *cfg, const char *const *servers, size_t nservers)
 {
-    *cfg = (kvs_config){.servers = servers, .nservers = nservers, .vnodes = KVS_DEFAULT_VNODES,
-                        .timeout_ms = KVS_DEFAULT_TIMEOUT_MS, .retries = KVS_DEFAULT_RETRIES};
+    *cfg = (kvs_config){.servers = servers,
+                        .nservers = nservers,
+                        .vnodes = KVS_DEFAULT_VNODES,
+                        .timeout_ms = KVS_DEFAULT_TIMEOUT_MS,
+                        .retries = KVS_DEFAULT_RETRIES};
 }
 
 kvs_client *kvs_client_new(const kvs_config *cfg, kvs_error *err)
@@ -101,7 +104,8 @@ kvs_client *kvs_client_new(const kvs_config *cfg, kvs_error *err)
     for (size_t i = 0; i < cfg->nservers; i++)
         c->tcp[i] = -1;
     for (size_t i = 0; i < cfg->nservers; i++) {
-        if (cfg->servers[i] == NULL || (*err = parse_addr(cfg->servers[i], &c->addrs[i])) != KVS_OK) {
+        if (cfg->servers[i] == NULL ||
+            (*err = parse_addr(cfg->servers[i], &c->addrs[i])) != KVS_OK) {
             *err = KVS_ERR_INVALID_ARGUMENT;
             goto fail;
         }
@@ -213,9 +217,9 @@ static int wait_fd(int fd, short events, int64_t deadline)
 }
 
 struct request {
-    kvs_header h;          /* the request header (op, cid, seq, key) */
+    kvs_header h; /* the request header (op, cid, seq, key) */
     uint8_t reply_op;
-    size_t len;            /* encoded length in c->tx */
+    size_t len; /* encoded length in c->tx */
 };
 
 /* Copy a matched reply's value and facts out to the caller. */
@@ -272,8 +276,8 @@ static kvs_error udp_exchange(kvs_client *c, const struct request *rq, unsigned 
                 break; /* this attempt timed out */
             struct sockaddr_in from;
             socklen_t flen = sizeof from;
-            ssize_t n = recvfrom(c->fd, c->rx, sizeof c->rx, MSG_DONTWAIT, (struct sockaddr *)&from,
-                                 &flen);
+            ssize_t n =
+                recvfrom(c->fd, c->rx, sizeof c->rx, MSG_DONTWAIT, (struct sockaddr *)&from, &flen);
             if (n < 0) {
                 if (errno == EAGAIN || errno == EINTR || errno == ECONNREFUSED)
                     continue;
@@ -388,9 +392,8 @@ static kvs_error tcp_exchange(kvs_client *c, const struct request *rq, unsigned 
     return e;
 }
 
-static kvs_error request(kvs_client *c, uint8_t op, const void *key, size_t klen,
-                         const void *value, size_t vlen, void *buf, size_t cap, size_t *outlen,
-                         kvs_reply_info *info)
+static kvs_error request(kvs_client *c, uint8_t op, const void *key, size_t klen, const void *value,
+                         size_t vlen, void *buf, size_t cap, size_t *outlen, kvs_reply_info *info)
 {
     if (c == NULL)
         return KVS_ERR_INVALID_ARGUMENT;
@@ -407,8 +410,8 @@ static kvs_error request(kvs_client *c, uint8_t op, const void *key, size_t klen
     return udp_exchange(c, &rq, origin, buf, cap, outlen, info);
 }
 
-kvs_error kvs_get(kvs_client *c, const void *key, size_t klen, void *buf, size_t cap,
-                  size_t *vlen, kvs_reply_info *info)
+kvs_error kvs_get(kvs_client *c, const void *key, size_t klen, void *buf, size_t cap, size_t *vlen,
+                  kvs_reply_info *info)
 {
     if (buf == NULL && cap > 0)
         return KVS_ERR_INVALID_ARGUMENT;
@@ -447,8 +450,8 @@ kvs_error kvs_send(kvs_client *c, uint8_t op, const uint8_t key[KVS_KEY_SIZE], c
     return sent < 0 ? KVS_ERR_SYSTEM : KVS_OK;
 }
 
-kvs_error kvs_recv(kvs_client *c, kvs_header *h, void *vbuf, size_t cap, size_t *vlen,
-                   int *server, int timeout_ms)
+kvs_error kvs_recv(kvs_client *c, kvs_header *h, void *vbuf, size_t cap, size_t *vlen, int *server,
+                   int timeout_ms)
 {
     if (c == NULL || h == NULL || (vbuf == NULL && cap > 0))
         return KVS_ERR_INVALID_ARGUMENT;

@@ -39,8 +39,8 @@ kvs_error kvs_make_key(const void *key, size_t len, uint8_t out[KVS_KEY_SIZE])
     return KVS_OK;
 }
 
-kvs_error kvs_encode(const kvs_header *h, const void *value, size_t vlen, uint8_t *out,
-                     size_t cap, size_t *out_len)
+kvs_error kvs_encode(const kvs_header *h, const void *value, size_t vlen, uint8_t *out, size_t cap,
+                     size_t *out_len)
 {
     if (h == NULL || out == NULL || (vlen > 0 && value == NULL))
         return KVS_ERR_INVALID_ARGUMENT;
@@ -94,12 +94,9 @@ uint8_t kvs_reply_op(uint8_t op)
     switch (op) {
     case KVS_OP_GET:
     case KVS_OP_SET:
-    case KVS_OP_DEL:
-        return (uint8_t)(op + 1);
-    case KVS_OP_REMOVE:
-        return KVS_OP_REMOVE_REPLY;
-    default:
-        return 0;
+    case KVS_OP_DEL: return (uint8_t)(op + 1);
+    case KVS_OP_REMOVE: return KVS_OP_REMOVE_REPLY;
+    default: return 0;
     }
 }
 
@@ -107,64 +104,43 @@ kvs_error kvs_status_error(uint8_t status)
 {
     switch (status) {
     case KVS_STATUS_OK:
-    case KVS_STATUS_DUPLICATE:
-        return KVS_OK;
-    case KVS_STATUS_NOT_FOUND:
-        return KVS_ERR_NOT_FOUND;
-    case KVS_STATUS_BAD_REQUEST:
-        return KVS_ERR_BAD_REQUEST;
-    case KVS_STATUS_TOO_LARGE:
-        return KVS_ERR_TOO_LARGE;
-    case KVS_STATUS_STALE:
-        return KVS_ERR_STALE;
-    default:
-        return KVS_ERR_SERVER;
+    case KVS_STATUS_DUPLICATE: return KVS_OK;
+    case KVS_STATUS_NOT_FOUND: return KVS_ERR_NOT_FOUND;
+    case KVS_STATUS_BAD_REQUEST: return KVS_ERR_BAD_REQUEST;
+    case KVS_STATUS_TOO_LARGE: return KVS_ERR_TOO_LARGE;
+    case KVS_STATUS_STALE: return KVS_ERR_STALE;
+    default: return KVS_ERR_SERVER;
     }
 }
 
 const char *kvs_strerror(int err)
 {
     switch (err) {
-    case KVS_OK:
-        return "success";
-    case KVS_ERR_NOT_FOUND:
-        return "key not found";
-    case KVS_ERR_BAD_REQUEST:
-        return "server rejected the request as malformed";
-    case KVS_ERR_TOO_LARGE:
-        return "server refused the value as too large";
-    case KVS_ERR_STALE:
-        return "write older than the stored version (not applied)";
-    case KVS_ERR_SERVER:
-        return "server error";
-    case KVS_ERR_KEY_TOO_LONG:
-        return "key longer than 16 bytes";
-    case KVS_ERR_VALUE_TOO_LARGE:
-        return "value longer than 8192 bytes";
-    case KVS_ERR_BUFFER_TOO_SMALL:
-        return "buffer too small";
-    case KVS_ERR_MALFORMED:
-        return "malformed message";
-    case KVS_ERR_TIMEOUT:
-        return "timed out waiting for a reply";
-    case KVS_ERR_INVALID_ARGUMENT:
-        return "invalid argument";
-    case KVS_ERR_SYSTEM:
-        return "system call failed (see errno)";
-    case KVS_ERR_NO_MEMORY:
-        return "out of memory";
-    case KVS_ERR_CLOSED:
-        return "connection closed by the server";
-    default:
-        return "unknown error";
+    case KVS_OK: return "success";
+    case KVS_ERR_NOT_FOUND: return "key not found";
+    case KVS_ERR_BAD_REQUEST: return "server rejected the request as malformed";
+    case KVS_ERR_TOO_LARGE: return "server refused the value as too large";
+    case KVS_ERR_STALE: return "write older than the stored version (not applied)";
+    case KVS_ERR_SERVER: return "server error";
+    case KVS_ERR_KEY_TOO_LONG: return "key longer than 16 bytes";
+    case KVS_ERR_VALUE_TOO_LARGE: return "value longer than 8192 bytes";
+    case KVS_ERR_BUFFER_TOO_SMALL: return "buffer too small";
+    case KVS_ERR_MALFORMED: return "malformed message";
+    case KVS_ERR_TIMEOUT: return "timed out waiting for a reply";
+    case KVS_ERR_INVALID_ARGUMENT: return "invalid argument";
+    case KVS_ERR_SYSTEM: return "system call failed (see errno)";
+    case KVS_ERR_NO_MEMORY: return "out of memory";
+    case KVS_ERR_CLOSED: return "connection closed by the server";
+    default: return "unknown error";
     }
 }
 
 const char *kvs_op_name(int op)
 {
     static const char *const names[] = {
-        "?",      "GET",        "GET_REPLY", "SET",       "SET_REPLY", "DEL",    "DEL_REPLY", "UPDATE",
-        "UPDATE_DEL", "CONFIRM", "PUSH",     "SYNC",      "SYNC_DONE", "REMOVE", "REMOVE_REPLY",
+        "?",    "GET",       "GET_REPLY", "SET",        "SET_REPLY",
+        "DEL",  "DEL_REPLY", "UPDATE",    "UPDATE_DEL", "CONFIRM",
+        "PUSH", "SYNC",      "SYNC_DONE", "REMOVE",     "REMOVE_REPLY",
     };
     if (op < 1 || op > KVS_OP_REMOVE_REPLY)
         return "?";

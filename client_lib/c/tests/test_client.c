@@ -29,9 +29,9 @@ struct fake {
     uint8_t status;
     atomic_int stop;
     atomic_int requests;
-    uint32_t seqs[64];  /* written by the server thread before it publishes nseqs */
+    uint32_t seqs[64]; /* written by the server thread before it publishes nseqs */
     atomic_int nseqs;
-    int index;          /* ring index of this server, for the routing check */
+    int index;                    /* ring index of this server, for the routing check */
     const kvs_ring *_Atomic ring; /* published after index */
     atomic_int misrouted;
     pthread_t th;
@@ -177,7 +177,8 @@ static void fake_start_status(struct fake *f, enum mode mode, uint8_t status)
         f->listen_fd = socket(AF_INET, SOCK_STREAM, 0);
         int one = 1;
         setsockopt(f->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(f->port),
+        struct sockaddr_in a = {.sin_family = AF_INET,
+                                .sin_port = htons(f->port),
                                 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
         assert_int_equal(bind(f->listen_fd, (struct sockaddr *)&a, sizeof a), 0);
         assert_int_equal(listen(f->listen_fd, 8), 0);
@@ -209,8 +210,11 @@ static kvs_client *client_for(struct fake *fakes, size_t n, unsigned timeout_ms,
         snprintf(text[i], sizeof text[i], "127.0.0.1:%u", fakes[i].port);
         servers[i] = text[i];
     }
-    kvs_config cfg = {.servers = servers, .nservers = n, .timeout_ms = timeout_ms,
-                      .retries = retries, .tcp_writes = tcp};
+    kvs_config cfg = {.servers = servers,
+                      .nservers = n,
+                      .timeout_ms = timeout_ms,
+                      .retries = retries,
+                      .tcp_writes = tcp};
     kvs_error err;
     kvs_client *c = kvs_client_new(&cfg, &err);
     assert_non_null(c);
@@ -411,8 +415,8 @@ static void test_async_pair(void **state)
     while (kvs_recv(c, &h, buf, sizeof buf, &vlen, &server, 500) == KVS_OK) {
         assert_int_equal(h.op, KVS_OP_GET_REPLY);
         assert_in_range(h.seq, 100, 109);
-        assert_int_equal(vlen, 7);                /* full length ... */
-        assert_memory_equal(buf, "v=as", 4);      /* ... value truncated to the buffer */
+        assert_int_equal(vlen, 7);           /* full length ... */
+        assert_memory_equal(buf, "v=as", 4); /* ... value truncated to the buffer */
         assert_int_equal(server, 0);
         if (++seen == 10)
             break;
@@ -499,7 +503,8 @@ static void test_bad_config(void **state)
 {
     (void)state;
     kvs_error err;
-    const char *bad[] = {"127.0.0.1:0", "127.0.0.1:x", "127.0.0.1:70000", ":8900", "no.such.host.invalid:1"};
+    const char *bad[] = {"127.0.0.1:0", "127.0.0.1:x", "127.0.0.1:70000", ":8900",
+                         "no.such.host.invalid:1"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         kvs_config cfg = {.servers = &bad[i], .nservers = 1};
         assert_null(kvs_client_new(&cfg, &err));
@@ -544,9 +549,10 @@ static void test_loadgen(void **state)
     char servers[64];
     snprintf(servers, sizeof servers, "127.0.0.1:%u,127.0.0.1:%u", f[0].port, f[1].port);
     static char out[1 << 16];
-    char *open_argv[] = {(char *)bin, "--servers", servers, "--rate", "2000", "--duration", "1",
-                         "--keys", "1000", "--zipf", "1.2", "--write-ratio", "0.2",
-                         "--shift", "hot-in:0.3", "--json", "--quiet", NULL};
+    char *open_argv[] = {
+        (char *)bin, "--servers", servers,      "--rate", "2000",    "--duration",
+        "1",         "--keys",    "1000",       "--zipf", "1.2",     "--write-ratio",
+        "0.2",       "--shift",   "hot-in:0.3", "--json", "--quiet", NULL};
     assert_int_equal(run_capture(open_argv, out, sizeof out), 0);
     long sent = json_int(out, "sent"), received = json_int(out, "received");
     assert_in_range(sent, 1900, 2001);
@@ -555,25 +561,38 @@ static void test_loadgen(void **state)
     assert_int_equal(json_int(out, "shifts"), 3);
     assert_int_equal(atomic_load(&f[0].requests) + atomic_load(&f[1].requests), sent);
     assert_non_null(strstr(out, "\"intervals\": [{\"t\": "));
+    /* per-interval counts per server add up to the totals */
+    long interval_sent = 0;
+    for (const char *at = strstr(out, "\"intervals\"");
+         (at = strstr(at, "\"sent_per_server\": [")) != NULL;) {
+        at += strlen("\"sent_per_server\": [");
+        char *end;
+        interval_sent += strtol(at, &end, 10);
+        interval_sent += strtol(end + 1, NULL, 10);
+    }
+    assert_int_equal(interval_sent, sent);
 
-    char *closed_argv[] = {(char *)bin, "--servers", servers, "--closed", "--duration", "0.5",
-                           "--keys", "100", "--value-size", "1000", "--write-ratio", "0.5",
-                           "--preload", "--json", "--quiet", NULL};
+    char *closed_argv[] = {(char *)bin,    "--servers", servers,         "--closed",
+                           "--duration",   "0.5",       "--keys",        "100",
+                           "--value-size", "1000",      "--write-ratio", "0.5",
+                           "--preload",    "--json",    "--quiet",       NULL};
     assert_int_equal(run_capture(closed_argv, out, sizeof out), 0);
     assert_true(json_int(out, "received") > 100);
     assert_int_equal(json_int(out, "lost"), 0);
 
-    char *poisson_argv[] = {(char *)bin, "--servers", servers, "--rate", "2000", "--duration", "0.5",
-                            "--arrivals", "poisson", "--shift", "random:0.2", "--seed", "9",
-                            "--json", "--quiet", NULL};
+    char *poisson_argv[] = {(char *)bin, "--servers",  servers,      "--rate",
+                            "2000",      "--duration", "0.5",        "--arrivals",
+                            "poisson",   "--shift",    "random:0.2", "--seed",
+                            "9",         "--json",     "--quiet",    NULL};
     assert_int_equal(run_capture(poisson_argv, out, sizeof out), 0);
     sent = json_int(out, "sent"); /* Poisson count: mean 1000, sd ~32 */
     assert_in_range(sent, 850, 1150);
     assert_int_equal(json_int(out, "received"), sent);
     assert_int_equal(json_int(out, "shifts"), 2);
 
-    char *window_argv[] = {(char *)bin, "--servers", servers, "--window", "16", "--duration", "0.5",
-                           "--keys", "100", "--write-ratio", "0.3", "--json", "--quiet", NULL};
+    char *window_argv[] = {(char *)bin,  "--servers", servers,   "--window", "16",
+                           "--duration", "0.5",       "--keys",  "100",      "--write-ratio",
+                           "0.3",        "--json",    "--quiet", NULL};
     assert_int_equal(run_capture(window_argv, out, sizeof out), 0);
     assert_true(json_int(out, "received") > 100);
     assert_int_equal(json_int(out, "received"), json_int(out, "sent"));
@@ -584,8 +603,8 @@ static void test_loadgen(void **state)
     fake_start(&rf, REPLICA);
     char rservers[32];
     snprintf(rservers, sizeof rservers, "127.0.0.1:%u", rf.port);
-    char *replica_argv[] = {(char *)bin, "--servers", rservers, "--rate", "1000", "--duration",
-                            "0.3", "--json", "--quiet", NULL};
+    char *replica_argv[] = {(char *)bin,  "--servers", rservers, "--rate",  "1000",
+                            "--duration", "0.3",       "--json", "--quiet", NULL};
     assert_int_equal(run_capture(replica_argv, out, sizeof out), 0);
     assert_int_equal(json_int(out, "received"), json_int(out, "sent"));
     assert_int_equal(json_int(out, "replies_unknown_server"), json_int(out, "received"));
@@ -593,8 +612,8 @@ static void test_loadgen(void **state)
 
     char *bad_argv[] = {(char *)bin, "--servers", servers, "--zipf", "-1", NULL};
     assert_int_equal(run_capture(bad_argv, out, sizeof out), 2);
-    char *long_key_argv[] = {(char *)bin, "--servers", servers, "--key-prefix",
-                             "a-very-long-prefix", NULL};
+    char *long_key_argv[] = {(char *)bin,    "--servers",          servers,
+                             "--key-prefix", "a-very-long-prefix", NULL};
     assert_int_equal(run_capture(long_key_argv, out, sizeof out), 2);
     fake_stop(&f[0]);
     fake_stop(&f[1]);
@@ -603,11 +622,16 @@ static void test_loadgen(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_basic_ops),    cmocka_unit_test(test_retry_keeps_seq),
-        cmocka_unit_test(test_reply_from_other_server), cmocka_unit_test(test_noise_is_ignored),
-        cmocka_unit_test(test_timeout),      cmocka_unit_test(test_statuses),
-        cmocka_unit_test(test_routing),      cmocka_unit_test(test_tcp_writes),
-        cmocka_unit_test(test_async_pair),   cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_basic_ops),
+        cmocka_unit_test(test_retry_keeps_seq),
+        cmocka_unit_test(test_reply_from_other_server),
+        cmocka_unit_test(test_noise_is_ignored),
+        cmocka_unit_test(test_timeout),
+        cmocka_unit_test(test_statuses),
+        cmocka_unit_test(test_routing),
+        cmocka_unit_test(test_tcp_writes),
+        cmocka_unit_test(test_async_pair),
+        cmocka_unit_test(test_threads),
         cmocka_unit_test(test_bad_config),
         cmocka_unit_test(test_loadgen),
     };

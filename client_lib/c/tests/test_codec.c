@@ -44,7 +44,8 @@ static void test_round_trip(void **state)
             assert_ptr_equal(v, buf + KVS_HEADER_SIZE);
             assert_memory_equal(v, value, sizes[s]);
             /* bytes after the message are ignored */
-            assert_int_equal(kvs_decode(buf, len + 10 <= sizeof buf ? len + 10 : len, &d, NULL), KVS_OK);
+            assert_int_equal(kvs_decode(buf, len + 10 <= sizeof buf ? len + 10 : len, &d, NULL),
+                             KVS_OK);
             assert_int_equal(d.vlen, sizes[s]);
         }
     }
@@ -53,15 +54,20 @@ static void test_round_trip(void **state)
 static void test_byte_layout(void **state)
 {
     (void)state;
-    kvs_header h = {.op = KVS_OP_SET, .status = 0, .cid = 0x01020304, .seq = 0x05060708,
-                    .epoch = 0x090a, .flags = 0x0b0c, .ver = 0x0d0e0f10};
+    kvs_header h = {.op = KVS_OP_SET,
+                    .status = 0,
+                    .cid = 0x01020304,
+                    .seq = 0x05060708,
+                    .epoch = 0x090a,
+                    .flags = 0x0b0c,
+                    .ver = 0x0d0e0f10};
     memcpy(h.key, "abcdefghijklmnop", 16);
     uint8_t buf[64];
     size_t len;
     assert_int_equal(kvs_encode(&h, "xy", 2, buf, sizeof buf, &len), KVS_OK);
-    const uint8_t want[] = {3, 0, 0, 2, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,
-                            'a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i', 'j', 'k', 'l', 'm', 'n',
-                            'o', 'p', 'x', 'y'};
+    const uint8_t want[] = {3,   0,   0,   2,   1,   2,   3,   4,   5,   6,   7,   8,   9,
+                            10,  11,  12,  13,  14,  15,  16,  'a', 'b', 'c', 'd', 'e', 'f',
+                            'g', 'h', 'i', 'j', 'k', 'l', 'm', 'n', 'o', 'p', 'x', 'y'};
     assert_int_equal(len, sizeof want);
     assert_memory_equal(buf, want, sizeof want);
 }
@@ -142,11 +148,21 @@ static void test_keys(void **state)
 static void test_names(void **state)
 {
     (void)state;
-    const int errors[] = {KVS_OK, KVS_ERR_NOT_FOUND, KVS_ERR_BAD_REQUEST, KVS_ERR_TOO_LARGE,
-                          KVS_ERR_STALE, KVS_ERR_SERVER, KVS_ERR_KEY_TOO_LONG,
-                          KVS_ERR_VALUE_TOO_LARGE, KVS_ERR_BUFFER_TOO_SMALL, KVS_ERR_MALFORMED,
-                          KVS_ERR_TIMEOUT, KVS_ERR_INVALID_ARGUMENT, KVS_ERR_SYSTEM,
-                          KVS_ERR_NO_MEMORY, KVS_ERR_CLOSED};
+    const int errors[] = {KVS_OK,
+                          KVS_ERR_NOT_FOUND,
+                          KVS_ERR_BAD_REQUEST,
+                          KVS_ERR_TOO_LARGE,
+                          KVS_ERR_STALE,
+                          KVS_ERR_SERVER,
+                          KVS_ERR_KEY_TOO_LONG,
+                          KVS_ERR_VALUE_TOO_LARGE,
+                          KVS_ERR_BUFFER_TOO_SMALL,
+                          KVS_ERR_MALFORMED,
+                          KVS_ERR_TIMEOUT,
+                          KVS_ERR_INVALID_ARGUMENT,
+                          KVS_ERR_SYSTEM,
+                          KVS_ERR_NO_MEMORY,
+                          KVS_ERR_CLOSED};
     for (size_t i = 0; i < sizeof errors / sizeof errors[0]; i++) {
         assert_string_not_equal(kvs_strerror(errors[i]), "unknown error");
         for (size_t j = 0; j < i; j++)
@@ -178,9 +194,9 @@ static void test_names(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_round_trip), cmocka_unit_test(test_byte_layout),
+        cmocka_unit_test(test_round_trip),    cmocka_unit_test(test_byte_layout),
         cmocka_unit_test(test_encode_errors), cmocka_unit_test(test_malformed),
-        cmocka_unit_test(test_keys), cmocka_unit_test(test_names),
+        cmocka_unit_test(test_keys),          cmocka_unit_test(test_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -135,8 +135,8 @@ static kvs_client *connect_agent(const struct agent *a, int tcp)
     char addr[32];
     snprintf(addr, sizeof addr, "127.0.0.1:%u", a->port);
     const char *servers[] = {addr};
-    kvs_config cfg = {.servers = servers, .nservers = 1, .timeout_ms = 1000, .retries = 2,
-                      .tcp_writes = tcp};
+    kvs_config cfg = {
+        .servers = servers, .nservers = 1, .timeout_ms = 1000, .retries = 2, .tcp_writes = tcp};
     kvs_error err;
     kvs_client *c = kvs_client_new(&cfg, &err);
     assert_non_null(c);
@@ -223,8 +223,9 @@ static void test_loadgen_against_agent(void **state)
         skip();
     char servers[32];
     snprintf(servers, sizeof servers, "127.0.0.1:%u", a->port);
-    char *argv[] = {(char *)bin, "--servers", servers, "--rate", "1000", "--duration", "1",
-                    "--keys", "200", "--preload", "--write-ratio", "0.1", "--json", "--quiet", NULL};
+    char *argv[] = {(char *)bin,     "--servers", servers,  "--rate",  "1000",
+                    "--duration",    "1",         "--keys", "200",     "--preload",
+                    "--write-ratio", "0.1",       "--json", "--quiet", NULL};
     static char out[1 << 16];
     assert_int_equal(run_capture(argv, out, sizeof out), 0);
     long received = json_long(out, "received"), not_found = json_long(out, "not_found");

@@ -63,7 +63,8 @@ static void test_ring_matches_rule(void **state)
             uint8_t key[16];
             int n = snprintf(text, sizeof text, "k%u", i * 7919u);
             kvs_make_key(text, (size_t)n, key);
-            assert_int_equal(kvs_ring_origin(ring, key), brute_origin(configs[c][0], configs[c][1], key));
+            assert_int_equal(kvs_ring_origin(ring, key),
+                             brute_origin(configs[c][0], configs[c][1], key));
         }
         kvs_ring_free(ring);
     }

@@ -1,5 +1,6 @@
-/* The shared vectors of tests/vectors/{consistent_hash,messages}.json (converted by vectors_to_text.py): the C library must
- * compute the same hashes and origins and produce and accept the same bytes as Python. */
+/* The shared vectors of tests/vectors/{consistent_hash,messages}.json (converted by
+ * vectors_to_text.py): the C library must compute the same hashes and origins and produce and
+ * accept the same bytes as Python. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -98,12 +99,18 @@ static void test_messages(void **state)
         unsigned op, status, vlen, epoch, flags;
         uint32_t cid, seq, ver;
         long cval;
-        if (sscanf(line, "msg %255s %u %u %u %" SCNu32 " %" SCNu32 " %u %u %" SCNu32
-                         " %255s %39999s %39999s",
+        if (sscanf(line,
+                   "msg %255s %u %u %u %" SCNu32 " %" SCNu32 " %u %u %" SCNu32
+                   " %255s %39999s %39999s",
                    name, &op, &status, &vlen, &cid, &seq, &epoch, &flags, &ver, keyhex, valhex,
                    byteshex) == 12) {
-            kvs_header h = {.op = (uint8_t)op, .status = (uint8_t)status, .cid = cid, .seq = seq,
-                            .epoch = (uint16_t)epoch, .flags = (uint16_t)flags, .ver = ver};
+            kvs_header h = {.op = (uint8_t)op,
+                            .status = (uint8_t)status,
+                            .cid = cid,
+                            .seq = seq,
+                            .epoch = (uint16_t)epoch,
+                            .flags = (uint16_t)flags,
+                            .ver = ver};
             assert_int_equal(hex_decode(keyhex, h.key, KVS_KEY_SIZE), KVS_KEY_SIZE);
             long vn = hex_decode(valhex, value, sizeof value);
             long bn = hex_decode(byteshex, want, sizeof want);
@@ -137,16 +144,28 @@ static void test_messages(void **state)
                 const char *name;
                 long value;
             } known[] = {
-                {"header_len", KVS_HEADER_SIZE}, {"kvs_port", KVS_PORT}, {"max_value", KVS_MAX_VALUE},
-                {"op_GET", KVS_OP_GET}, {"op_GET_REPLY", KVS_OP_GET_REPLY}, {"op_SET", KVS_OP_SET},
-                {"op_SET_REPLY", KVS_OP_SET_REPLY}, {"op_DEL", KVS_OP_DEL},
-                {"op_DEL_REPLY", KVS_OP_DEL_REPLY}, {"op_UPDATE", KVS_OP_UPDATE},
-                {"op_UPDATE_DEL", KVS_OP_UPDATE_DEL}, {"op_CONFIRM", KVS_OP_CONFIRM},
-                {"op_PUSH", KVS_OP_PUSH}, {"op_SYNC", KVS_OP_SYNC}, {"op_SYNC_DONE", KVS_OP_SYNC_DONE},
-                {"op_REMOVE", KVS_OP_REMOVE}, {"op_REMOVE_REPLY", KVS_OP_REMOVE_REPLY},
-                {"status_OK", KVS_STATUS_OK}, {"status_NOT_FOUND", KVS_STATUS_NOT_FOUND},
+                {"header_len", KVS_HEADER_SIZE},
+                {"kvs_port", KVS_PORT},
+                {"max_value", KVS_MAX_VALUE},
+                {"op_GET", KVS_OP_GET},
+                {"op_GET_REPLY", KVS_OP_GET_REPLY},
+                {"op_SET", KVS_OP_SET},
+                {"op_SET_REPLY", KVS_OP_SET_REPLY},
+                {"op_DEL", KVS_OP_DEL},
+                {"op_DEL_REPLY", KVS_OP_DEL_REPLY},
+                {"op_UPDATE", KVS_OP_UPDATE},
+                {"op_UPDATE_DEL", KVS_OP_UPDATE_DEL},
+                {"op_CONFIRM", KVS_OP_CONFIRM},
+                {"op_PUSH", KVS_OP_PUSH},
+                {"op_SYNC", KVS_OP_SYNC},
+                {"op_SYNC_DONE", KVS_OP_SYNC_DONE},
+                {"op_REMOVE", KVS_OP_REMOVE},
+                {"op_REMOVE_REPLY", KVS_OP_REMOVE_REPLY},
+                {"status_OK", KVS_STATUS_OK},
+                {"status_NOT_FOUND", KVS_STATUS_NOT_FOUND},
                 {"status_BAD_REQUEST", KVS_STATUS_BAD_REQUEST},
-                {"status_TOO_LARGE", KVS_STATUS_TOO_LARGE}, {"status_STALE", KVS_STATUS_STALE},
+                {"status_TOO_LARGE", KVS_STATUS_TOO_LARGE},
+                {"status_STALE", KVS_STATUS_STALE},
                 {"status_DUPLICATE", KVS_STATUS_DUPLICATE},
                 {"status_SERVER_ERROR", KVS_STATUS_SERVER_ERROR},
             };
