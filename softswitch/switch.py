@@ -289,7 +289,9 @@ class Switch:
             raise SwitchError(f"ingress port {ingress_port} out of range")
         with self._lock:
             try:
-                return self._process(ingress_port, bytes(packet))
+                return self._process(
+                    ingress_port, packet if type(packet) is bytes else bytes(packet)
+                )
             except Exception:  # a bug of the engine must not take the switch down: drop, log
                 self.internal_errors += 1
                 log.exception("softswitch: packet dropped after an internal error")
