@@ -555,7 +555,7 @@ static void test_loadgen(void **state)
         "0.2",       "--shift",   "hot-in:0.3", "--json", "--quiet", NULL};
     assert_int_equal(run_capture(open_argv, out, sizeof out), 0);
     long sent = json_int(out, "sent"), received = json_int(out, "received");
-    assert_in_range(sent, 1900, 2001);
+    assert_in_range(sent, 1800, 2001); /* 2 000 scheduled; a stall over the 100 ms grace loses some */
     assert_int_equal(received, sent);
     assert_int_equal(json_int(out, "lost"), 0);
     assert_int_equal(json_int(out, "shifts"), 3);
