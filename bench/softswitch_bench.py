@@ -1,10 +1,11 @@
 """Packet-rate harness for the software switch: packets per second on one core for one packet, and
 a cProfile breakdown of where the time goes by pipeline stage.
 
-    python -m kvswitch.bench.softswitch_bench [--program FILE] [--seconds S] [-D NAME=VALUE ...]
+    python -m kvswitch.bench.softswitch_bench [--seconds S]
 
-Without a program it measures the engine's own L3 test program (tests/softswitch/p4/basic.p4) with one
-LPM route; the data-plane benchmarks call ``measure`` and ``profile_stages`` with their own switch.
+On its own it measures the engine's L3 test program (tests/softswitch/p4/basic.p4) with one LPM
+route; the KVSwitch benchmark (bench/dataplane_bench.py) calls ``measure`` and ``profile_stages``
+with its own switch and packets.
 """
 
 from __future__ import annotations
