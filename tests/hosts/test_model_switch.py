@@ -17,6 +17,7 @@ import pytest
 from kvswitch import protocol as p
 from kvswitch.agent.backends import MemoryBackend
 from kvswitch.agent.control import AgentControl
+from kvswitch.agent.core import AgentCore
 from kvswitch.agent.server import AgentServer
 from kvswitch.bench.lincheck import Op as HistOp
 from kvswitch.bench.lincheck import check_history
@@ -128,3 +129,40 @@ def test_concurrent_clients_through_redirection(
     assert all(r.ok for r in results), [r.key for r in results if not r.ok]
     assert switch.stats["get_to_replica"] - before > 10, dict(switch.stats)
     assert switch.stats["stamped_writes"] > 10
+
+
+def test_rig_catches_replicas_that_confirm_without_applying(
+    rack: tuple[ModelSwitch, list[AgentServer]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The broken variant: a replica CONFIRMs an UPDATE's version without applying it. Redirected
+    Gets then return the old value and the history check must say so (the check has teeth)."""
+    switch, agents = rack
+    real_dispatch = AgentCore._dispatch
+
+    def confirm_without_applying(
+        self: AgentCore, msg: p.Message, src: tuple[str, int], reply_op: int | None
+    ) -> list[tuple[bytes, tuple[str, int]]]:
+        if msg.op == p.Op.UPDATE and self.switch_addr is not None:
+            confirm = p.Message(p.Op.CONFIRM, msg.key, epoch=msg.epoch, ver=msg.ver)
+            return [(confirm.encode(), self.switch_addr)]
+        return real_dispatch(self, msg, src, reply_op)
+
+    monkeypatch.setattr(AgentCore, "_dispatch", confirm_without_applying)
+    history: list[HistOp] = []
+    with Client(switch.front_addrs, timeout=1.0) as c:
+        c.set(HOT, b"old")
+        holders = _make_hot(switch, agents)
+        call = time.monotonic()
+        c.set(HOT, b"new")
+        history.append(HistOp("set", HOT, call, time.monotonic(), b"new"))
+        slot = switch.hot[p.pad_key(HOT)]
+        _wait(
+            lambda: all(slot.valid_ver.get(i) == slot.slot_ver for i in holders[1:]),
+            "the (false) confirms",
+        )
+        for _ in range(6):
+            call = time.monotonic()
+            value = c.get(HOT)
+            history.append(HistOp("get", HOT, call, time.monotonic(), output=value))
+    assert b"old" in [op.output for op in history]
+    assert not all(r.ok for r in check_history(history, {HOT: b"old"}))
