@@ -23,6 +23,17 @@ def clients(rt_server: Server) -> Iterator[list[Client]]:
         c.close()
 
 
+@pytest.fixture
+def primary(
+    rt_server: Server, clients: list[Client], program: Program
+) -> tuple[Client, P4InfoIndex]:
+    """A client that is primary and has set the test program, with the program's P4Info."""
+    a = client(rt_server, clients)
+    a.arbitrate(1)
+    a.set_pipeline(program)
+    return a, P4InfoIndex(program.bundle.compile().p4info)
+
+
 def client(rt_server: Server, clients: list[Client]) -> Client:
     c = Client(rt_server.address)
     clients.append(c)
@@ -124,13 +135,8 @@ def test_pipeline_required_and_permission(
     assert rt_server.device.pipeline is not None
 
 
-def test_errors_per_update_and_atomicity(
-    rt_server: Server, clients: list[Client], program: Program
-) -> None:
-    a = client(rt_server, clients)
-    a.arbitrate(1)
-    a.set_pipeline(program)
-    index = P4InfoIndex(program.bundle.compile().p4info)
+def test_errors_per_update_and_atomicity(primary: tuple[Client, P4InfoIndex]) -> None:
+    a, index = primary
     unknown_table = p4r.Update(
         type=p4r.Update.INSERT, entity=p4r.Entity(table_entry=p4r.TableEntry(table_id=0x0200FFFF))
     )
@@ -180,12 +186,9 @@ def test_errors_per_update_and_atomicity(
 
 
 def test_ternary_rules_registers_and_reconcile(
-    rt_server: Server, clients: list[Client], program: Program
+    primary: tuple[Client, P4InfoIndex], program: Program
 ) -> None:
-    a = client(rt_server, clients)
-    a.arbitrate(1)
-    a.set_pipeline(program)
-    index = P4InfoIndex(program.bundle.compile().p4info)
+    a, index = primary
     acl, punt = index.table("acl"), index.action("punt")
     assert acl and punt
 
@@ -308,12 +311,9 @@ def test_default_entry_scope_commit_and_direct_counters(
 
 
 def test_multicast_groups_and_counters(
-    rt_server: Server, clients: list[Client], program: Program
+    rt_server: Server, primary: tuple[Client, P4InfoIndex]
 ) -> None:
-    a = client(rt_server, clients)
-    a.arbitrate(1)
-    a.set_pipeline(program)
-    index = P4InfoIndex(program.bundle.compile().p4info)
+    a, index = primary
 
     def group(
         gid: int, ports: list[int], op: int = p4r.Update.INSERT, metadata: bytes = b""
