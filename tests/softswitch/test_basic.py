@@ -103,3 +103,48 @@ def test_random_and_truncated_packets_never_crash(basic_switch_factory) -> None:
     assert sw.internal_errors == 0
     # Ethernet + part of IPv4: PacketTooShort leaves ipv4 invalid; this program's ingress drops it
     assert sw.process(1, full[:20]) == []
+
+
+def test_control_writes_and_packets_from_two_threads(basic_switch_factory) -> None:
+    import threading
+
+    sw = basic_switch_factory()
+    pkt = _pkt("10.9.9.9")
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def writer() -> None:
+        try:
+            for i in range(300):
+                h = sw.table_add(
+                    "ipv4_lpm", {"dst": (0x0A000000, 8)}, "ipv4_forward", {"dstAddr": i, "port": 2}
+                )
+                sw.table_delete("ipv4_lpm", h)
+        except BaseException as e:  # pragma: no cover - reported below
+            errors.append(e)
+        finally:
+            stop.set()
+
+    t = threading.Thread(target=writer)
+    t.start()
+    seen = set()
+    while not stop.is_set():
+        for port, _ in sw.process(1, pkt):
+            seen.add(port)
+    t.join()
+    assert not errors
+    assert seen <= {2}
+    assert sw.internal_errors == 0
+
+
+def test_id_annotations_keep_their_ids(v1) -> None:
+    from softswitch import Switch
+
+    src = v1(
+        "",
+        "state start { transition accept; }",
+        "@id(0x01000077) action a() { }\n@id(5) table t { key = { sm.ingress_port: exact; } actions = { a; } }\napply { t.apply(); }",
+    )
+    info = Switch.from_source(src, "ids.p4").p4info
+    assert {x.preamble.name: x.preamble.id for x in info.actions}["I.a"] == 0x01000077
+    assert info.tables[0].preamble.id == 0x02000005
