@@ -182,6 +182,8 @@ class Translator:
         self.ns: dict[str, Any] = {}
         self.struct_names: dict[str, str] = {}
         self.in_action = 0
+        self.functions: list[tuple[str, P4Type, int]] = []  # (result temp, type, action depth)
+        self.function_trees: list[tuple[Tree]] = []
         self.tables: list[TableInfo] = []
         self.actions: dict[str, ActionInfo] = {}
         self.externs: list[ExternInst] = []
@@ -991,6 +993,8 @@ class Translator:
                 return None
             if s.kind == "func":
                 return self.extern_func(node, name, args, targs, scope)
+            if s.kind == "function":
+                return self.inline_function(node, name, s, args, scope)
             raise self.err(node, f"{name} is not callable")
         raise self.err(node, "unsupported call")
 
@@ -1545,9 +1549,73 @@ class Translator:
         self.em("raise _Exit()")
 
     def s_return_stmt(self, node: Tree, scope: Scope) -> None:
+        fn = self.functions[-1] if self.functions else None
         if node.children[0] is not None:
-            raise self.err(node, "return with a value is only allowed in functions")
+            if fn is None or self.in_action > fn[2]:
+                raise self.err(node, "return with a value is only allowed in functions")
+            result, rtype, _depth = fn
+            e = self.convert(self.expr(node.children[0], scope, rtype), rtype, node.children[0])
+            self.em(f"{result} = {e.code}")
+        elif fn is not None and not isinstance(fn[1], VoidT) and self.in_action == fn[2]:
+            raise self.err(node, "this function must return a value")
         self.em("raise _Ret()")
+
+    def inline_function(
+        self, node: Tree, name: str, sym: Sym, args: list[Any], scope: Scope
+    ) -> E | None:
+        """A P4 function, inlined at its call: parameters copied in/out, result in a temporary."""
+        tree, decl_scope = sym.value
+        rtype = self.resolve_type(tree.children[1], decl_scope)
+        params: list[tuple[str, str, P4Type]] = []
+        if tree.children[4] is not None:
+            for p in tree.children[4].children:
+                d = p.children[1]
+                params.append(
+                    (
+                        self.ck.name_of(p.children[3]),
+                        str(d.children[0]) if d is not None else "in",
+                        self.resolve_type(p.children[2], decl_scope),
+                    )
+                )
+        if len(args) != len(params):
+            raise self.err(
+                node, f"function {name} takes {len(params)} arguments, {len(args)} given"
+            )
+        if any(f[0] is tree for f in self.function_trees):
+            raise self.err(node, f"function {name} calls itself")
+        sc = Scope(decl_scope)
+        copy_out = []
+        for (pname, direction, pt), a in zip(params, args, strict=True):
+            local = self.tmp(f"f_{pname}_")
+            if direction in ("out", "inout"):
+                lv = self.expr(a, scope)
+                if not lv.lvalue:
+                    raise self.err(
+                        a, f"argument for {direction} parameter {pname} must be an lvalue"
+                    )
+                self.convert(lv, pt, a)
+                self.em(f"{local} = {lv.code if direction == 'inout' else self.zero(pt)}")
+                copy_out.append((lv, local))
+            else:
+                e = self.convert(self.expr(a, scope, pt), pt, a)
+                self.em(f"{local} = {e.code}")
+            sc.names[pname] = Sym("var", pt, code=local, lvalue=direction in ("out", "inout"))
+        result = self.tmp("fr")
+        self.em(f"{result} = {self.zero(rtype) if not isinstance(rtype, VoidT) else 'None'}")
+        self.functions.append((result, rtype, self.in_action))
+        self.function_trees.append((tree,))
+        self.em("try:")
+        with self.em.block():
+            self.em("pass")
+            self.block(tree.children[5], sc)
+        self.em("except _Ret:")
+        with self.em.block():
+            self.em("pass")
+        self.functions.pop()
+        self.function_trees.pop()
+        for lv, local in copy_out:
+            self.assign_to(lv, E(local, lv.type), node)
+        return None if isinstance(rtype, VoidT) else E(result, rtype)
 
     def s_const_decl(self, node: Tree, scope: Scope) -> None:
         t = self.resolve_type(node.children[1], scope)

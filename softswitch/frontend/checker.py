@@ -270,7 +270,9 @@ class Checker:
             else:
                 self.bind(scope, name, Sym("global_inst", value=d), d)
         elif k == "function_decl":
-            raise self.error(d, "function declarations are not supported by this target")
+            if d.children[3] is not None:
+                raise self.error(d, "generic functions are not supported by this target")
+            self.bind(scope, str(d.children[2]), Sym("function", value=(d, scope)), d)
         else:
             raise self.error(d, f"unsupported declaration ({k})")
 

@@ -117,3 +117,45 @@ def test_saturation_and_signed_overflow(v1) -> None:
     o = run(v1, 127, 0)
     assert o[2] == wrap(127 + 100, 8)
     assert o[19] == 2
+
+
+FUNCS = """
+bit<8> max8(in bit<8> a, in bit<8> b) {
+    if (a > b) { return a; }
+    return b;
+}
+void bump(inout bit<8> x, out bit<8> old) {
+    old = x;
+    x = x + 1;
+}
+header p_t { bit<8> a; bit<8> b; bit<8> m; bit<8> old; }
+"""
+
+
+def test_functions_are_inlined_with_copy_in_out(v1) -> None:
+    sw = Switch.from_source(
+        v1(
+            FUNCS,
+            "state start { pkt.extract(hdr.p); transition accept; }",
+            "apply { hdr.p.m = max8(hdr.p.a, hdr.p.b) + 1; bump(hdr.p.a, hdr.p.old); sm.egress_spec = 1; }",
+            deparser="apply { pkt.emit(hdr.p); }",
+            hdr_fields="p_t p;",
+        ),
+        "funcs.p4",
+    )
+    assert sw.process(0, bytes([3, 9, 0, 0]))[0][1] == bytes([4, 9, 10, 3])
+    assert sw.process(0, bytes([12, 9, 0, 0]))[0][1] == bytes([13, 9, 13, 12])
+
+
+def test_function_without_return_value_is_an_error(v1) -> None:
+    import pytest
+
+    from softswitch import P4Error
+
+    src = v1(
+        "bit<8> f(in bit<8> a) { if (a == 1) { return; } return a; }",
+        "state start { transition accept; }",
+        "apply { bit<8> x = f(1); }",
+    )
+    with pytest.raises(P4Error, match="must return a value"):
+        Switch.from_source(src, "f.p4")
