@@ -70,6 +70,18 @@ def engine_priority(table: TableInfo, options: BmAddEntryOptions | None) -> int:
     return BMV2_PRIORITY_BASE - max(0, (options.priority or 0) if options else 0)
 
 
+def thrift_i64(reg: ArrayInfo, value: int) -> int:
+    """A register cell as Thrift's i64 (BMv2's API is 64-bit); wider values are refused."""
+    if value >= 1 << 63:
+        LOG.warning(
+            "%s: %d-bit value does not fit Thrift's i64; read it over P4Runtime",
+            reg.name,
+            reg.bitwidth,
+        )
+        raise InvalidRegisterOperation(code=RegisterOperationErrorCode.ERROR)
+    return value
+
+
 def table_error(code: int) -> InvalidTableOperation:
     return InvalidTableOperation(code=code)
 
@@ -451,12 +463,12 @@ class StandardHandler:
     def bm_register_read(self, cxt_id: int, register_array_name: str, idx: int) -> int:
         with self.device.lock:
             pipe, reg = self.register(register_array_name, idx)
-            return int(pipe.switch.register_read(reg.name, idx))
+            return thrift_i64(reg, int(pipe.switch.register_read(reg.name, idx)))
 
     def bm_register_read_all(self, cxt_id: int, register_array_name: str) -> list[int]:
         with self.device.lock:
             pipe, reg = self.register(register_array_name)
-            return [int(v) for v in pipe.switch.register_read(reg.name)]
+            return [thrift_i64(reg, int(v)) for v in pipe.switch.register_read(reg.name)]
 
     def bm_register_write(
         self, cxt_id: int, register_array_name: str, index: int, value: int

@@ -9,7 +9,9 @@ from bm_runtime.standard.ttypes import (
     BmMatchParamExact,
     BmMatchParamTernary,
     BmMatchParamType,
+    InvalidRegisterOperation,
     InvalidTableOperation,
+    RegisterOperationErrorCode,
     TableOperationErrorCode,
 )
 from scapy.layers.inet import IP
@@ -88,3 +90,11 @@ def test_bmv2_error_codes(handler: StandardHandler) -> None:
     assert [p for p, _ in handler.device.process(1, bytes(Ether() / IP()))] == [2]
     handler.bm_mt_delete_entry(0, "l2", handle)
     assert handler.bm_mt_get_num_entries(0, "l2") == 0
+
+
+def test_wide_register_cells_refused_over_thrift(handler: StandardHandler) -> None:
+    handler.device.pipeline.switch.register_write("wide", 1, 1 << 100)  # type: ignore[union-attr]
+    assert handler.bm_register_read(0, "wide", 0) == 0  # fits i64: returned as is
+    with pytest.raises(InvalidRegisterOperation) as exc:
+        handler.bm_register_read(0, "wide", 1)
+    assert exc.value.code == RegisterOperationErrorCode.ERROR

@@ -45,6 +45,7 @@ control RtIngress(inout headers_t hdr, inout metadata_t meta,
     counter(64, CounterType.packets_and_bytes) port_counter;
     direct_counter(CounterType.packets_and_bytes) lpm_counter;
     register<bit<32>>(16) last_ttl;
+    register<bit<128>>(2) wide;  // wider than Thrift's i64
 
     action drop() {
         mark_to_drop(standard_metadata);
