@@ -107,6 +107,10 @@ class ExternInst:
     table: str = ""  # direct counter: owning table
 
 
+_BIT_OPS = {"band": "&", "bor": "|", "bxor": "^"}
+_LOGIC_OPS = {"land": "and", "lor": "or"}
+
+
 class _Ret(Exception):
     """``return`` inside an inlined action or a sub-control."""
 
@@ -504,6 +508,10 @@ class Translator:
     def expr(self, node: Tree | Token, scope: Scope, want: P4Type | None = None) -> E:
         if isinstance(node, Token):
             raise self.err(node, f"unexpected token {node!s}")
+        if node.data in _BIT_OPS:
+            return self._bitop(node, scope, _BIT_OPS[node.data])
+        if node.data in _LOGIC_OPS:
+            return self._logic(node, scope, _LOGIC_OPS[node.data])
         fn = getattr(self, "x_" + node.data, None)
         if fn is None:
             raise self.err(node, f"unsupported expression ({node.data})")
@@ -822,15 +830,6 @@ class Translator:
             raise self.err(node, f"{op}: invalid operand type {t.show()}")
         return self.fold(f"({a.code} {op} {b.code})", t, a, b)
 
-    def x_band(self, node: Tree, scope: Scope, want: P4Type | None) -> E:
-        return self._bitop(node, scope, "&")
-
-    def x_bor(self, node: Tree, scope: Scope, want: P4Type | None) -> E:
-        return self._bitop(node, scope, "|")
-
-    def x_bxor(self, node: Tree, scope: Scope, want: P4Type | None) -> E:
-        return self._bitop(node, scope, "^")
-
     def x_shift(self, node: Tree, scope: Scope, want: P4Type | None) -> E:
         a = self.expr(node.children[0], scope)
         op = str(node.children[1])
@@ -886,12 +885,6 @@ class Translator:
             if not isinstance(x.type, BoolT):
                 raise self.err(node, f"{op}: operands must be bool, got {x.type.show()}")
         return self.fold(f"({a.code} {op} {b.code})", BoolT(), a, b)
-
-    def x_land(self, node: Tree, scope: Scope, want: P4Type | None) -> E:
-        return self._logic(node, scope, "and")
-
-    def x_lor(self, node: Tree, scope: Scope, want: P4Type | None) -> E:
-        return self._logic(node, scope, "or")
 
     def x_cond(self, node: Tree, scope: Scope, want: P4Type | None) -> E:
         c = self.expr(node.children[0], scope)
