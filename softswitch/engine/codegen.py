@@ -687,6 +687,12 @@ class Translator:
             if isinstance(t, BitT):
                 if t == target:
                     return e
+                if t.signed != target.signed and t.width != target.width:
+                    raise self.err(
+                        node,
+                        f"cannot cast {t.show()} to {target.show()} directly: change the width "
+                        "or the signedness in two casts",
+                    )
                 if e.is_const:
                     v = wrap_value(e.const, target)
                     return E(repr(v), target, v)

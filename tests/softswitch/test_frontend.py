@@ -71,6 +71,7 @@ def test_preprocessor_errors(src: str, where: str, msg: str) -> None:
         ),
         ("apply { bool b = hdr.d.a == 16w1; }", "cannot mix"),
         ("apply { hdr.d.a = hdr.d.a << -1; }", "shift amount"),
+        ("apply { hdr.d.b = (bit<16>)(int<8>)hdr.d.a; }", "cannot cast int<8> to bit<16>"),
     ],
 )
 def test_load_errors_point_at_the_source(v1, ingress: str, msg: str) -> None:
