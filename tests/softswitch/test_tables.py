@@ -36,6 +36,14 @@ table rng {
     actions = { set; }
     default_action = set(8w2);
 }
+table mixed {
+    key = { hdr.k.a: exact; hdr.k.b: lpm; }
+    actions = { set; }
+}
+table tlpm {
+    key = { hdr.k.a: ternary; hdr.k.b: lpm; }
+    actions = { set; }
+}
 table fixed {
     key = { hdr.k.a: exact; }
     actions = { set; other; }
@@ -57,6 +65,10 @@ apply {
         tern.apply();
     } else if (hdr.k.how == 3) {
         rng.apply();
+    } else if (hdr.k.how == 5) {
+        mixed.apply();
+    } else if (hdr.k.how == 6) {
+        tlpm.apply();
     } else {
         if (fixed.apply().miss) { hdr.k.how = 8w0x70; }
     }
@@ -143,3 +155,18 @@ def test_const_entries(sw: Switch) -> None:
     info = sw.p4info
     t = next(t for t in info.tables if t.preamble.name == "I.fixed")
     assert t.is_const_table
+
+
+def test_lpm_with_exact_keys_and_lpm_in_a_ternary_table(sw: Switch) -> None:
+    sw.table_add("mixed", {"a": 1, "b": (0x1200, 8)}, "set", {"v": 1})
+    sw.table_add("mixed", {"a": 1, "b": (0x1234, 16)}, "set", {"v": 2})
+    sw.table_add("mixed", {"a": 2, "b": (0x0000, 0)}, "set", {"v": 3})
+    assert send(sw, 1, 0x1234, 5)[0] == 2
+    assert send(sw, 1, 0x1299, 5)[0] == 1
+    assert send(sw, 2, 0x9999, 5)[0] == 3
+    assert send(sw, 3, 0x1234, 5)[0] == 0
+    sw.table_add("tlpm", {"a": (0, 0), "b": (0x1200, 8)}, "set", {"v": 7}, priority=1)
+    sw.table_add("tlpm", {"a": (5, 0xFF), "b": (0, 0)}, "set", {"v": 8}, priority=2)
+    assert send(sw, 5, 0x1234, 6)[0] == 8
+    assert send(sw, 4, 0x1234, 6)[0] == 7
+    assert send(sw, 4, 0x1334, 6)[0] == 0
