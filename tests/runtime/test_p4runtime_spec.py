@@ -3,6 +3,8 @@ pipeline config actions, error codes, batch atomicity, canonical byte strings, w
 
 from __future__ import annotations
 
+import sys
+import threading
 from collections.abc import Iterator
 
 import grpc
@@ -392,3 +394,33 @@ def test_multicast_groups_and_counters(
     )
     assert (cell.counter_entry.data.packet_count, cell.counter_entry.data.byte_count) == (5, 0)
     assert len(a.read(p4r.Entity(counter_entry=p4r.CounterEntry()))) == ctr.size
+
+
+def test_packets_never_see_half_a_batch(
+    rt_server: Server, primary: tuple[Client, P4InfoIndex]
+) -> None:
+    """Each batch moves port 1's traffic between 3 and 4, then back to 2; packets processed
+    meanwhile must only ever leave on 2 (a batch is applied between two packets)."""
+    a, index = primary
+    a.write(l2_entry(index, b"\x01", out_port=2))
+    frame = bytes.fromhex("ffffffffffff0200000000010806") + bytes(28)
+    seen: set[int] = set()
+    stop = threading.Event()
+
+    def traffic() -> None:
+        while not stop.is_set():
+            seen.update(p for p, _ in rt_server.device.process(1, frame))
+
+    batch = [l2_entry(index, b"\x01", out_port=p, op=p4r.Update.MODIFY) for p in [3, 4] * 10 + [2]]
+    thread = threading.Thread(target=traffic)
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)  # let the two threads interleave finely
+    thread.start()
+    try:
+        for _ in range(30):
+            a.write(*batch)
+    finally:
+        stop.set()
+        thread.join()
+        sys.setswitchinterval(interval)
+    assert seen == {2}
