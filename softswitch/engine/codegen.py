@@ -122,6 +122,7 @@ class Exit(Exception):
 class ParserError(Exception):
     def __init__(self, code: int) -> None:
         self.code = code
+        self.off: int | None = None  # set by a sub-parser: where the packet was when it stopped
 
 
 class Emitter:
@@ -973,6 +974,11 @@ class Translator:
                         raise self.err(node, f"controls have no method {method}")
                     self.call_control(node, s.value, args, scope)
                     return None
+                if s is not None and s.kind == "parser_inst":
+                    if method != "apply":
+                        raise self.err(node, f"parsers have no method {method}")
+                    self.call_subparser(node, s.value, args, scope)
+                    return None
                 if s is not None and s.kind == "packet_in":
                     return self.packet_in_method(node, method, args, targs, scope)
                 if s is not None and s.kind == "packet_out":
@@ -1183,6 +1189,34 @@ class Translator:
         self.em.lines.extend(pad + line for line in inst["lines"])
         for e, local in outs:
             self.assign_to(e, E(local, e.type), node)
+
+    def call_subparser(
+        self, node: Tree, inst: dict[str, Any], args: list[Any], scope: Scope
+    ) -> None:
+        params: list[tuple[str, str, P4Type]] = inst["params"]
+        if len(args) != len(params):
+            raise self.err(
+                node, f"parser {inst['name']} takes {len(params)} arguments, {len(args)} given"
+            )
+        codes = ["_pkt", "_off", "_plen"]
+        outs = []
+        for (pname, direction, pt), a in zip(params, args, strict=True):
+            if isinstance(pt, ExternT) and pt.name == "packet_in":
+                s = scope.lookup(self.ck.name_of(a.children[0])) if a.data == "var" else None
+                if s is None or s.kind != "packet_in":
+                    raise self.err(a, "pass the packet_in to a sub-parser")
+                continue
+            e = self.convert(self.expr(a, scope, pt), pt, a, f"argument {pname}: ")
+            if direction in ("out", "inout") and not e.lvalue:
+                raise self.err(a, f"argument for {direction} parameter {pname} must be an lvalue")
+            codes.append(e.code)
+            if direction in ("out", "inout") and not isinstance(pt, (StructLikeT, StackT)):
+                outs.append(e)
+        r = self.tmp("sp")
+        self.em(f"{r} = {inst['func']}({', '.join(codes)})")
+        self.em(f"_off = {r}[0]")
+        for i, e in enumerate(outs, 1):
+            self.assign_to(e, E(f"{r}[{i}]", e.type), node)
 
     # ---- externs
     def extern_method(

@@ -99,6 +99,7 @@ class Builder:
         self.funcs: list[str] = []
         self.inline_states: dict[str, Tree] | None = None
         self.parser_scope = ck.globals
+        self.accept_code = "return _off"
 
     def err(self, node: Any, msg: str) -> P4Error:
         return self.ck.error(node, msg)
@@ -332,6 +333,12 @@ class Builder:
         args = [] if node.children[2] is None else list(node.children[2].children)
         full = self.tr.control_plane_name(fq, name, anns)
         tname = str(tref.children[0]) if tref.data in ("named_type", "specialized_type") else ""
+        if tname in self.ck.decls and self.ck.decls[tname].kind == "parser":
+            if not self.tr.in_parser:
+                raise self.err(node, "parsers can only be instantiated inside parsers")
+            inst = self.build_parser(self.ck.decls[tname], args, fq=full, caller=scope)
+            self.ck.bind(scope, name, Sym("parser_inst", value=inst), node)
+            return
         if tname in self.ck.decls and self.ck.decls[tname].kind == "control":
             inst = self.build_control(self.ck.decls[tname], full, args, top=False, caller=scope)
             self.ck.bind(scope, name, Sym("control_inst", value=inst), node)
@@ -585,7 +592,16 @@ class Builder:
         ti.has_const_entries = True
 
     # ------------------------------------------------------------------ parsers
-    def build_parser(self, decl: Decl, cargs: list[Any]) -> str:
+    def build_parser(
+        self,
+        decl: Decl,
+        cargs: list[Any],
+        fq: str = "",
+        caller: Scope | None = None,
+    ) -> Any:
+        """The top-level parser (returns its function name) or, with ``fq``, a sub-parser instance
+        (returns its instance record: a function taking and returning the packet offset)."""
+        sub = bool(fq)
         tree = decl.tree
         ch = tree.children
         params_node, ctor_node = ch[2], ch[3]
@@ -593,19 +609,27 @@ class Builder:
         local_decls = [c for c in rest if c.data != "parser_state"]
         states = [c for c in rest if c.data == "parser_state"]
         scope = Scope(self.ck.globals)
-        self.bind_ctor(tree, ctor_node, cargs, scope, self.ck.globals)
-        py, _info = self.bind_params(params_node, scope)
+        self.bind_ctor(tree, ctor_node, cargs, scope, caller or self.ck.globals)
+        py, info = self.bind_params(params_node, scope)
         fname = f"prs_{decl.name}_{next(self.tr.uid)}"
-        saved = (self.tr.em, self.tr.fq, self.tr.in_parser)
+        saved = (self.tr.em, self.tr.fq, self.tr.in_parser, self.inline_states)
+        saved_scope, saved_accept = self.parser_scope, self.accept_code
         em = Emitter()
-        self.tr.em, self.tr.fq, self.tr.in_parser = em, decl.name, True
-        em("_plen = len(_pkt); _off = 0")
+        self.tr.em, self.tr.fq, self.tr.in_parser = em, fq or decl.name, True
+        outs = [
+            scope.names[n].code
+            for n, d, t in info
+            if d in ("out", "inout") and not isinstance(t, (StructLikeT, StackT))
+        ]
+        self.accept_code = (
+            f"return (_off, {''.join(o + ', ' for o in outs)})" if sub else "return _off"
+        )
+        if not sub:
+            em("_plen = len(_pkt); _off = 0")
         for ld in local_decls:
             if ld.data == "value_set_decl":
                 raise self.err(ld, "value_set is not supported by this target")
-            if ld.data == "instantiation":
-                raise self.err(ld, "instantiations in parsers are not supported by this target")
-            self.control_local(ld, scope, decl.name)
+            self.control_local(ld, scope, fq or decl.name)
         index: dict[str, int] = {}
         for s in states:
             sname = self.ck.name_of(s.children[2])
@@ -616,28 +640,48 @@ class Builder:
             raise self.err(tree, f"parser {decl.name} has no start state")
         by_name = {self.ck.name_of(st.children[2]): st for st in states}
         self.parser_scope = scope
+        body = Emitter()
+        body.indent = em.indent + 1
+        self.tr.em = body
+        if self.parse_graph_is_small_dag(by_name):
+            # straight-line code: each state inlined where it is reached (no dispatch loop)
+            self.inline_states = by_name
+            self.emit_state(by_name["start"], scope, index)
+        else:
+            self.inline_states = None
+            body(f"_st = {index['start']}")
+            body("while True:")
+            with body.block():
+                for i, s in enumerate(states):
+                    body(f"{'if' if i == 0 else 'elif'} _st == {i}:")
+                    with body.block():
+                        self.emit_state(s, scope, index)
         em("try:")
-        with em.block():
-            if self.parse_graph_is_small_dag(by_name):
-                # straight-line code: each state inlined where it is reached (no dispatch loop)
-                self.inline_states = by_name
-                self.emit_state(by_name["start"], scope, index)
-            else:
-                self.inline_states = None
-                em(f"_st = {index['start']}")
-                em("while True:")
-                with em.block():
-                    for i, s in enumerate(states):
-                        em(f"{'if' if i == 0 else 'elif'} _st == {i}:")
-                        with em.block():
-                            self.emit_state(s, scope, index)
+        em.lines += body.lines
         em("except _PErr as _err:")
         with em.block():
-            em("_G.sm.parser_error = _err.code")
-        em("return _off")
-        self.funcs.append(f"def {fname}({', '.join(py)}):\n" + "\n".join(em.lines))
-        self.tr.em, self.tr.fq, self.tr.in_parser = saved
-        return fname
+            if sub:
+                # the caller continues from where this sub-parser stopped
+                em("if _err.off is None: _err.off = _off")
+                em("raise")
+            else:
+                # parser errors stop the parser; the packet goes on with what was extracted
+                em("if _err.off is not None: _off = _err.off")
+                em("_G.sm.parser_error = _err.code")
+        if not sub:
+            em("return _off")
+        args = ", ".join(["_pkt", "_off", "_plen"] if sub else [])
+        params = (
+            ", ".join(x for x in [args, *[q for q in py if q != "_pkt"]] if x)
+            if sub
+            else ", ".join(py)
+        )
+        self.funcs.append(f"def {fname}({params}):\n" + "\n".join(em.lines))
+        self.tr.em, self.tr.fq, self.tr.in_parser, self.inline_states = saved
+        self.parser_scope, self.accept_code = saved_scope, saved_accept
+        if not sub:
+            return fname
+        return {"name": fq, "func": fname, "params": info, "py": py, "outs": outs}
 
     def emit_state(self, st: Tree, scope: Scope, index: dict[str, int]) -> None:
         sc = Scope(scope)
@@ -688,7 +732,7 @@ class Builder:
     def goto(self, name_node: Any, index: dict[str, int]) -> str:
         name = self.ck.name_of(name_node)
         if name == "accept":
-            return "return _off"
+            return self.accept_code
         if name == "reject":
             return f"raise _PErr({self.ck.errors.get('NoError', 0)})"
         if name not in index:
