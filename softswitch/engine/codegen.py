@@ -54,6 +54,9 @@ class E:
     const: Any = None
     lvalue: bool = False
     table: TableInfo | None = None  # for t.apply().action_run
+    items: list[E] | None = None  # the elements of a {a, b, c} list
+    slice: tuple[E, int, int] | None = None  # (base, high, low) of a slice, to assign to it
+    hdr_base: str | None = None  # a header field: the header's code (for validity checks)
 
     @property
     def is_const(self) -> bool:
@@ -590,8 +593,7 @@ class Translator:
                 self.convert(i, ft, node) for i, (_, ft) in zip(items, want.fields, strict=True)
             ]
         e = E("(" + "".join(i.code + ", " for i in items) + ")", ListT([i.type for i in items]))
-        e.const = None
-        e.items = items  # type: ignore[attr-defined]
+        e.items = items
         return e
 
     def x_member(self, node: Tree, scope: Scope, want: P4Type | None) -> E:
@@ -637,7 +639,7 @@ class Translator:
             raise self.err(node, f"{bt.name} has no field {member}")
         e = E(f"{base.code}.{member}", ft, lvalue=base.lvalue)
         if bt.is_header:
-            e.hdr_base = base.code  # type: ignore[attr-defined]
+            e.hdr_base = base.code
         return e
 
     def x_index(self, node: Tree, scope: Scope, want: P4Type | None) -> E:
@@ -670,7 +672,7 @@ class Translator:
         if base.is_const:
             v = (base.const >> lo_) & mask(w)
         e = E(code, BitT(w), v)
-        e.slice = (base, h, lo_)  # type: ignore[attr-defined]
+        e.slice = (base, h, lo_)
         e.lvalue = base.lvalue
         return e
 
@@ -1273,7 +1275,7 @@ class Translator:
         """Code building the byte string of a field list. As BMv2 does, fields are packed at bit
         granularity, fields of invalid headers are left out, and the result is zero-padded."""
         e = self.expr(node, scope)
-        items: list[E] = getattr(e, "items", None) or [e]
+        items: list[E] = e.items or [e]
         vals: list[str] = []
         widths: list[str] = []
         valid: list[str] = []
@@ -1290,7 +1292,7 @@ class Translator:
                     widths.append(f"{it.code}.{fname}__len" if w is None else str(w))
                     valid.append(f"{it.code}._v")
                 continue
-            hb = getattr(it, "hdr_base", None)
+            hb = it.hdr_base
             valid.append(f"{hb}._v" if hb else "True")
             signed.append(isinstance(t, BitT) and t.signed)
             if isinstance(t, VarbitT):
@@ -1691,14 +1693,12 @@ class Translator:
             self.em(f"{lhs.code} = {rhs.code}; {lhs.code}__len = {rhs.code}__len")
             return
         rhs = self.convert(rhs, t, node)
-        sl = getattr(lhs, "slice", None)
+        sl = lhs.slice
         if sl is not None:
             base, h, lo = sl
             m = mask(h - lo + 1) << lo
             self.assign_to(
-                E(base.code, base.type, lvalue=True, table=None)
-                if getattr(base, "slice", None) is None
-                else base,
+                E(base.code, base.type, lvalue=True, table=None) if base.slice is None else base,
                 E(
                     f"(({base.code}) & {~m & mask(base.type.width)}) | ((({rhs.code}) << {lo}) & {m})",
                     base.type,
@@ -1708,7 +1708,7 @@ class Translator:
             return
         if isinstance(t, StructLikeT):
             if isinstance(rhs.type, ListT):
-                items = rhs.items  # type: ignore[attr-defined]
+                items = rhs.items or []
                 if t.is_header:
                     self.em(f"{lhs.code}._v = True")
                 for (fname, ft), it in zip(t.fields, items, strict=True):
