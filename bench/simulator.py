@@ -57,7 +57,7 @@ class SimConfig:
     t0_fraction: float = 0.002  # T0 as a fraction of the mean server load of the first period
     max_replicas_per_server: int | None = None
     tolerance: float = 0.002
-    lag: int = 1000  # queries between a write and its replies/confirms
+    lag: int = 300  # queries between a write and its replies/confirms (~20 us at 15 MQPS)
     capacity: float = 0.5e6  # per server, queries/s (M/M/1 service rate)
     offered: float = 0.5  # offered load for p50/p99, as a fraction of M * capacity
     slo: float = 50e-6  # p99 target for the throughput-at-SLO metric, seconds
