@@ -197,12 +197,14 @@ def process(kids, origins, writes, count, start, lag, ht_keys, ht_vals, nhold, s
 
 
 @njit(cache=True)
-def run_sampled(n, seed, start, write_ratio, alias, rank_info, counts, lag, ht_keys, ht_vals,
+def run_sampled(n, seed, start, write_ratio, alias, head, p_head, rank_info, counts, lag, ht_keys, ht_vals,
                 nhold, smap, vidx, base, off, mg_of_slot, mg_members, mg_size, rr, slot_ver, origin_ver,
                 valid_ver, gver, hot_cnt, hp_key, hp_cnt, prefixes, table, load, q,
                 qpos):  # fmt: skip
-    """Draw ``n`` queries and process them. ``alias[r]`` packs Walker's alias table (bits 31..63:
-    the acceptance threshold scaled by 2**32, bits 0..30: the alias rank); ``rank_info[r]`` packs
+    """Draw ``n`` queries and process them. ``alias`` packs two Walker alias tables (bits 31..63:
+    the acceptance threshold scaled by 2**32, bits 0..30: the alias rank, absolute): ranks
+    ``0 .. head-1`` (drawn with probability ``p_head``; small enough to stay in cache) and the rest.
+    ``rank_info[r]`` packs
     the key id of rank r (bits 0..31) and its origin (bits 32..); ``counts[r]`` counts the queries
     of rank r (the ground truth).
 
@@ -210,7 +212,7 @@ def run_sampled(n, seed, start, write_ratio, alias, rank_info, counts, lag, ht_k
     table look-ups of a batch are independent of each other, so the processor overlaps their cache
     misses; the pipeline then runs over the batch in order."""
     x = np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15) | np.uint64(1)
-    size = alias.shape[0]
+    tail = alias.shape[0] - head
     batch = 512
     kids = np.empty(batch, np.int64)
     origins = np.empty(batch, np.int64)
@@ -222,13 +224,21 @@ def run_sampled(n, seed, start, write_ratio, alias, rank_info, counts, lag, ht_k
             x ^= x >> np.uint64(12)
             x ^= x << np.uint64(25)
             x ^= x >> np.uint64(27)
-            u = ((x * np.uint64(0x2545F4914F6CDD1D)) >> np.uint64(11)) * TO_UNIT * size
+            u = ((x * np.uint64(0x2545F4914F6CDD1D)) >> np.uint64(11)) * TO_UNIT
+            if u < p_head:
+                first, size = 0, head
+                u = u / p_head * size
+            else:
+                first, size = head, tail
+                u = (u - p_head) / (1.0 - p_head) * size
             r = int(u)
             if r >= size:
                 r = size - 1
-            a = alias[r]
+            a = alias[first + r]
             if int((u - r) * 4294967296.0) >= (a >> 31):
                 r = a & 0x7FFFFFFF
+            else:
+                r += first
             counts[r] += 1
             info = rank_info[r]
             kids[j] = info & 0xFFFFFFFF

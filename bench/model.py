@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kvswitch.bench import kernel
+from kvswitch.bench.workload import Workload
 from kvswitch.controller import names
 from kvswitch.controller.driver import Driver
 from kvswitch.controller.hashring import key16, key_id
@@ -331,14 +332,15 @@ class Model(Driver):
         self,
         n: int,
         seed: int,
-        write_ratio: float,
-        alias: np.ndarray,
+        workload: Workload,
         rank_info: np.ndarray,
         counts: np.ndarray,
     ) -> None:
-        """``n`` queries drawn by the kernel (see :func:`kernel.run_sampled` for the arrays)."""
+        """``n`` queries of ``workload`` drawn by the kernel (see :func:`kernel.run_sampled`);
+        ``counts[r]`` counts the queries of rank r."""
         kernel.run_sampled(
-            n, seed, self.now, write_ratio, alias, rank_info, counts, self.lag,
+            n, seed, self.now, workload.write_ratio, workload.alias, workload.head,
+            workload.p_head, rank_info, counts, self.lag,
             *self.compiled(), *self._state(),
         )  # fmt: skip
         self.now += n

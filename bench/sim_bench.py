@@ -45,15 +45,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     counts = np.zeros(ns.keys, np.int32)
     compile_start = time.perf_counter()
-    model.run_sampled(1000, 0, ns.write_ratio, wl.alias, info, counts)  # JIT compile or load
+    model.run_sampled(1000, 0, wl, info, counts)  # JIT compile or load
     print(f"kernel ready in {time.perf_counter() - compile_start:.1f} s (numba compile/cache)")
     for period in range(3):
-        model.run_sampled(2_000_000, period + 1, ns.write_ratio, wl.alias, info, counts)
+        model.run_sampled(2_000_000, period + 1, wl, info, counts)
         controller.step(model)
     hot = len(model.tables.hot)
 
     started = time.perf_counter()
-    model.run_sampled(ns.queries, 42, ns.write_ratio, wl.alias, info, counts)
+    model.run_sampled(ns.queries, 42, wl, info, counts)
     fast = ns.queries / (time.perf_counter() - started)
 
     # the same rules in plain Python, trace drawn by numpy (drawing not timed)

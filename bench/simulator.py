@@ -132,8 +132,7 @@ def simulate(cfg: SimConfig, progress: Callable[[str], None] | None = None) -> l
             wl.shift(cfg.shift, cfg.shift_count, rng)
             info = wl.rank_info(origin)
         counts[:] = 0
-        model.run_sampled(cfg.queries, cfg.seed * 1_000_003 + period, cfg.write_ratio, wl.alias,
-                          info, counts)  # fmt: skip
+        model.run_sampled(cfg.queries, cfg.seed * 1_000_003 + period, wl, info, counts)
         model.flush()
         key_counts[:] = 0
         key_counts[wl.perm] = counts

@@ -1,7 +1,8 @@
 """Workloads: Zipf popularity of any skew (0 = uniform) over n keys, read/write mix, value sizes,
 popularity shifts (NetCache's hot-in, random and hot-out).
 
-Ranks are sampled with Walker's alias method inside the compiled kernel; rank -> key id goes
+Ranks are sampled with Walker's alias method inside the compiled kernel (one table for the 65 536
+most popular ranks, one for the rest); rank -> key id goes
 through a random permutation so that hot keys are spread over the origins.
 """
 
@@ -15,6 +16,7 @@ from kvswitch.bench import kernel
 
 SHIFTS = ("none", "hot-in", "random", "hot-out")
 MAX_KEYS = (1 << 31) - 1
+HEAD = 1 << 16  # ranks sampled from their own alias table, which stays in cache
 
 
 def zipf_weights(n: int, skew: float) -> np.ndarray:
@@ -35,6 +37,8 @@ class Workload:
     small_value_fraction: float = 0.5  # share of keys whose values are <= 128 B
     seed: int = 1
     alias: np.ndarray = field(init=False, repr=False)
+    head: int = field(init=False, repr=False)
+    p_head: float = field(init=False, repr=False)
     weights: np.ndarray = field(init=False, repr=False)
     perm: np.ndarray = field(init=False, repr=False)
 
@@ -44,8 +48,14 @@ class Workload:
         if not 0.0 <= self.write_ratio <= 1.0:
             raise ValueError("write ratio must be within [0, 1]")
         self.weights = zipf_weights(self.keys, self.skew)
-        prob, alias = kernel.alias_table(self.weights)
-        self.alias = kernel.pack_alias(prob, alias)
+        self.head = min(self.keys, HEAD)
+        self.p_head = float(self.weights[: self.head].sum()) if self.head < self.keys else 1.0
+        prob, alias = kernel.alias_table(self.weights[: self.head])
+        tables = [kernel.pack_alias(prob, alias)]
+        if self.head < self.keys:
+            prob, alias = kernel.alias_table(self.weights[self.head :])
+            tables.append(kernel.pack_alias(prob, alias + self.head))
+        self.alias = np.concatenate(tables)
         rng = np.random.default_rng(self.seed)
         self.perm = rng.permutation(self.keys).astype(np.int64)
 
