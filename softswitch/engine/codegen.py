@@ -1685,6 +1685,20 @@ class Translator:
         rhs = self.expr(node.children[1], scope, lhs.type)
         self.assign_to(lhs, rhs, node)
 
+    def s_op_assignment(self, node: Tree, scope: Scope) -> None:
+        """``a op= b`` is ``a = a op b`` (a is a side-effect-free lvalue)."""
+        target, tok, value = node.children
+        op = str(tok)[:-1]
+        kinds = {"&": "band", "|": "bor", "^": "bxor", "<<": "shift", ">>": "shift"}
+        kind = kinds.get(op, "arith")
+        op_tok = Token({"<<": "SHL", ">>": "SHR"}.get(op, "OP"), op)
+        children = [target, value] if kind in ("band", "bor", "bxor") else [target, op_tok, value]
+        expr = Tree(kind, children, meta=node.meta)
+        lhs = self.expr(target, scope)
+        if not lhs.lvalue:
+            raise self.err(target, "cannot assign to this expression")
+        self.assign_to(lhs, self.expr(expr, scope, lhs.type), node)
+
     def assign_to(self, lhs: E, rhs: E, node: Any) -> None:
         t = lhs.type
         if isinstance(t, VarbitT):

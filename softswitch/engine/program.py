@@ -132,6 +132,13 @@ class Builder:
             if name not in self.ck.decls or self.ck.decls[name].kind not in ("parser", "control"):
                 raise self.err(b, f"{name} is not a parser or control")
             decls.append((self.ck.decls[name], cargs))
+        # extern instances declared at the top level (e.g. a register shared by two controls)
+        for gname, sym in list(self.ck.globals.names.items()):
+            if sym.kind == "global_inst":
+                t = self.tr.resolve_type(sym.value.children[1], self.ck.globals)
+                if isinstance(t, ExternT):
+                    del self.ck.globals.names[gname]
+                    self.instantiate(sym.value, self.ck.globals, "")
         roles = ["parser", "verify", "ingress", "egress", "compute", "deparser"]
         if decls[0][0].kind != "parser" or any(d.kind != "control" for d, _ in decls[1:]):
             raise self.err(main, "V1Switch needs a parser and five controls")

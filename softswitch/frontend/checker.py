@@ -127,7 +127,10 @@ class Checker:
             raise self.error(node, f"re-declaration of {name}")
 
     def bind_type(self, scope: Scope, name: str, t: P4Type, node: Tree | Token | None) -> None:
-        if name in scope.types:
+        old = scope.types.get(name)
+        # a typedef repeating the same type is accepted (p4c compiles programs that repeat
+        # v1model's `typedef bit<9> PortId_t`); anything else is a re-declaration
+        if old is not None and not (isinstance(old, BitT) and old == t):
             raise self.error(node, f"re-declaration of type {name}")
         scope.types[name] = t
 
@@ -196,10 +199,10 @@ class Checker:
                 if fname in seen:
                     raise self.error(f, f"duplicate field {fname} in {name}")
                 seen.add(fname)
-                if kind == "header" and not isinstance(ft, (BitT, VarbitT, EnumT)):
+                if kind == "header" and not isinstance(ft, (BitT, VarbitT, EnumT, BoolT)):
                     raise self.error(
                         f,
-                        f"header field {fname} must be bit<>, int<>, varbit<> or a serializable enum, not {ft.show()}",
+                        f"header field {fname} must be bit<>, int<>, varbit<>, bool or a serializable enum, not {ft.show()}",
                     )
                 if kind == "header" and isinstance(ft, EnumT) and ft.underlying is None:
                     raise self.error(

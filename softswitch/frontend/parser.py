@@ -22,10 +22,11 @@ GRAMMAR = Path(__file__).with_name("p4.lark")
 _LOCK = threading.Lock()
 
 _TYPE_DECL = re.compile(
-    r"\b(?:header|header_union|struct|parser|control|package)\s+([A-Za-z_]\w*)"
-    r"|\benum\s+(?:(?:bit|int)\s*<[^>]*>\s+|[A-Za-z_]\w*\s+(?=[A-Za-z_]\w*\s*\{))?([A-Za-z_]\w*)\s*\{"
-    r"|\bextern\s+([A-Za-z_]\w*)\s*(?:<[^>]*>)?\s*\{"
-    r"|\b(?:typedef|type)\s+[^;{}()]*?\b([A-Za-z_]\w*)\s*;"
+    r"(?<![.\w])(?:header|header_union|struct|parser|control|package)\s+([A-Za-z_]\w*)"
+    r"|(?<![.\w])enum\s+(?:(?:bit|int)\s*<[^>]*>\s+|[A-Za-z_]\w*\s+(?=[A-Za-z_]\w*\s*\{))?([A-Za-z_]\w*)\s*\{"
+    r"|(?<![.\w])extern\s+([A-Za-z_]\w*)\s*(?:<[^>]*>)?\s*\{"
+    r"|(?<![.\w])typedef\s+[^;{}=]*?\b([A-Za-z_]\w*)\s*;"
+    r"|(?<![.\w])type\s+[^;{}()=]*?\b([A-Za-z_]\w*)\s*;"
 )
 _TYPE_PARAMS = re.compile(r"\b[A-Za-z_]\w*\s*<\s*([A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)*)\s*>\s*[({]")
 _KEYWORDS = {

@@ -159,3 +159,18 @@ def test_function_without_return_value_is_an_error(v1) -> None:
     )
     with pytest.raises(P4Error, match="must return a value"):
         Switch.from_source(src, "f.p4")
+
+
+def test_compound_assignment_and_bool_header_fields(v1) -> None:
+    sw = Switch.from_source(
+        v1(
+            "header p_t { bit<8> a; bool f; bit<7> pad; }",
+            "state start { pkt.extract(hdr.p); transition accept; }",
+            "apply { hdr.p.a += 250; hdr.p.a <<= 1; hdr.p.a |= 1; hdr.p.f = !hdr.p.f; sm.egress_spec = 1; }",
+            deparser="apply { pkt.emit(hdr.p); }",
+            hdr_fields="p_t p;",
+        ),
+        "ops.p4",
+    )
+    assert sw.process(0, bytes([10, 0x80]))[0][1] == bytes([((10 + 250) % 256 * 2 + 1) % 256, 0x00])
+    assert sw.process(0, bytes([10, 0x00]))[0][1][1] == 0x80
