@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from kvswitch.controller.driver import Driver
 from kvswitch.controller.ops import Operation
-from kvswitch.controller.placement import POLICIES, place
+from kvswitch.controller.placement import POLICIES, holder_loads, place
 from kvswitch.controller.plan import Plan, build_plan, diff
 from kvswitch.controller.predictor import Predictor, merge_observations
 from kvswitch.controller.rack import Rack
@@ -28,6 +28,8 @@ class ControllerConfig:
     policy: str = "ring"
     max_replicas_per_server: int | None = None
     tolerance: float = 0.002
+    write_ratio: float = 0.0  # estimated share of Sets (balance policy)
+    window: float = 0.0  # Set-to-confirm delay as a fraction of the period (balance policy)
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
@@ -53,19 +55,22 @@ def cold_load_estimate(
     predicted: Sequence[tuple[bytes, float]],
     observed: Mapping[bytes, int],
     origin_of: Callable[[bytes], int],
+    write_ratio: float = 0.0,
+    window: float = 0.0,
 ) -> list[float]:
     """Per-server load of the keys that will be cold next period, from this period's counters.
 
-    A hot key's queries are taken as split evenly over its holders (round-robin); keys that leave
-    the hot set return to their origin, keys that join it leave their origin's cold load.
+    A hot key's queries are taken as split over its holders by round-robin (with writes: the model
+    of :func:`placement.holder_loads`); keys that leave the hot set return to their origin, keys
+    that join it leave their origin's cold load.
     """
     base = [float(x) for x in loads]
     wanted = {key for key, _ in predicted}
     for key, kp in plan.keys.items():
         count = float(hot_counts.get(key, 0))
-        share = count / len(kp.holders)
+        at_origin, at_replica = holder_loads(count, len(kp.holders), write_ratio, window)
         for s in kp.holders:
-            base[s] -= share
+            base[s] -= at_origin if s == kp.origin else at_replica
         if key not in wanted:
             base[kp.origin] += count
     for key, _ in predicted:
@@ -106,7 +111,9 @@ class Controller:
         predicted = self.predictor.update(observed)
         threshold = self.threshold.update(loads)
         origins = [self.origin_of(key) for key, _ in predicted]
-        cold = cold_load_estimate(loads, hot, self.plan, predicted, observed, self.origin_of)
+        cold = cold_load_estimate(
+            loads, hot, self.plan, predicted, observed, self.origin_of, cfg.write_ratio, cfg.window
+        )
         holders = place(
             predicted,
             origins,
@@ -116,6 +123,8 @@ class Controller:
             cold_loads=cold,
             max_replicas_per_server=cfg.max_replicas_per_server,
             tolerance=cfg.tolerance,
+            write_ratio=cfg.write_ratio,
+            window=cfg.window,
         )
         new_plan = build_plan(
             [(key, h) for (key, _), h in zip(predicted, holders, strict=True)],

@@ -20,6 +20,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
 from typing import TypeVar
 
 K = TypeVar("K", bound=Hashable)
@@ -54,11 +55,15 @@ def place(
     cold_loads: Sequence[float] | None = None,
     max_replicas_per_server: int | None = None,
     tolerance: float = 0.002,
+    write_ratio: float = 0.0,
+    window: float = 0.0,
 ) -> list[tuple[int, ...]]:
     """Holders of each predicted key (same order as ``predicted``), origin first.
 
-    ``tolerance`` (``balance`` only): stop once the most loaded server is within this fraction of
-    the mean estimated load.
+    ``balance`` only: ``tolerance``: stop once the most loaded server is within this fraction of
+    the mean estimated load; ``write_ratio`` (an estimate of the share of Sets) and ``window`` (the
+    Set-to-confirm delay as a fraction of the period) make it write-aware: each replica costs every
+    write of its key, and reads are split only while replicas are valid.
     """
     if policy not in POLICIES:
         raise ValueError(f"unknown placement policy {policy!r}; one of {', '.join(POLICIES)}")
@@ -75,7 +80,9 @@ def place(
         ]
     if policy == "least-loaded":
         return _least_loaded(predicted, origins, threshold, servers, base, cap)
-    return _balance(predicted, origins, threshold, servers, base, cap, tolerance)
+    return _balance(
+        predicted, origins, threshold, servers, base, cap, tolerance, write_ratio, window
+    )
 
 
 def _least_loaded(
@@ -113,14 +120,42 @@ def _least_loaded(
     return holders
 
 
-def _extra_replicas(load: float, n: int, top: float, free_loads: list[float]) -> int:
+@dataclass(frozen=True)
+class _Cost:
+    """Per-holder load of a key of ``load`` queries per period with write share ``writes`` whose
+    replicas are usable a fraction ``valid`` of the time (between a Set and its confirms Gets go to
+    the origin). Every holder receives every write (the Set or its UPDATE copy); the reads split
+    evenly over the holders while valid, otherwise they stay at the origin."""
+
+    load: float
+    writes: float = 0.0
+    valid: float = 1.0
+
+    def holder(self, n: int, origin: bool) -> float:
+        reads = self.load * (1.0 - self.writes)
+        share = self.load * self.writes + reads * self.valid / n
+        return share + reads * (1.0 - self.valid) if origin else share
+
+
+def holder_loads(load: float, n: int, write_ratio: float, window: float) -> tuple[float, float]:
+    """(origin's, each replica's) load from a key of ``load`` held by ``n`` servers, under the
+    write-aware model of ``balance`` (see :func:`place`)."""
+    cost = _Cost(load, write_ratio, math.exp(-window * load * write_ratio))
+    return cost.holder(n, True), cost.holder(n, False)
+
+
+def _extra_replicas(
+    cost: _Cost, n: int, top_is_origin: bool, top: float, free_loads: list[float]
+) -> int:
     """The fewest extra replicas (on the least loaded free servers, ``free_loads`` ascending) of a
-    key of ``load`` held by ``n`` servers after which the top server (load ``top``) and every new
-    holder are below ``top``; 0 if none. Water-filling in one step: a single replica may overload
-    its target while several share the key thinly enough."""
+    key held by ``n`` servers after which the top server (load ``top``) and every new holder are
+    below ``top``; 0 if none. Water-filling in one step: a single replica may overload its target
+    while several share the key thinly enough."""
+    before = cost.holder(n, top_is_origin)
     for extra in range(1, len(free_loads) + 1):
-        new_share = load / (n + extra)
-        if free_loads[extra - 1] + new_share < top and top - load / n + new_share < top:
+        after = cost.holder(n + extra, top_is_origin)
+        replica = cost.holder(n + extra, False)
+        if free_loads[extra - 1] + replica < top and top - before + after < top:
             return extra
     return 0
 
@@ -133,14 +168,72 @@ def _balance(
     loads: list[float],
     cap: int,
     tolerance: float,
+    write_ratio: float,
+    window: float,
 ) -> list[tuple[int, ...]]:
     members: list[list[int]] = [[o] for o in origins]
+    # expected writes of a key inside one Set-to-confirm window; replicas valid ~ exp(-that)
+    costs = [
+        _Cost(load, write_ratio, math.exp(-window * load * write_ratio)) for _, load in predicted
+    ]
     used = [0] * servers
-    # per server: heap of (-share, key index) of the keys it holds that may take another replica
+    # per server: heap of (-its load from the key, key index) of keys that may take a replica
     heaps: list[list[tuple[float, int]]] = [[] for _ in range(servers)]
     total = sum(loads) + sum(load for _, load in predicted)
     if total <= 0:
         return [tuple(m) for m in members]
+    mean = total / servers
+    for i, ((_, load), origin) in enumerate(zip(predicted, origins, strict=True)):
+        if load >= mean and load >= threshold and costs[i].valid >= 0.5:
+            # a key heavier than a whole server goes everywhere at once: an even split adds no
+            # imbalance, and growing it one replica at a time gets stuck behind lighter keys
+            members[i] += [s for s in range(servers) if s != origin and used[s] < cap]
+            for s in members[i][1:]:
+                used[s] += 1
+        n = len(members[i])
+        for s in members[i]:
+            share = costs[i].holder(n, s == origin)
+            loads[s] += share
+            if load >= threshold:
+                heaps[s].append((-share, i))
+    for heap in heaps:
+        heapq.heapify(heap)
+    # every move adds at least one replica, so the budget bounds the number of moves
+    for _ in range(cap * servers):
+        top = max(range(servers), key=loads.__getitem__)
+        if loads[top] <= sum(loads) / servers * (1.0 + tolerance):
+            break
+        heap = heaps[top]
+        moved = False
+        while heap and not moved:
+            neg_share, i = heap[0]
+            n = len(members[i])
+            is_origin = top == origins[i]
+            if top not in members[i] or -neg_share != costs[i].holder(n, is_origin):
+                heapq.heappop(heap)  # stale entry
+                continue
+            free = sorted(
+                (s for s in range(servers) if s not in members[i] and used[s] < cap),
+                key=loads.__getitem__,
+            )
+            extra = _extra_replicas(costs[i], n, is_origin, loads[top], [loads[s] for s in free])
+            if extra == 0:
+                heapq.heappop(heap)  # this key cannot help the top server any more
+                continue
+            for s in members[i]:
+                loads[s] += costs[i].holder(n + extra, s == origins[i]) - costs[i].holder(
+                    n, s == origins[i]
+                )
+            for s in free[:extra]:
+                members[i].append(s)
+                used[s] += 1
+                loads[s] += costs[i].holder(n + extra, False)
+            for s in members[i]:
+                heapq.heappush(heaps[s], (-costs[i].holder(n + extra, s == origins[i]), i))
+            moved = True
+        if not moved:
+            break
+    return [tuple(m) for m in members]
     mean = total / servers
     for i, ((_, load), origin) in enumerate(zip(predicted, origins, strict=True)):
         if load >= mean and load >= threshold:

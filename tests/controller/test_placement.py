@@ -81,3 +81,24 @@ def test_place_rejects_bad_input() -> None:
         place([("a", 1.0)], [0, 1], 1.0, 4)
     with pytest.raises(ValueError):
         ring_replicas(9, 2, 8)
+
+
+def test_write_aware_holder_loads() -> None:
+    from kvswitch.controller.placement import holder_loads
+
+    assert holder_loads(800.0, 4, 0.0, 0.5) == (200.0, 200.0)  # no writes: an even split
+    origin, replica = holder_loads(800.0, 4, 0.25, 0.0)  # writes reach every holder
+    assert origin == replica == pytest.approx(200.0 + 600.0 / 4)
+    # invalid windows: the reads not split stay at the origin
+    origin, replica = holder_loads(800.0, 4, 0.25, 1e9)
+    assert replica == pytest.approx(200.0) and origin == pytest.approx(800.0)
+
+
+def test_balance_does_not_replicate_keys_whose_replicas_are_never_valid() -> None:
+    cold = [100.0] * 8
+    holders = place(
+        [("w", 400.0)], [0], 1.0, 8, "balance", cold_loads=cold, write_ratio=0.5, window=1.0
+    )
+    assert holders == [(0,)]  # every replica would only add write copies
+    holders = place([("w", 400.0)], [0], 1.0, 8, "balance", cold_loads=cold)
+    assert len(holders[0]) > 1
