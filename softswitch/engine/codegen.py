@@ -759,10 +759,29 @@ class Translator:
             return E(repr(v), t, v)
         return E(code, t)
 
+    def capture(self, node: Any, scope: Scope, want: P4Type | None = None) -> tuple[E, list[str]]:
+        """Translate an expression and take back the statements it emitted (calls of functions,
+        table applies), so that the caller can order or guard them."""
+        start = len(self.em.lines)
+        e = self.expr(node, scope, want)
+        lines = self.em.lines[start:]
+        del self.em.lines[start:]
+        return e, lines
+
+    def operands(self, left: Any, right: Any, scope: Scope) -> tuple[E, E]:
+        """Both operands, evaluated left to right even when the right one has side effects."""
+        a = self.expr(left, scope)
+        b, lines = self.capture(right, scope)
+        if lines and not a.is_const:
+            t = self.tmp("lv")
+            self.em(f"{t} = {a.code}")
+            a = E(t, a.type, hdr_base=a.hdr_base)
+        self.em.lines += lines
+        return a, b
+
     def x_arith(self, node: Tree, scope: Scope, want: P4Type | None) -> E:
-        a = self.expr(node.children[0], scope)
         op = str(node.children[1])
-        b = self.expr(node.children[2], scope)
+        a, b = self.operands(node.children[0], node.children[2], scope)
         if op == "++":
             for x in (a, b):
                 if isinstance(x.type, EnumT) and x.type.underlying is not None:
@@ -832,17 +851,15 @@ class Translator:
         return self.fold(f"(not {a.code})", BoolT(), a)
 
     def _bitop(self, node: Tree, scope: Scope, op: str) -> E:
-        a = self.expr(node.children[0], scope)
-        b = self.expr(node.children[-1], scope)
+        a, b = self.operands(node.children[0], node.children[-1], scope)
         a, b, t = self.unify(a, b, node, op)
         if not isinstance(t, (BitT, IntT)):
             raise self.err(node, f"{op}: invalid operand type {t.show()}")
         return self.fold(f"({a.code} {op} {b.code})", t, a, b)
 
     def x_shift(self, node: Tree, scope: Scope, want: P4Type | None) -> E:
-        a = self.expr(node.children[0], scope)
         op = str(node.children[1])
-        b = self.expr(node.children[2], scope)
+        a, b = self.operands(node.children[0], node.children[2], scope)
         if isinstance(a.type, EnumT) and a.type.underlying is not None:
             a = E(a.code, a.type.underlying, a.const)
         if isinstance(b.type, BitT) and b.type.signed:
@@ -870,9 +887,8 @@ class Translator:
         )
 
     def x_cmp(self, node: Tree, scope: Scope, want: P4Type | None) -> E:
-        a = self.expr(node.children[0], scope)
         op = str(node.children[1])
-        b = self.expr(node.children[2], scope)
+        a, b = self.operands(node.children[0], node.children[2], scope)
         if op in ("==", "!="):
             if isinstance(a.type, BoolT) or isinstance(b.type, BoolT):
                 if not (isinstance(a.type, BoolT) and isinstance(b.type, BoolT)):
@@ -889,18 +905,26 @@ class Translator:
 
     def _logic(self, node: Tree, scope: Scope, op: str) -> E:
         a = self.expr(node.children[0], scope)
-        b = self.expr(node.children[-1], scope)
+        b, lines = self.capture(node.children[-1], scope)
         for x in (a, b):
             if not isinstance(x.type, BoolT):
                 raise self.err(node, f"{op}: operands must be bool, got {x.type.show()}")
+        if lines:
+            # short circuit: the right operand's statements run only when it is evaluated
+            t = self.tmp("sc")
+            self.em(f"{t} = {a.code}")
+            self.em(f"if {'' if op == 'and' else 'not '}{t}:")
+            self.em.lines += ["    " + line for line in lines]
+            self.em(f"    {t} = {b.code}")
+            return E(t, BoolT())
         return self.fold(f"({a.code} {op} {b.code})", BoolT(), a, b)
 
     def x_cond(self, node: Tree, scope: Scope, want: P4Type | None) -> E:
         c = self.expr(node.children[0], scope)
         if not isinstance(c.type, BoolT):
             raise self.err(node, f"?: condition must be bool, got {c.type.show()}")
-        a = self.expr(node.children[1], scope, want)
-        b = self.expr(node.children[2], scope, want)
+        a, la = self.capture(node.children[1], scope, want)
+        b, lb = self.capture(node.children[2], scope, want)
         if isinstance(a.type, IntT) and isinstance(b.type, IntT) and want is not None:
             a, b = self.convert(a, want, node), self.convert(b, want, node)
         if isinstance(a.type, BoolT) and isinstance(b.type, BoolT):
@@ -909,6 +933,16 @@ class Translator:
             a, b, t = self.unify(a, b, node, "?:")
         if isinstance(t, IntT) and not c.is_const:
             raise self.err(node, "?: with int operands needs a width (cast one branch)")
+        if la or lb:
+            # only the chosen branch's statements run
+            r = self.tmp("mx")
+            self.em(f"if {c.code}:")
+            self.em.lines += ["    " + line for line in la]
+            self.em(f"    {r} = {a.code}")
+            self.em("else:")
+            self.em.lines += ["    " + line for line in lb]
+            self.em(f"    {r} = {b.code}")
+            return E(r, t)
         return self.fold(f"({a.code} if {c.code} else {b.code})", t, c, a, b)
 
     # ---- calls in expressions
@@ -1117,10 +1151,23 @@ class Translator:
                 e = self.convert(self.expr(a, scope, pt), pt, a)
                 bind.append((pname, direction, pt, e.code))
                 lvals.append((None, a))
+        has_out = any(d in ("out", "inout") for _p, d, _t in info.params)
+        guard = has_out and self.contains(info.tree.children[3], "exit_stmt")
+        if guard:
+            # `exit` still copies out/inout parameters back (P4 spec; p4c and BMv2 do so)
+            self.em("try:")
+            self.em.indent += 1
         outs = self.inline_action(info, bind)
+        if guard:
+            self.em.indent -= 1
+            self.em("finally:")
+            self.em.indent += 1
+            self.em("pass")
         for (local, direction), (lv, a) in zip(outs, lvals, strict=True):
             if direction in ("out", "inout") and lv is not None:
                 self.assign_to(lv, E(local, lv.type), a)
+        if guard:
+            self.em.indent -= 1
 
     def zero(self, t: P4Type) -> str:
         if isinstance(t, BoolT):
@@ -1187,10 +1234,20 @@ class Translator:
             self.em(f"{local} = {e.code}")
             if direction in ("out", "inout") and not isinstance(pt, (StructLikeT, StackT)):
                 outs.append((e, local))
+        if outs:
+            self.em("try:")  # copy-out also when the control exits
+            self.em.indent += 1
         pad = "    " * (self.em.indent - 1)
         self.em.lines.extend(pad + line for line in inst["lines"])
+        if outs:
+            self.em.indent -= 1
+            self.em("finally:")
+            self.em.indent += 1
+            self.em("pass")
         for e, local in outs:
             self.assign_to(e, E(local, e.type), node)
+        if outs:
+            self.em.indent -= 1
 
     def call_subparser(
         self, node: Tree, inst: dict[str, Any], args: list[Any], scope: Scope

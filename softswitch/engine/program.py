@@ -581,7 +581,10 @@ class Builder:
                     )
                     continue
                 v = self.const_int(item, scope) & full
-                match[kname] = v if kind in ("exact", "optional", "lpm") else (v, full)
+                if kind == "range":
+                    match[kname] = (v, v)
+                else:
+                    match[kname] = v if kind in ("exact", "optional", "lpm") else (v, full)
             idx, args = self.action_call(ent.children[2], ti, scope)
             info = ti.actions[idx][0]
             prio = (
