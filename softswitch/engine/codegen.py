@@ -267,6 +267,17 @@ class Translator:
         src.append("        return n")
         src.append("    def _set(self, o):")
         src += ["        " + x for x in setf] or ["        pass"]
+        plain = [f for f, ft in t.fields if not isinstance(ft, (StackT, VarbitT))]
+        if len(plain) == len(t.fields):
+            src.append("    @staticmethod")
+            src.append(f"    def _of({', '.join('a_' + f for f in plain)}):")
+            src.append(f"        n = {cname}.__new__({cname})")
+            if t.is_header:
+                src.append("        n._v = True")
+            src += [f"        n.{f} = a_{f}" for f in plain]
+            if t.name == "standard_metadata_t":
+                src.append("        n._payload = b''")
+            src.append("        return n")
         src.append("    def _reset(self):")
         src += ["        " + x for x in self.reset_lines(t, "self")] or ["        pass"]
         if t.is_header:
@@ -503,10 +514,26 @@ class Translator:
         if isinstance(t, StructLikeT) and isinstance(want, StructLikeT) and t.name == want.name:
             return e
         if isinstance(t, ListT) and isinstance(want, StructLikeT):
-            return e
+            return self.list_to_struct(e, want, node)
         if isinstance(t, ErrorT) and isinstance(want, ErrorT):
             return e
         raise self.err(node, f"{what}type mismatch: expected {want.show()}, got {t.show()}")
+
+    def list_to_struct(self, e: E, want: StructLikeT, node: Any) -> E:
+        """A ``{a, b, ...}`` list as a struct or (valid) header value."""
+        items = e.items or []
+        if len(items) != len(want.fields):
+            raise self.err(
+                node, f"{want.name} has {len(want.fields)} fields, the list has {len(items)}"
+            )
+        codes = []
+        for it, (fname, ft) in zip(items, want.fields, strict=True):
+            if isinstance(ft, (StackT, VarbitT)):
+                raise self.err(
+                    node, f"field {fname}: list initialisers of stacks/varbits are not supported"
+                )
+            codes.append(self.convert(it, ft, node, f"field {fname}: ").code)
+        return E(f"{self.py_class(want)}._of({', '.join(codes)})", want)
 
     # ================================================================ expressions
     def expr(self, node: Tree | Token, scope: Scope, want: P4Type | None = None) -> E:
