@@ -9,7 +9,7 @@ Rules implemented here:
 - ``GET`` → ``GET_REPLY`` with the value and its stored (epoch, ver), or ``NOT_FOUND``.
 - ``SET``/``DEL`` (client → origin) and ``UPDATE``/``UPDATE_DEL`` (switch → replica): a request id
   ``(cid, seq)`` is applied at most once (``DUPLICATE`` with the first result's epoch/ver on a
-  repeat); a versioned write (``ver != 0``) applies only if (epoch, ver) is newer than the stored
+  repeat, or with the repeat's newer version when nothing was written since); a versioned write (``ver != 0``) applies only if (epoch, ver) is newer than the stored
   version (``STALE`` otherwise); an unversioned write always applies and keeps the stored version. A
   delete leaves a tombstone while the key has a version, so an older write cannot resurrect it.
 - ``UPDATE``/``UPDATE_DEL``/``PUSH`` get no reply; the replica sends ``CONFIRM`` with the version it
@@ -196,11 +196,36 @@ class AgentCore:
         seen = self.ids.get(msg.cid, msg.seq) if msg.cid else None
         if seen is not None:
             self.stats["duplicate"] += 1
-            return _Result(p.Status.DUPLICATE, seen.epoch, seen.ver)
+            return self._duplicate(msg, seen)
         result = self._apply_write(msg)
         if msg.cid:
             self.ids.add(msg.cid, msg.seq, result)
         return result
+
+    def _duplicate(self, msg: p.Message, seen: _Result) -> _Result:
+        """A repeated request id: not applied again.
+
+        A duplicate that crossed the switch again carries a newer version, and the switch now waits
+        for that version (docs/protocol.md, rule 2). If the first application was this server's
+        last write of the key (the stored version is still the one it produced), the stored value
+        is exactly the duplicate's, so the server adopts the newer version: the origin's
+        ``DUPLICATE`` reply then acknowledges it and the replicas' confirms of it count. Otherwise
+        (a newer write came in between, or the first attempt was ``STALE``) nothing changes and the
+        key's replicas wait for its next write.
+        """
+        applied = seen.status in (p.Status.OK, p.Status.NOT_FOUND)
+        if msg.ver != 0 and applied:
+            stored = self.backend.get(msg.key)
+            if (
+                stored is not None
+                and stored.version == (seen.epoch, seen.ver)
+                and msg.version > stored.version
+            ):
+                self.backend.put(msg.key, Item(stored.value, *msg.version, live=stored.live))
+                seen = _Result(seen.status, msg.epoch, msg.ver)
+                self.ids.add(msg.cid, msg.seq, seen)
+                self.stats["duplicate_version_adopted"] += 1
+        return _Result(p.Status.DUPLICATE, seen.epoch, seen.ver)
 
     def _apply_write(self, msg: p.Message) -> _Result:
         key = msg.key

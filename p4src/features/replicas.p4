@@ -148,8 +148,10 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout standard_meta
                 mark_to_drop(std);
             }
         } else if (op != KvsOp.SET && op != KvsOp.DEL) {
-            // Rule 2: SET_REPLY / DEL_REPLY / SYNC_DONE from the origin with status OK.
-            if (from_origin && hdr.kvs.status == KvsStatus.OK && hdr.kvs.ver == sv) {
+            // Rule 2: SET_REPLY / DEL_REPLY / SYNC_DONE from the origin, status OK (or DUPLICATE:
+            // the origin adopted a re-sent write's version), at the current epoch and version.
+            bool acked = hdr.kvs.status == KvsStatus.OK || hdr.kvs.status == KvsStatus.DUPLICATE;
+            if (from_origin && acked && hdr.kvs.epoch == cur_epoch && hdr.kvs.ver == sv) {
                 origin_ver.write((bit<32>)meta.slot, hdr.kvs.ver);
             }
             if (op == KvsOp.SYNC_DONE) {
@@ -157,10 +159,23 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout standard_meta
             }
         }
 
+        // Rule 5 needs no write on its way to the origin (origin_ver == slot_ver): a SYNC stamped
+        // after such a write could reach the origin first and give the old value the newer
+        // version. Otherwise it is reflected unstamped (ver 0) and the origin asks again later.
+        bool sync_stamp = false;
+        if (op == KvsOp.SYNC && from_origin && hdr.udp.isValid()) {
+            bit<32> acked_ver;
+            origin_ver.read(acked_ver, (bit<32>)meta.slot);
+            sync_stamp = acked_ver == sv;
+            if (!sync_stamp) {
+                hdr.kvs.epoch = 0;
+                hdr.kvs.ver = 0;
+                meta.l4_dirty = true;
+            }
+        }
         // Rules 1 and 5: a fresh version for the slot, stamped on the packet. A write's copies
         // to the replicas are made by MultigroupTable (multicast.p4).
-        if (op == KvsOp.SET || op == KvsOp.DEL || (op == KvsOp.SYNC && from_origin
-                                                   && hdr.udp.isValid())) {
+        if (op == KvsOp.SET || op == KvsOp.DEL || sync_stamp) {
             bit<32> gv;
             global_ver.read(gv, 0);
             gv = gv + 1;

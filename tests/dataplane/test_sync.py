@@ -82,13 +82,31 @@ def test_sync_done_sets_origin_ver_and_is_consumed(dp: Dataplane) -> None:
     assert dp.reg("origin_ver", SLOT) == 12
 
 
-@pytest.mark.parametrize("op_name", ["SET_REPLY", "DEL_REPLY"])
-def test_current_origin_reply_sets_origin_ver(dp: Dataplane, op_name: str) -> None:
+def test_sync_while_a_write_is_on_its_way_reflected_unstamped(dp: Dataplane) -> None:
+    """A write stamped 12 has not been acknowledged by the origin (origin_ver 11): a SYNC stamped now
+    could overtake it and give the old value version 13. It comes back with version 0 instead."""
+    _setup_written(dp, 12)
+    dp.sw.register_write(dp.register("origin_ver"), SLOT, 11)
+    pkt = Ether(_sync(ORIGIN))
+    want = pkt.copy()
+    want[Ether].src, want[Ether].dst = SWITCH_MAC, ORIGIN.mac
+    want[IP].src, want[IP].dst, want[IP].ttl = SWITCH_IP, ORIGIN.ip, 64
+    want[UDP].sport, want[UDP].dport = proto().kvs_port, 41000
+    want = with_kvs(fresh(want), kvs(proto().op.SYNC, KEY, seq=77, epoch=0, ver=0))
+    before = dp.snapshot()
+    dp.send_expect(ORIGIN.port, pkt, [(ORIGIN.port, want)])
+    assert dp.snapshot() == before
+
+
+@pytest.mark.parametrize(
+    ("op_name", "status"), [("SET_REPLY", "OK"), ("DEL_REPLY", "OK"), ("SET_REPLY", "DUPLICATE")]
+)
+def test_current_origin_reply_sets_origin_ver(dp: Dataplane, op_name: str, status: str) -> None:
     _setup_written(dp, 12)
     reply = udp_packet(
         ORIGIN,
         CLIENT.ip,
-        kvs(proto().op[op_name], KEY, epoch=EPOCH, ver=12),
+        kvs(proto().op[op_name], KEY, epoch=EPOCH, ver=12, status=proto().status[status]),
         sport=proto().kvs_port,
         dport=40000,
     )
@@ -100,6 +118,7 @@ def test_current_origin_reply_sets_origin_ver(dp: Dataplane, op_name: str) -> No
     ("case", "port", "sender", "ver", "status"),
     [
         ("stale version", SERVERS[0].port, SERVERS[0], 11, "OK"),
+        ("epoch of another switch incarnation", SERVERS[0].port, SERVERS[0], 12, "EPOCH-1"),
         ("not OK", SERVERS[0].port, SERVERS[0], 12, "STALE"),
         ("replica, not origin", SERVERS[1].port, SERVERS[1], 12, "OK"),
         ("origin address on a wrong port", SERVERS[1].port, SERVERS[0], 12, "OK"),
@@ -109,7 +128,9 @@ def test_bad_origin_reply_ignored(
     dp: Dataplane, case: str, port: int, sender: Host, ver: int, status: str
 ) -> None:
     _setup_written(dp, 12)
-    msg = kvs(proto().op.SET_REPLY, KEY, epoch=EPOCH, ver=ver, status=proto().status[status])
+    epoch = EPOCH - 1 if status == "EPOCH-1" else EPOCH
+    code = proto().status["OK" if status == "EPOCH-1" else status]
+    msg = kvs(proto().op.SET_REPLY, KEY, epoch=epoch, ver=ver, status=code)
     reply = udp_packet(sender, CLIENT.ip, msg, sport=proto().kvs_port, dport=40000)
     before = dp.snapshot()
     dp.send_expect(port, reply, [(CLIENT.port, routed(reply, CLIENT))])

@@ -113,7 +113,7 @@ class ModelSwitch:
         if (
             slot is not None
             and msg.op in (p.Op.SET_REPLY, p.Op.DEL_REPLY)
-            and msg.status == p.Status.OK
+            and msg.status in (p.Status.OK, p.Status.DUPLICATE)
             and slot.servers[0] == sender
             and msg.epoch == self.epoch
             and msg.ver == slot.slot_ver
@@ -166,9 +166,13 @@ class ModelSwitch:
             else:
                 self.stats["confirm_ignored"] += 1
         elif msg.op == p.Op.SYNC and sender == slot.servers[0]:  # rule 5
-            self.global_ver += 1
-            slot.slot_ver = self.global_ver
-            msg.epoch, msg.ver = self.epoch, self.global_ver
+            if slot.origin_ver == slot.slot_ver:  # no write on its way to the origin
+                self.global_ver += 1
+                slot.slot_ver = self.global_ver
+                msg.epoch, msg.ver = self.epoch, self.global_ver
+            else:
+                msg.epoch, msg.ver = 0, 0
+                self.stats["sync_unstamped"] += 1
             self.control.sendto(msg.encode(), src)
         elif msg.op == p.Op.SYNC_DONE and sender == slot.servers[0]:  # rule 2
             if msg.status == p.Status.OK and msg.version == (self.epoch, slot.slot_ver):
