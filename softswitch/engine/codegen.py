@@ -190,6 +190,7 @@ class Translator:
         self.ns: dict[str, Any] = {}
         self.struct_names: dict[str, str] = {}
         self.in_action = 0
+        self.prevalued: dict[str, E] = {}
         self.functions: list[tuple[str, P4Type, int]] = []  # (result temp, type, action depth)
         self.function_trees: list[tuple[Tree]] = []
         self.tables: list[TableInfo] = []
@@ -1156,6 +1157,13 @@ class Translator:
     def contains(node: Tree, kind: str) -> bool:
         return any(isinstance(n, Tree) and n.data == kind for n in node.iter_subtrees())
 
+    @staticmethod
+    def copy_in(e: E) -> str:
+        """Copy-in of an argument: headers, structs and stacks are copied (the callee may alias)."""
+        if isinstance(e.type, (StructLikeT, StackT)):
+            return f"{e.code}._copy()"
+        return e.code
+
     def inline_action_call(self, node: Tree, sym: Sym, args: list[Any], scope: Scope) -> None:
         info = self.action_info(sym)
         if len(args) != len(info.params):
@@ -1173,10 +1181,12 @@ class Translator:
                     )
                 self.convert(lv, pt, a)
                 lvals.append((lv, a))
-                bind.append((pname, direction, pt, lv.code if direction == "inout" else None))
+                bind.append(
+                    (pname, direction, pt, self.copy_in(lv) if direction == "inout" else None)
+                )
             else:
                 e = self.convert(self.expr(a, scope, pt), pt, a)
-                bind.append((pname, direction, pt, e.code))
+                bind.append((pname, direction, pt, self.copy_in(e)))
                 lvals.append((None, a))
         has_out = any(d in ("out", "inout") for _p, d, _t in info.params)
         guard = has_out and self.contains(info.tree.children[3], "exit_stmt")
@@ -1713,11 +1723,11 @@ class Translator:
                         a, f"argument for {direction} parameter {pname} must be an lvalue"
                     )
                 self.convert(lv, pt, a)
-                self.em(f"{local} = {lv.code if direction == 'inout' else self.zero(pt)}")
+                self.em(f"{local} = {self.copy_in(lv) if direction == 'inout' else self.zero(pt)}")
                 copy_out.append((lv, local))
             else:
                 e = self.convert(self.expr(a, scope, pt), pt, a)
-                self.em(f"{local} = {e.code}")
+                self.em(f"{local} = {self.copy_in(e)}")
             sc.names[pname] = Sym("var", pt, code=local, lvalue=direction in ("out", "inout"))
         result = self.tmp("fr")
         self.em(f"{result} = {self.zero(rtype) if not isinstance(rtype, VoidT) else 'None'}")
@@ -1776,12 +1786,19 @@ class Translator:
         kinds = {"&": "band", "|": "bor", "^": "bxor", "<<": "shift", ">>": "shift"}
         kind = kinds.get(op, "arith")
         op_tok = Token({"<<": "SHL", ">>": "SHR"}.get(op, "OP"), op)
-        children = [target, value] if kind in ("band", "bor", "bxor") else [target, op_tok, value]
-        expr = Tree(kind, children, meta=node.meta)
-        lhs = self.expr(target, scope)
+        lhs = self.expr(target, scope)  # evaluated once (its index may have side effects)
         if not lhs.lvalue:
             raise self.err(target, "cannot assign to this expression")
+        key = f"pv{next(self.uid)}"
+        self.prevalued[key] = lhs
+        pre = Tree("prevalued", [Token("KEY", key)], meta=node.meta)
+        children = [pre, value] if kind in ("band", "bor", "bxor") else [pre, op_tok, value]
+        expr = Tree(kind, children, meta=node.meta)
         self.assign_to(lhs, self.expr(expr, scope, lhs.type), node)
+        del self.prevalued[key]
+
+    def x_prevalued(self, node: Tree, scope: Scope, want: P4Type | None) -> E:
+        return self.prevalued[str(node.children[0])]
 
     def assign_to(self, lhs: E, rhs: E, node: Any) -> None:
         t = lhs.type
