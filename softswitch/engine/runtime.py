@@ -43,7 +43,8 @@ class Stack(list):  # type: ignore[type-arg]
 
     def _at(self, i: int) -> Any:
         if i >= len(self):
-            raise IndexError("header stack index out of bounds")
+            # out of bounds (p4c/BMv2): reads see an invalid header, writes are lost
+            return type(self[0])()
         return self[i]
 
     def _push_front(self, n: int) -> None:
