@@ -102,9 +102,15 @@ class Table:
         return tuple(out)
 
     def _field(self, name: str) -> KeyField:
+        """A key field by its P4Info name or a unique dotted suffix of it."""
         for k in self.keys:
-            if k.name == name or k.name.rsplit(".", 1)[-1] == name:
+            if k.name == name:
                 return k
+        cands = [k for k in self.keys if k.name.endswith("." + name)]
+        if len(cands) == 1:
+            return cands[0]
+        if cands:
+            raise SwitchError(f"table {self.name}: match field {name!r} is ambiguous")
         raise SwitchError(f"table {self.name}: unknown match field {name!r}")
 
     def _normalise(self, match: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
