@@ -142,9 +142,15 @@ class Switch:
             return t.add(dict(match), self._action_name(t, action), dict(params or {}), priority)
 
     def _action_name(self, t: Table, action: str) -> str:
+        """An action of ``t`` by its P4Info name or a unique dotted suffix of it."""
         for a in t.actions:
-            if a.name == action or a.name.rsplit(".", 1)[-1] == action:
+            if a.name == action:
                 return a.name
+        cands = [a.name for a in t.actions if a.name.endswith("." + action)]
+        if len(cands) == 1:
+            return cands[0]
+        if cands:
+            raise SwitchError(f"table {t.name}: action name {action!r} is ambiguous: {cands}")
         raise SwitchError(f"table {t.name}: unknown action {action!r}")
 
     def table_modify(

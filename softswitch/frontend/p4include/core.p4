@@ -1,7 +1,8 @@
-/* core.p4 for the KVSwitch software switch: the P4-16 core library declarations
+/* core.p4 for the KVSwitch software switch: the P4-16 core library declarations (guard macro
+ * _CORE_P4_ as in p4c, since programs test it)
  * (P4-16 language specification, appendix "core library"), written for this target. */
-#ifndef _SOFTSWITCH_CORE_P4_
-#define _SOFTSWITCH_CORE_P4_
+#ifndef _CORE_P4_
+#define _CORE_P4_
 
 error {
     NoError,

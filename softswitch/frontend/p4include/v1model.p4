@@ -1,7 +1,7 @@
 /* v1model.p4 for the KVSwitch software switch: the v1model architecture (BMv2 simple_switch)
  * declarations, written for this target from the architecture's documented interface. */
-#ifndef _SOFTSWITCH_V1MODEL_P4_
-#define _SOFTSWITCH_V1MODEL_P4_
+#ifndef _V1_MODEL_P4_
+#define _V1_MODEL_P4_
 
 #include <core.p4>
 
