@@ -148,7 +148,8 @@ def build_p4info(prog: Program) -> Any:
         a = actions[n]
         msg = info.actions.add()
         _preamble(msg, act_ids[n], n, alias[n], a.annotations)
-        for i, (pname, _d, pt) in enumerate(a.params, 1):
+        # directional parameters are bound in the program, only directionless ones are in P4Info
+        for i, (pname, _d, pt) in enumerate([x for x in a.params if not x[1]], 1):
             p = msg.params.add()
             p.id = i
             p.name = pname

@@ -70,9 +70,14 @@ class StfRun:
         match: dict[str, Any] = {}
         for item in keys.split():
             name, value = item.split(":", 1)
-            k = t._field(name)
+            k = t._field(re.sub(r"\$(\d+)", r"[\1]", name))  # STF writes stack[0] as stack$0
             full = (1 << k.width) - 1
-            if "&&&" in value:
+            if "*" in value:  # hex digits that are '*' are wildcards (a ternary mask)
+                digits = value[2:] if value.lower().startswith("0x") else value
+                v = int(digits.replace("*", "0"), 16)
+                mk = int("".join("0" if c == "*" else "f" for c in digits), 16)
+                match[k.name] = (v & mk, mk)
+            elif "&&&" in value:
                 v, mk = (int(x, 0) for x in value.split("&&&"))
                 match[k.name] = (
                     (v & mk, bin(mk).count("1")) if k.match_kind == "lpm" else (v & mk, mk)

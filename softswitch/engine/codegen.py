@@ -96,6 +96,10 @@ class TableInfo:
     annotations: dict[str, list[Any]] = field(default_factory=dict)
     pyname: str = ""
     runtime: Any = None
+    bound: dict[str, list[Any]] = field(
+        default_factory=dict
+    )  # action -> arguments bound in `actions`
+    scope: Scope | None = None
 
 
 @dataclass
@@ -1249,11 +1253,48 @@ class Translator:
             first = False
             with self.em.block():
                 self.em("pass")
+                bound = tbl.bound.get(info.name, [])
+                if bound:
+                    assert tbl.scope is not None
+                    self.bound_action(info, bound, tbl.scope, p, node)
+                    continue
                 bind = [
                     (pname, "", pt, f"{p}[{i}]") for i, (pname, _d, pt) in enumerate(info.params)
                 ]
                 self.inline_action(info, bind)
         return a, h
+
+    def bound_action(
+        self, info: ActionInfo, bound: list[Any], scope: Scope, p: str, node: Any
+    ) -> None:
+        """A table action whose first arguments are bound in the `actions` list (copy-in/out)."""
+        bind: list[tuple[str, str, P4Type, str | None]] = []
+        lvals: list[E | None] = []
+        for i, (pname, direction, pt) in enumerate(info.params):
+            if i < len(bound):
+                a = bound[i]
+                if direction in ("out", "inout"):
+                    lv = self.expr(a, scope)
+                    if not lv.lvalue:
+                        raise self.err(
+                            a, f"argument for {direction} parameter {pname} must be an lvalue"
+                        )
+                    self.convert(lv, pt, a)
+                    bind.append(
+                        (pname, direction, pt, self.copy_in(lv) if direction == "inout" else None)
+                    )
+                    lvals.append(lv)
+                else:
+                    e = self.convert(self.expr(a, scope, pt), pt, a)
+                    bind.append((pname, direction, pt, self.copy_in(e)))
+                    lvals.append(None)
+            else:
+                bind.append((pname, "", pt, f"{p}[{i - len(bound)}]"))
+                lvals.append(None)
+        outs = self.inline_action(info, bind)
+        for (local, direction), lv in zip(outs, lvals, strict=True):
+            if direction in ("out", "inout") and lv is not None:
+                self.assign_to(lv, E(local, lv.type), node)
 
     # ---- sub-controls
     def call_control(self, node: Tree, inst: dict[str, Any], args: list[Any], scope: Scope) -> None:

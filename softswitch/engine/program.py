@@ -394,6 +394,7 @@ class Builder:
         local = self.ck.name_of(node.children[1])
         full = self.tr.control_plane_name(fq, local, anns)
         ti = TableInfo(full, local, node, annotations=anns, pyname=f"T_{next(self.tr.uid)}")
+        ti.scope = scope
         entries_node = None
         default_node = None
         for prop in node.children[2:]:
@@ -424,11 +425,11 @@ class Builder:
                     s = scope.lookup(aname)
                     if s is None or s.kind != "action":
                         raise self.err(ar, f"{aname} is not an action")
-                    if ar.children[2] is not None:
-                        raise self.err(
-                            ar, "action arguments in a table's action list are not supported"
-                        )
                     info = self.tr.action_info(s)
+                    bound = [] if ar.children[2] is None else list(ar.children[2].children)
+                    if len(bound) > len(info.params):
+                        raise self.err(ar, f"action {aname} takes {len(info.params)} arguments")
+                    ti.bound[info.name] = bound
                     scope_kind = (
                         "tableonly"
                         if "tableonly" in aanns
@@ -438,7 +439,7 @@ class Builder:
                     )
                     if any(a[0].name == info.name for a in ti.actions):
                         raise self.err(ar, f"action {aname} listed twice")
-                    for pname, d, pt in info.params:
+                    for pname, d, pt in info.params[len(bound) :]:
                         if d:
                             raise self.err(
                                 ar,
@@ -497,7 +498,15 @@ class Builder:
             full,
             [KeyField(n, k, e.type.width) for n, k, e in ti.keys],  # type: ignore[attr-defined]
             [
-                TableAction(a.name, i, [(pn, bit_width_of(pt) or 0) for pn, _d, pt in a.params], sk)
+                TableAction(
+                    a.name,
+                    i,
+                    [
+                        (pn, bit_width_of(pt) or 0)
+                        for pn, _d, pt in a.params[len(ti.bound.get(a.name, [])) :]
+                    ],
+                    sk,
+                )
                 for i, (a, sk, _an) in enumerate(ti.actions)
             ],
             ti.size,
@@ -535,7 +544,8 @@ class Builder:
                 node, f"action {aname} takes {len(info.params)} arguments, {len(args)} given"
             )
         vals = []
-        for (_pn, _d, pt), a in zip(info.params, args, strict=True):
+        nbound = len(ti.bound.get(info.name, []))
+        for (_pn, _d, pt), a in list(zip(info.params, args, strict=True))[nbound:]:
             e = self.tr.convert(self.tr.expr(a, scope, pt), pt, a)
             if not e.is_const:
                 raise self.err(a, "action arguments here must be constants")

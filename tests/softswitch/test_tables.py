@@ -170,3 +170,29 @@ def test_lpm_with_exact_keys_and_lpm_in_a_ternary_table(sw: Switch) -> None:
     assert send(sw, 5, 0x1234, 6)[0] == 8
     assert send(sw, 4, 0x1234, 6)[0] == 7
     assert send(sw, 4, 0x1334, 6)[0] == 0
+
+
+def test_action_arguments_bound_in_the_action_list(v1) -> None:
+    sw = Switch.from_source(
+        v1(
+            "header k_t { bit<8> a; bit<8> b; }",
+            "state start { pkt.extract(hdr.k); transition accept; }",
+            """
+            action put(inout bit<8> dst, bit<8> v) { dst = v; }
+            table t {
+                key = { hdr.k.a: exact; }
+                actions = { put(hdr.k.b); }
+                default_action = put(hdr.k.b, 8w9);
+            }
+            apply { t.apply(); sm.egress_spec = 1; }
+            """,
+            deparser="apply { pkt.emit(hdr.k); }",
+            hdr_fields="k_t k;",
+        ),
+        "bound.p4",
+    )
+    sw.table_add("t", {"hdr.k.a": 1}, "put", {"v": 5})
+    assert sw.process(0, b"\x01\x00")[0][1] == b"\x01\x05"
+    assert sw.process(0, b"\x02\x00")[0][1] == b"\x02\x09"
+    params = [p.name for a in sw.p4info.actions if a.preamble.name == "I.put" for p in a.params]
+    assert params == ["v"]  # the bound inout parameter is not a control-plane parameter
