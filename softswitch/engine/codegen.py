@@ -57,6 +57,7 @@ class E:
     items: list[E] | None = None  # the elements of a {a, b, c} list
     slice: tuple[E, int, int] | None = None  # (base, high, low) of a slice, to assign to it
     hdr_base: str | None = None  # a header field: the header's code (for validity checks)
+    siblings: list[str] | None = None  # a header_union member: the other members' code
 
     @property
     def is_const(self) -> bool:
@@ -672,6 +673,8 @@ class Translator:
         e = E(f"{base.code}.{member}", ft, lvalue=base.lvalue)
         if bt.is_header:
             e.hdr_base = base.code
+        if bt.kind == "header_union":
+            e.siblings = [f"{base.code}.{f}" for f, _t in bt.fields if f != member]
         return e
 
     def x_index(self, node: Tree, scope: Scope, want: P4Type | None) -> E:
@@ -1071,6 +1074,11 @@ class Translator:
             raise self.err(node, f"{name} is not callable")
         raise self.err(node, "unsupported call")
 
+    def invalidate_siblings(self, member: E) -> None:
+        """A header_union member became valid: the other members become invalid."""
+        for sib in member.siblings or []:
+            self.em(f"{sib}._inv()")
+
     def builtin_method(
         self, node: Tree, obj: E, method: str, args: list[Any], scope: Scope
     ) -> E | None:
@@ -1082,10 +1090,15 @@ class Translator:
                 return E(f"{obj.code}._v", BoolT())
             if method == "setValid":
                 self.em(f"{obj.code}._v = True")
+                self.invalidate_siblings(obj)
                 return None
             if method == "setInvalid":
                 self.em(f"{obj.code}._inv()")
                 return None
+        if isinstance(t, StructLikeT) and t.kind == "header_union" and method == "isValid":
+            if args:
+                raise self.err(node, "isValid takes no arguments")
+            return E("(" + " or ".join(f"{obj.code}.{f}._v" for f, _t in t.fields) + ")", BoolT())
         if isinstance(t, StackT) and method in ("push_front", "pop_front"):
             if len(args) != 1:
                 raise self.err(node, f"{method} takes one argument")
@@ -1602,6 +1615,7 @@ class Translator:
             vb = t.varbit_field()
             hv = self.tmp("x")
             self.em(f"{hv} = {h.code}")
+            self.invalidate_siblings(h)
             if vb is None:
                 if len(args) == 2:
                     raise self.err(node, "two-argument extract needs a header with a varbit field")
@@ -1871,6 +1885,10 @@ class Translator:
                     self.assign_to(E(f"{lhs.code}.{fname}", ft, lvalue=True), it, node)
                 return
             self.em(f"{lhs.code}._set({rhs.code})")
+            if lhs.siblings:
+                self.em(f"if {lhs.code}._v:")
+                with self.em.block():
+                    self.invalidate_siblings(lhs)
             return
         if isinstance(t, StackT):
             self.em(f"{lhs.code}._set({rhs.code})")

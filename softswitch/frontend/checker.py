@@ -214,8 +214,6 @@ class Checker:
                     pass
                 t.fields.append((fname, ft))
                 t.field_annotations[fname] = self.annotations(f.children[0])
-            if kind == "header_union":
-                raise self.error(d, "header_union is not supported by this target")
         elif k == "typedef_decl" or k == "newtype_decl":
             t = self.resolve_type(d.children[1], scope)
             self.bind_type(scope, str(d.children[2]), t, d)

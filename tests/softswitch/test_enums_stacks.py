@@ -95,3 +95,34 @@ def test_serializable_enums_in_p4info(v1) -> None:
     spec = switch(v1).p4info.type_info.serializable_enums["Kind"]
     assert spec.underlying_type.bitwidth == 8
     assert {m.name: m.value for m in spec.members} == {"A": b"\x01", "B": b"\x02", "C": b"\x07"}
+
+
+def test_header_union_members_exclude_each_other(v1) -> None:
+    sw = Switch.from_source(
+        v1(
+            "header a_t { bit<8> x; } header b_t { bit<16> y; } header_union u_t { a_t a; b_t b; }"
+            " header t_t { bit<8> kind; bit<8> valid; }",
+            """
+            state start {
+                pkt.extract(hdr.t);
+                transition select(hdr.t.kind) { 1: pa; 2: pb; default: accept; }
+            }
+            state pa { pkt.extract(hdr.u.a); transition accept; }
+            state pb { pkt.extract(hdr.u.b); transition accept; }
+            """,
+            """
+            apply {
+                hdr.t.valid = (hdr.u.isValid() ? 8w1 : 8w0) | (hdr.u.a.isValid() ? 8w2 : 8w0);
+                if (hdr.t.kind == 2) { hdr.u.a.setValid(); hdr.u.a.x = 7; }
+                sm.egress_spec = 1;
+            }
+            """,
+            deparser="apply { pkt.emit(hdr.t); pkt.emit(hdr.u); }",
+            hdr_fields="t_t t; u_t u;",
+        ),
+        "union.p4",
+    )
+    assert sw.process(0, b"\x01\x00\x05rest")[0][1] == b"\x01\x03\x05rest"
+    # b was valid; making a valid invalidates b: only a is emitted
+    assert sw.process(0, b"\x02\x00\x12\x34rest")[0][1] == b"\x02\x01\x07rest"
+    assert sw.process(0, b"\x03\x00rest")[0][1] == b"\x03\x00rest"
