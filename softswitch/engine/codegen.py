@@ -284,6 +284,19 @@ class Translator:
             if t.name == "standard_metadata_t":
                 src.append("        n._payload = b''")
             src.append("        return n")
+        src.append("    def _eq(self, o):")
+        if t.is_header:
+            # P4: two headers are equal when both are invalid, or both valid with equal fields
+            src.append("        if not (self._v and o._v): return self._v == o._v")
+        eqs = []
+        for fname, ft in t.fields:
+            if isinstance(ft, StructLikeT):
+                eqs.append(f"self.{fname}._eq(o.{fname})")
+            elif isinstance(ft, StackT):
+                eqs.append(f"all(x._eq(y) for x, y in zip(self.{fname}, o.{fname}))")
+            else:
+                eqs.append(f"self.{fname} == o.{fname}")
+        src.append(f"        return {' and '.join(eqs) or 'True'}")
         src.append("    def _reset(self):")
         src += ["        " + x for x in self.reset_lines(t, "self")] or ["        pass"]
         if t.is_header:
@@ -931,7 +944,14 @@ class Translator:
                         node, f"{op}: cannot compare {a.type.show()} with {b.type.show()}"
                     )
                 return self.fold(f"({a.code} {op} {b.code})", BoolT(), a, b)
-            if isinstance(a.type, (StructLikeT, StackT, ListT)):
+            if isinstance(a.type, (StructLikeT, ListT)) or isinstance(b.type, (StructLikeT, ListT)):
+                target = a.type if isinstance(a.type, StructLikeT) else b.type
+                if not isinstance(target, StructLikeT):
+                    raise self.err(node, f"{op} on lists is not supported by this target")
+                a, b = self.convert(a, target, node), self.convert(b, target, node)
+                code = f"{a.code}._eq({b.code})"
+                return E(code if op == "==" else f"(not {code})", BoolT())
+            if isinstance(a.type, StackT):
                 raise self.err(node, f"{op} on {a.type.show()} is not supported by this target")
         a, b, t = self.unify(a, b, node, op)
         if op not in ("==", "!=") and not isinstance(t, (BitT, IntT)):

@@ -476,8 +476,6 @@ class Builder:
                     raise self.err(val, f"table property {pname} is not supported by this target")
                 else:
                     raise self.err(prop, f"unknown table property {pname}")
-        if not ti.actions:
-            raise self.err(node, f"table {local} has no actions")
         # default action
         if default_node is None:
             noaction = self.ck.globals.lookup("NoAction")

@@ -126,3 +126,26 @@ def test_header_union_members_exclude_each_other(v1) -> None:
     # b was valid; making a valid invalidates b: only a is emitted
     assert sw.process(0, b"\x02\x00\x12\x34rest")[0][1] == b"\x02\x01\x07rest"
     assert sw.process(0, b"\x03\x00rest")[0][1] == b"\x03\x00rest"
+
+
+def test_header_and_struct_equality(v1) -> None:
+    sw = Switch.from_source(
+        v1(
+            "header a_t { bit<8> x; bit<8> y; } header r_t { bit<8> eq; }",
+            "state start { pkt.extract(hdr.a); pkt.extract(hdr.b); transition accept; }",
+            """
+            apply {
+                hdr.r.setValid();
+                a_t never;
+                hdr.r.eq = (hdr.a == hdr.b ? 8w1 : 8w0) | (never == hdr.c ? 8w2 : 8w0)
+                           | (hdr.a != hdr.c ? 8w4 : 8w0);
+                sm.egress_spec = 1;
+            }
+            """,
+            deparser="apply { pkt.emit(hdr.r); }",
+            hdr_fields="a_t a; a_t b; a_t c; r_t r;",
+        ),
+        "eq.p4",
+    )
+    assert sw.process(0, b"\x01\x02\x01\x02")[0][1] == bytes([1 | 2 | 4])
+    assert sw.process(0, b"\x01\x02\x01\x03")[0][1] == bytes([2 | 4])
