@@ -226,12 +226,19 @@ class Model(Driver):
     # -- agents ---------------------------------------------------------------------------------
     def push(self, kid: int, replicas: Sequence[int]) -> None:
         """The origin SYNCs the key (rule 5: fresh version), acknowledges it (SYNC_DONE, rule 2)
-        and PUSHes it to ``replicas``, which store it and CONFIRM (rule 3); delivered at once."""
+        and PUSHes it to ``replicas``, which store it and CONFIRM (rule 3); delivered at once.
+
+        While a write of the key is on its way to the origin (``origin_ver != slot_ver``) the
+        switch reflects the SYNC unstamped: nothing is validated, the replicas wait for the key's
+        next acknowledged write (the agent would ask again after its SYNC timeout)."""
         self.stored.setdefault(kid, set()).update(replicas)
         hot = self.tables.hot.get(kid)
         if hot is None:
             return
         slot = hot[0]
+        if self.origin_ver[slot] != self.slot_ver[slot]:
+            self.load[int(self.origin[kid])] += 1  # the unstamped SYNC reflected to the origin
+            return
         self.gver[0] += 1
         ver = int(self.gver[0])
         self.slot_ver[slot] = ver
