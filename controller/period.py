@@ -98,8 +98,15 @@ class Controller:
         pipe = driver.read_hashpipe()
         loads = driver.read_load_counters()
         driver.reset_counters()
+        previous = self.plan
         report = self.decide(hot, pipe, loads)
-        driver.apply(report.ops)
+        try:
+            driver.apply(report.ops)
+        except Exception:
+            # the switch may hold part of the batch: keep the old plan so that the next period's
+            # diff is computed against it (and fails loudly again rather than drifting silently)
+            self.plan = previous
+            raise
         return report
 
     def decide(

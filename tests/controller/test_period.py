@@ -1,0 +1,74 @@
+"""The period loop against a driver: what it reads, resets and applies."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from kvswitch.controller.driver import Driver
+from kvswitch.controller.ops import Operation, PushRequest, TableEntry
+from kvswitch.controller.period import Controller, ControllerConfig
+from kvswitch.controller.rack import Rack
+
+RACK = Rack.synthetic(4)
+
+
+def key(i: int) -> bytes:
+    return i.to_bytes(16, "big")
+
+
+class FakeDriver(Driver):
+    def __init__(self, fail: bool = False) -> None:
+        self.applied: list[Operation] = []
+        self.resets = 0
+        self.fail = fail
+
+    @property
+    def servers(self) -> int:
+        return 4
+
+    @property
+    def slots(self) -> int:
+        return 8
+
+    def read_hot_counters(self) -> dict[bytes, int]:
+        return {}
+
+    def read_hashpipe(self) -> list[tuple[bytes, int]]:
+        return [(key(1), 900), (key(2), 50), (key(3), 0)]
+
+    def read_load_counters(self) -> list[int]:
+        return [1000, 100, 100, 100]
+
+    def reset_counters(self) -> None:
+        self.resets += 1
+
+    def apply(self, ops: Sequence[Operation]) -> None:
+        if self.fail:
+            raise RuntimeError("switch said no")
+        self.applied += ops
+
+
+def test_step_reads_resets_and_applies_one_batch() -> None:
+    ctl = Controller(ControllerConfig(k=2, t0=100, alpha=1.0), lambda k: 0, RACK, 8)
+    driver = FakeDriver()
+    report = ctl.step(driver)
+    assert driver.resets == 1
+    assert [k for k, _ in report.predicted] == [key(1), key(2)]  # empty slot (count 0) ignored
+    assert report.threshold == 80  # 1000 > 1.3 x mean 325: T <- 0.8 T
+    assert len(report.plan.keys[key(1)].holders) == 4  # ceil(900 / 80) capped at M
+    assert report.plan.keys[key(2)].holders == (0,)  # 50 < T: no replica
+    assert driver.applied == report.ops
+    assert any(isinstance(op, TableEntry) for op in driver.applied)
+    assert PushRequest(key(1), 0, (1, 2, 3)) in driver.applied
+    assert ctl.step(driver).ops == []  # same observations, same plan: nothing to do
+
+
+def test_failed_batch_keeps_the_old_plan() -> None:
+    ctl = Controller(ControllerConfig(k=2, t0=100), lambda k: 0, RACK, 8)
+    with pytest.raises(RuntimeError):
+        ctl.step(FakeDriver(fail=True))
+    assert ctl.plan.keys == {}
+    with pytest.raises(ValueError):
+        Controller(ControllerConfig(k=20), lambda k: 0, RACK, 8)
