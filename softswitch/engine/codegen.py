@@ -195,6 +195,9 @@ class Translator:
         self.ns: dict[str, Any] = {}
         self.struct_names: dict[str, str] = {}
         self.in_action = 0
+        self.implicit_instances: dict[str, dict[str, Any]] = {}
+        # set by the program builder: instantiates a parser/control declaration (decl, fq, scope)
+        self.instantiate_block: Any = None
         self.prevalued: dict[str, E] = {}
         self.functions: list[tuple[str, P4Type, int]] = []  # (result temp, type, action depth)
         self.function_trees: list[tuple[Tree]] = []
@@ -1079,6 +1082,24 @@ class Translator:
                     return None
             obj = self.expr(base, scope)
             return self.builtin_method(node, obj, method, args, scope)
+        if isinstance(target, Tree) and target.data == "type_member":
+            # direct application of a parser or control type: an implicit instance
+            tname = str(target.children[0])
+            method = self.ck.name_of(target.children[1])
+            decl = self.ck.decls.get(tname)
+            if method == "apply" and decl is not None and decl.kind in ("parser", "control"):
+                fq = f"{self.fq}.{tname}" if self.fq else tname
+                inst = self.implicit_instances.get(fq)
+                if inst is None:
+                    if decl.kind == "parser" and not self.in_parser:
+                        raise self.err(node, "parsers can only be applied from parsers")
+                    inst = self.instantiate_block(decl, fq, scope)
+                    self.implicit_instances[fq] = inst
+                if decl.kind == "parser":
+                    self.call_subparser(node, inst, args, scope)
+                else:
+                    self.call_control(node, inst, args, scope)
+                return None
         if isinstance(target, Tree) and target.data == "var":
             name = self.ck.name_of(target.children[0])
             s = scope.lookup(name)
@@ -1093,6 +1114,18 @@ class Translator:
                 return self.inline_function(node, name, s, args, scope)
             raise self.err(node, f"{name} is not callable")
         raise self.err(node, "unsupported call")
+
+    @staticmethod
+    def with_defaults(args: list[Any], params_node: Tree | None, n: int) -> list[Any]:
+        """Arguments completed with the parameters' default values (``in bit<8> y = 5``)."""
+        if params_node is None or len(args) >= n:
+            return args
+        out = list(args)
+        for p in params_node.children[len(args) :]:
+            if p.children[4] is None:
+                break
+            out.append(p.children[4])
+        return out
 
     def invalidate_siblings(self, member: E) -> None:
         """A header_union member became valid: the other members become invalid."""
@@ -1203,6 +1236,7 @@ class Translator:
 
     def inline_action_call(self, node: Tree, sym: Sym, args: list[Any], scope: Scope) -> None:
         info = self.action_info(sym)
+        args = self.with_defaults(args, info.tree.children[2], len(info.params))
         if len(args) != len(info.params):
             raise self.err(
                 node, f"action {info.name} takes {len(info.params)} arguments, {len(args)} given"
@@ -1332,6 +1366,7 @@ class Translator:
     # ---- sub-controls
     def call_control(self, node: Tree, inst: dict[str, Any], args: list[Any], scope: Scope) -> None:
         params: list[tuple[str, str, P4Type]] = inst["params"]
+        args = self.with_defaults(args, inst.get("params_node"), len(params))
         if len(args) != len(params):
             raise self.err(
                 node, f"control {inst['name']} takes {len(params)} arguments, {len(args)} given"
@@ -1364,6 +1399,7 @@ class Translator:
         self, node: Tree, inst: dict[str, Any], args: list[Any], scope: Scope
     ) -> None:
         params: list[tuple[str, str, P4Type]] = inst["params"]
+        args = self.with_defaults(args, inst.get("params_node"), len(params))
         if len(args) != len(params):
             raise self.err(
                 node, f"parser {inst['name']} takes {len(params)} arguments, {len(args)} given"
@@ -1781,6 +1817,7 @@ class Translator:
                         self.resolve_type(p.children[2], decl_scope),
                     )
                 )
+        args = self.with_defaults(args, tree.children[4], len(params))
         if len(args) != len(params):
             raise self.err(
                 node, f"function {name} takes {len(params)} arguments, {len(args)} given"

@@ -97,12 +97,18 @@ class Builder:
         self.tr = Translator(ck)
         self.prog = Program(errors=dict(ck.errors))
         self.funcs: list[str] = []
+        self.tr.instantiate_block = self._implicit_instance
         self.inline_states: dict[str, Tree] | None = None
         self.parser_scope = ck.globals
         self.accept_code = "return _off"
 
     def err(self, node: Any, msg: str) -> P4Error:
         return self.ck.error(node, msg)
+
+    def _implicit_instance(self, decl: Decl, fq: str, scope: Scope) -> dict[str, Any]:
+        if decl.kind == "parser":
+            return self.build_parser(decl, [], fq=fq, caller=scope)  # type: ignore[no-any-return]
+        return self.build_control(decl, fq, [], top=False, caller=scope)
 
     # ------------------------------------------------------------------ package
     def build(self) -> Program:
@@ -310,6 +316,7 @@ class Builder:
             "py": py,
             "outs": outs,
             "lines": em.lines,
+            "params_node": params_node,
         }
 
     def control_local(self, node: Tree, scope: Scope, fq: str) -> None:
@@ -699,7 +706,14 @@ class Builder:
         self.parser_scope, self.accept_code = saved_scope, saved_accept
         if not sub:
             return fname
-        return {"name": fq, "func": fname, "params": info, "py": py, "outs": outs}
+        return {
+            "name": fq,
+            "func": fname,
+            "params": info,
+            "py": py,
+            "outs": outs,
+            "params_node": params_node,
+        }
 
     def emit_state(self, st: Tree, scope: Scope, index: dict[str, int]) -> None:
         sc = Scope(scope)

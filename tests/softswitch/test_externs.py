@@ -123,3 +123,16 @@ def test_drop_exit_return(sw: Switch) -> None:
     assert send(sw, 0x0511, 0) == []  # egress_spec = 511
     assert [p for p, _ in send(sw, 0xE, 0)] == [3]  # return inside the action, then exit
     assert [p for p, _ in send(sw, 0x1, 0)] == [5]
+
+
+def test_direct_application_and_default_arguments(v1) -> None:
+    src = v1(
+        "control Shift(out bit<8> x, in bit<8> y = 8w200) { apply { x = y >> 2; } }"
+        " header d_t { bit<8> a; bit<8> b; }",
+        "state start { pkt.extract(hdr.d); transition accept; }",
+        "apply { Shift.apply(hdr.d.a, hdr.d.b); Shift.apply(hdr.d.b); sm.egress_spec = 1; }",
+        deparser="apply { pkt.emit(hdr.d); }",
+        hdr_fields="d_t d;",
+    )
+    sw = Switch.from_source(src, "direct.p4")
+    assert sw.process(0, b"\x00\x10")[0][1] == bytes([0x10 >> 2, 200 >> 2])
