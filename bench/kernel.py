@@ -161,9 +161,9 @@ def _hot_write(slot, o, due, mg_of_slot, mg_members, mg_size, off, slot_ver, ori
 
 
 @njit(cache=True)
-def process(kids, origins, writes, count, start, lag, ht_keys, ht_vals, nhold, smap, vidx, base, off,
-            mg_of_slot, mg_members, mg_size, rr, slot_ver, origin_ver, valid_ver, gver, hot_cnt,
-            hp_key, hp_cnt, prefixes, table, load, q, qpos):  # fmt: skip
+def process(kids, origins, writes, count, start, lag, ht_keys, ht_vals, nhold, smap, vidx, base,
+            off, mg_of_slot, mg_members, mg_size, rr, slot_ver, origin_ver, valid_ver, gver,
+            hot_cnt, hp_key, hp_cnt, prefixes, table, load, q, qpos):  # fmt: skip
     """Queries ``0 .. count-1`` of the arrays: key id, origin, Set or not. The cold path is written
     out in the loop and the hot path is a call: a small loop body runs about twice as fast."""
     for i in range(count):
@@ -197,10 +197,10 @@ def process(kids, origins, writes, count, start, lag, ht_keys, ht_vals, nhold, s
 
 
 @njit(cache=True)
-def run_sampled(n, seed, start, write_ratio, alias, head, p_head, rank_info, counts, lag, ht_keys, ht_vals,
-                nhold, smap, vidx, base, off, mg_of_slot, mg_members, mg_size, rr, slot_ver, origin_ver,
-                valid_ver, gver, hot_cnt, hp_key, hp_cnt, prefixes, table, load, q,
-                qpos):  # fmt: skip
+def run_sampled(n, seed, start, write_ratio, alias, head, p_head, rank_info, counts, lag,
+                ht_keys, ht_vals, nhold, smap, vidx, base, off, mg_of_slot, mg_members, mg_size,
+                rr, slot_ver, origin_ver, valid_ver, gver, hot_cnt, hp_key, hp_cnt, prefixes,
+                table, load, q, qpos):  # fmt: skip
     """Draw ``n`` queries and process them. ``alias`` packs two Walker alias tables (bits 31..63:
     the acceptance threshold scaled by 2**32, bits 0..30: the alias rank, absolute): ranks
     ``0 .. head-1`` (drawn with probability ``p_head``; small enough to stay in cache) and the rest.

@@ -68,7 +68,7 @@ def reg_hp_cnt(stage: int) -> str:
 
 
 def valid_base(slot: int, servers: int) -> int:
-    """Base index of ``slot``'s row in ``valid_ver`` (paper Figure 5: valid index = base + offset)."""
+    """Base of ``slot``'s row in ``valid_ver`` (paper Figure 5: valid index = base + offset)."""
     return slot * servers
 
 

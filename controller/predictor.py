@@ -1,4 +1,4 @@
-"""Hot-key prediction (paper §4.1.1): L_next = alpha * L_now + (1 - alpha) * L_prev over the candidates.
+"""Hot-key prediction (paper §4.1.1): L_next = alpha * L_now + (1 - alpha) * L_prev.
 
 The candidates are the keys of this period's HotkeyTable counters plus the keys HashPipe holds,
 about 2K keys. A key seen in only one of the two periods counts zero in the other. The K keys with
