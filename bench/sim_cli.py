@@ -70,7 +70,7 @@ def cmd_run(ns: argparse.Namespace) -> int:
     elapsed = time.perf_counter() - started
     s = summary(rows, ns.warmup)
     print(
-        f"summary over periods >= {ns.warmup}: lambda={s['imbalance']:.4f} "
+        f"summary over the last {s['periods']} of {cfg.periods} periods: lambda={s['imbalance']:.4f} "
         f"max/mean={s['max_over_mean']:.3f} throughput={s['throughput_qps'] / 1e6:.2f} MQPS "
         f"p99={s['p99_us']:.1f} us top-K overlap={s['top_k_overlap']:.3f} "
         f"replicas/server max={s['replicas_max']:.0f} mean={s['replicas_mean']:.1f}"

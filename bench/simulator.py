@@ -233,7 +233,8 @@ def simulate(cfg: SimConfig, progress: Callable[[str], None] | None = None) -> l
 
 
 def summary(rows: list[dict], warmup: int) -> dict:
-    """Mean of every numeric column over the periods after ``warmup``."""
+    """Mean of every numeric column over the periods after ``warmup`` (all periods if there are
+    no more than ``warmup``); ``periods`` says how many were averaged."""
     kept = [r for r in rows if r["period"] >= warmup] or rows
     out = dict(kept[0])
     for key, value in kept[0].items():
