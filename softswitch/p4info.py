@@ -141,8 +141,11 @@ def build_p4info(prog: Program) -> Any:
             taken,
         )
     ch_ids = assign_ids("controller_header", [n for n, _ in prog.controller_headers], {}, taken)
+    vs_ids = assign_ids("value_set", list(prog.value_sets), {}, taken)
     all_names = list(actions) + list(prog.tables) + [n for d in by_kind.values() for n in d]
-    alias = aliases(sorted(set(all_names) | {n for n, _ in prog.controller_headers}))
+    alias = aliases(
+        sorted(set(all_names) | {n for n, _ in prog.controller_headers} | set(prog.value_sets))
+    )
 
     for n in sorted(actions, key=lambda x: act_ids[x]):
         a = actions[n]
@@ -209,6 +212,15 @@ def build_p4info(prog: Program) -> Any:
             md.id = i
             md.name = fname
             md.bitwidth = bit_width_of(ft) or 0
+    for n in sorted(vs_ids, key=lambda x: vs_ids[x]):
+        vs = prog.value_sets[n]
+        msg = info.value_sets.add()
+        _preamble(msg, vs_ids[n], n, alias[n], {})
+        mf = msg.match.add()
+        mf.id = 1
+        mf.bitwidth = vs.width
+        mf.match_type = p4i.MatchField.TERNARY
+        msg.size = vs.size
     for name in sorted(prog.serializable_enums):
         et = prog.serializable_enums[name]
         assert et.underlying is not None

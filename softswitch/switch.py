@@ -213,6 +213,27 @@ class Switch:
                 raise SwitchError(f"no multicast group {group_id}")
             return list(self.mc_groups[group_id])
 
+    # ------------------------------------------------------------------ parser value sets
+    def value_set_set(self, name: str, members: Iterable[int | tuple[int, int]]) -> None:
+        """Replace the members of a parser value set: values, or (value, mask) pairs."""
+        with self._lock:
+            vs = self.program.value_sets[self._resolve("value set", self.program.value_sets, name)]
+            full = (1 << vs.width) - 1
+            entries = []
+            for m in members:
+                value, mask = (m, full) if isinstance(m, int) else m
+                if not (0 <= value <= full and 0 <= mask <= full) or value & ~mask:
+                    raise SwitchError(f"value set {vs.name}: bad member {m!r} for bit<{vs.width}>")
+                entries.append((value, mask))
+            if len(entries) > vs.size:
+                raise SwitchError(f"value set {vs.name} holds at most {vs.size} members")
+            vs.entries = entries
+
+    def value_set_get(self, name: str) -> list[tuple[int, int]]:
+        with self._lock:
+            vs = self.program.value_sets[self._resolve("value set", self.program.value_sets, name)]
+            return list(vs.entries)
+
     # ------------------------------------------------------------------ registers / counters
     def register_read(self, name: str, index: int | None = None) -> Any:
         with self._lock:

@@ -23,7 +23,7 @@ from softswitch.engine.codegen import (
     _Ret,
     mask,
 )
-from softswitch.engine.runtime import AssertFailed, PacketContext, Stack
+from softswitch.engine.runtime import AssertFailed, PacketContext, Stack, ValueSet
 from softswitch.engine.tables import KeyField, Table, TableAction
 from softswitch.errors import P4Error
 from softswitch.frontend.checker import Checker, Decl, Scope, Sym, trees
@@ -57,6 +57,7 @@ class Program:
     ns: dict[str, Any] = field(default_factory=dict)
     controller_headers: list[tuple[str, StructLikeT]] = field(default_factory=list)
     serializable_enums: dict[str, EnumT] = field(default_factory=dict)
+    value_sets: dict[str, ValueSet] = field(default_factory=dict)
     # generated entry points
     parser: Any = None
     verify: Any = None
@@ -653,7 +654,8 @@ class Builder:
             em("_plen = len(_pkt); _off = 0")
         for ld in local_decls:
             if ld.data == "value_set_decl":
-                raise self.err(ld, "value_set is not supported by this target")
+                self.value_set(ld, scope, fq or decl.name)
+                continue
             self.control_local(ld, scope, fq or decl.name)
         index: dict[str, int] = {}
         for s in states:
@@ -820,8 +822,33 @@ class Builder:
             with em.block():
                 em(f"raise _PErr({nomatch})")
 
+    def value_set(self, node: Tree, scope: Scope, fq: str) -> None:
+        anns = self.ck.annotations(node.children[0])
+        trs = trees(node)
+        t = self.tr.resolve_type(trs[-3], scope)
+        if not isinstance(t, BitT):
+            raise self.err(
+                node, "value_set elements must be bit<> (struct elements are not supported)"
+            )
+        size = self.const_int(trs[-2], scope)
+        name = self.ck.name_of(trs[-1])
+        full = self.tr.control_plane_name(fq, name, anns)
+        vs = ValueSet(full, t.width, size)
+        pyname = f"VS_{next(self.tr.uid)}"
+        self.prog.ns[pyname] = vs
+        self.prog.value_sets[full] = vs
+        self.ck.bind(scope, name, Sym("value_set", t, code=pyname, value=vs), node)
+
     def keyset_cond(self, item: Any, k: E, v: str, scope: Scope) -> str:
         t = k.type
+        if isinstance(item, Tree) and item.data == "var":
+            s = scope.lookup(self.ck.name_of(item.children[0]))
+            if s is not None and s.kind == "value_set":
+                if not (isinstance(t, BitT) and s.type == t):
+                    raise self.err(
+                        item, f"value_set of {s.type.show() if s.type else '?'} used on {t.show()}"
+                    )
+                return f"{s.code}.match({v})"
         if isinstance(item, Tree) and item.data in ("default_keyset", "dontcare_keyset"):
             return "True"
         if isinstance(item, Tree) and item.data == "mask_keyset":

@@ -78,3 +78,16 @@ class Stack(list):  # type: ignore[type-arg]
 
 class AssertFailed(Exception):
     """v1model ``assert`` failed: the packet is dropped."""
+
+
+class ValueSet:
+    """A parser value set: the control plane fills it with values (or value/mask pairs)."""
+
+    def __init__(self, name: str, width: int, size: int) -> None:
+        self.name = name
+        self.width = width
+        self.size = size
+        self.entries: list[tuple[int, int]] = []
+
+    def match(self, v: int) -> bool:
+        return any(v & mask == value for value, mask in self.entries)

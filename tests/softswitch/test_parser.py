@@ -126,3 +126,30 @@ def test_advance_and_explicit_reject(v1) -> None:
 def test_varbit_too_long_is_a_parser_error(v1) -> None:
     out = switch(v1).process(0, b"\x02\x09ABC")[0][1]
     assert out[1] & 2  # HeaderTooShort (varbit larger than its maximum) sets an error
+
+
+def test_value_set_in_select(v1) -> None:
+    sw = Switch.from_source(
+        v1(
+            "header a_t { bit<8> kind; bit<8> v; }",
+            """
+            value_set<bit<8>>(4) kinds;
+            state start {
+                pkt.extract(hdr.a);
+                transition select(hdr.a.kind) { kinds: mark; default: accept; }
+            }
+            state mark { hdr.a.v = 1; transition accept; }
+            """,
+            "apply { sm.egress_spec = 1; }",
+            deparser="apply { pkt.emit(hdr.a); }",
+            hdr_fields="a_t a;",
+        ),
+        "pvs.p4",
+    )
+    assert sw.process(0, b"\x07\x00")[0][1] == b"\x07\x00"
+    sw.value_set_set("kinds", [7, (0x10, 0xF0)])
+    assert sw.process(0, b"\x07\x00")[0][1] == b"\x07\x01"
+    assert sw.process(0, b"\x1f\x00")[0][1] == b"\x1f\x01"
+    assert sw.process(0, b"\x08\x00")[0][1] == b"\x08\x00"
+    assert sw.value_set_get("P.kinds") == [(7, 0xFF), (0x10, 0xF0)]
+    assert sw.p4info.value_sets[0].size == 4
