@@ -58,7 +58,7 @@ def _config_args(parser: argparse.ArgumentParser) -> None:
 
 
 def _config(ns: argparse.Namespace) -> SimConfig:
-    names = {f.name for f in fields(SimConfig)}
+    names = {f.name for f in fields(SimConfig)} - {"racks", "rack"}
     values = {k: v for k, v in vars(ns).items() if k in names}
     return SimConfig(**values, max_replicas_per_server=ns.max_replicas)
 
@@ -135,6 +135,34 @@ def cmd_figures(ns: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_racks(ns: argparse.Namespace) -> int:
+    from kvswitch.bench.suite import run_racks
+
+    cfg = _config(ns)
+    started = time.perf_counter()
+    rows, periods = run_racks(
+        cfg, ns.racks, ns.warmup, ns.workers, progress=lambda line: print(line, flush=True)
+    )
+    for p in periods:
+        print(
+            f"period {p['period'] + 1}/{cfg.periods}: lambda over {p['servers']} servers="
+            f"{p['imbalance']:.4f} max/mean={p['max_over_mean']:.3f} "
+            f"mean rack lambda={p['rack_imbalance_mean']:.4f}"
+        )
+    steady = [p for p in periods if p["steady"]] or periods
+    mean = sum(p["imbalance"] for p in steady) / len(steady)
+    print(
+        f"{ns.racks} racks x {cfg.servers} servers, {cfg.label()}: lambda={mean:.4f} over the "
+        f"last {len(steady)} periods; replicas/server <= {max(p['replicas_max'] for p in steady)}; "
+        f"{time.perf_counter() - started:.0f} s"
+    )
+    if ns.csv:
+        write_csv(periods, Path(ns.csv))
+        write_csv(rows, Path(ns.csv).with_suffix(".racks.csv"))
+        print(f"wrote {ns.csv}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="kvswitch sim",
@@ -147,6 +175,13 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--warmup", type=int, default=3, help="periods left out of the summary")
     run.add_argument("--csv", help="write every period's metrics here")
     run.set_defaults(func=cmd_run)
+    racks = sub.add_parser("racks", help="several racks, one switch each; imbalance over all")
+    _config_args(racks)
+    racks.add_argument("--racks", type=int, default=32)
+    racks.add_argument("--warmup", type=int, default=3)
+    racks.add_argument("--workers", type=int, default=None)
+    racks.add_argument("--csv", help="write the per-period totals here (and racks to *.racks.csv)")
+    racks.set_defaults(func=cmd_racks)
     figs = sub.add_parser("figures", help="the paper's figures (CSV, PNG, markdown table)")
     figs.add_argument("--out", default="results")
     figs.add_argument("--quick", action="store_true", help="small scale (tests, smoke)")

@@ -65,6 +65,8 @@ class SimConfig:
     shift_period: int = 4  # the period at whose start the popularity shifts
     shift_count: int = 200
     seed: int = 1
+    racks: int = 1  # this run simulates rack ``rack`` of ``racks`` (keys spread by rack_of)
+    rack: int = 0
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -113,14 +115,16 @@ def _baseline_loads(
 
 def simulate(cfg: SimConfig, progress: Callable[[str], None] | None = None) -> list[dict]:
     """Run ``cfg.periods`` periods; one row of metrics per period."""
-    wl = Workload(cfg.keys, cfg.skew, cfg.write_ratio, cfg.small_value_fraction, cfg.seed)
+    wl = Workload(
+        cfg.keys, cfg.skew, cfg.write_ratio, cfg.small_value_fraction, cfg.seed, cfg.racks, cfg.rack
+    )
     rack = Rack.synthetic(cfg.servers)
     origin = origins_of_ids(np.arange(cfg.keys), cfg.servers)
     model = Model(rack, cfg.slots, cfg.stages, origin, cfg.lag)
     model.apply(rack_setup(rack, epoch=1))
     controller: Controller | None = None
     small = wl.small_values()
-    counts = np.zeros(cfg.keys, np.int32)
+    counts = np.zeros(wl.perm.size, np.int32)
     key_counts = np.zeros(cfg.keys, np.float64)
     info = wl.rank_info(origin)
     predicted = np.zeros(0, np.int64)
@@ -132,7 +136,8 @@ def simulate(cfg: SimConfig, progress: Callable[[str], None] | None = None) -> l
             wl.shift(cfg.shift, cfg.shift_count, rng)
             info = wl.rank_info(origin)
         counts[:] = 0
-        model.run_sampled(cfg.queries, cfg.seed * 1_000_003 + period, wl, info, counts)
+        seed = cfg.seed * 1_000_003 + period + cfg.rack * 7_919
+        model.run_sampled(cfg.queries, seed, wl, info, counts)
         model.flush()
         key_counts[:] = 0
         key_counts[wl.perm] = counts
@@ -167,6 +172,8 @@ def simulate(cfg: SimConfig, progress: Callable[[str], None] | None = None) -> l
                 shares, cfg.offered * cfg.servers * cfg.capacity, cfg.capacity, 0.99
             ),
             "slo_throughput_qps": metrics.slo_throughput(shares, cfg.capacity, cfg.slo),
+            "rack": cfg.rack,
+            "rack_share": wl.share,
             "top_k_overlap": overlap,
             "predicted_share": share,
             "true_top_k_share": true_share,
@@ -220,7 +227,9 @@ def simulate(cfg: SimConfig, progress: Callable[[str], None] | None = None) -> l
                 register_writes=0,
             )
             model.reset_counters()
-        k = min(cfg.k, cfg.keys)
+        if cfg.racks > 1:
+            row["server_loads"] = " ".join(str(int(x)) for x in loads)
+        k = min(cfg.k, wl.perm.size)
         prev_top = np.argpartition(key_counts, -k)[-k:]
         rows.append(row)
         if progress is not None:

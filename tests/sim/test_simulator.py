@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from kvswitch.bench.sim_cli import main
@@ -63,3 +64,28 @@ def test_sim_run_writes_csv(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
 def test_sim_rejects_bad_config(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["run", "--keys", "100", "--write-ratio", "2"]) == 2
     assert "write ratio" in capsys.readouterr().err
+
+
+def test_racks_partition_the_workload() -> None:
+    from kvswitch.bench.workload import Workload
+
+    parts = [Workload(5000, 0.99, racks=3, rack=r) for r in range(3)]
+    ids = np.concatenate([w.perm for w in parts])
+    assert sorted(ids.tolist()) == list(range(5000))
+    assert sum(w.share for w in parts) == pytest.approx(1.0)
+    full = Workload(5000, 0.99).key_probabilities()
+    for w in parts:  # each rack keeps the global popularity of its keys
+        assert np.allclose(
+            w.key_probabilities() * w.share, np.where(w.key_probabilities() > 0, full, 0)
+        )
+    with pytest.raises(ValueError):
+        Workload(100, 1.0, racks=2, rack=2)
+
+
+def test_sim_racks_reports_the_imbalance_over_all_servers(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    args = ["racks", "--racks", "2", "--keys", "4000", "--k", "50", "--servers", "4"]
+    assert main([*args, "--queries", "40000", "--periods", "3", "--workers", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "lambda over 8 servers" in out and "2 racks x 4 servers" in out
