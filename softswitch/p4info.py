@@ -13,7 +13,7 @@ from finsy.proto import p4i
 from google.protobuf import text_format
 
 from softswitch.engine.program import Program
-from softswitch.frontend.types import BitT, bit_width_of
+from softswitch.frontend.types import BitT, BoolT, bit_width_of
 
 PREFIX = {
     "action": 0x01,
@@ -142,9 +142,15 @@ def build_p4info(prog: Program) -> Any:
         )
     ch_ids = assign_ids("controller_header", [n for n, _ in prog.controller_headers], {}, taken)
     vs_ids = assign_ids("value_set", list(prog.value_sets), {}, taken)
+    dg_ids = assign_ids("digest", list(prog.digests), {}, taken)
     all_names = list(actions) + list(prog.tables) + [n for d in by_kind.values() for n in d]
     alias = aliases(
-        sorted(set(all_names) | {n for n, _ in prog.controller_headers} | set(prog.value_sets))
+        sorted(
+            set(all_names)
+            | {n for n, _ in prog.controller_headers}
+            | set(prog.value_sets)
+            | set(prog.digests)
+        )
     )
 
     for n in sorted(actions, key=lambda x: act_ids[x]):
@@ -221,6 +227,18 @@ def build_p4info(prog: Program) -> Any:
         mf.bitwidth = vs.width
         mf.match_type = p4i.MatchField.TERNARY
         msg.size = vs.size
+    for n in sorted(dg_ids, key=lambda x: dg_ids[x]):
+        msg = info.digests.add()
+        _preamble(msg, dg_ids[n], n, alias[n], {})
+        msg.type_spec.struct.name = n
+        st = info.type_info.structs[n]
+        for fname, ft in prog.digests[n].fields:
+            m = st.members.add()
+            m.name = fname
+            if isinstance(ft, BoolT):
+                m.type_spec.bool.SetInParent()
+            else:
+                m.type_spec.bitstring.bit.bitwidth = bit_width_of(ft) or 0
     for name in sorted(prog.serializable_enums):
         et = prog.serializable_enums[name]
         assert et.underlying is not None

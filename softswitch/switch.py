@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,8 @@ INSTANCE_RECIRC = 4
 INSTANCE_REPLICATION = 5
 INSTANCE_RESUBMIT = 6
 CLONE_I2E, CLONE_E2E = 0, 1  # CloneType members in this target's v1model.p4
-MAX_PASSES = 16  # resubmit/recirculate loops end here (the packet is dropped)
+MAX_PASSES = 16
+DIGEST_QUEUE_MAX = 65536  # digests beyond this wait in no queue: they are counted and dropped  # resubmit/recirculate loops end here (the packet is dropped)
 
 
 def load_program(
@@ -59,6 +61,10 @@ class Switch:
         self._field_lists: dict[int, list[str]] = {}
         self.mirror_sessions: dict[int, tuple[int | None, int]] = {}
         self._clone_depth = 0
+        self.digest_queue: deque[tuple[str, dict[str, int]]] = deque()
+        self.digests_dropped = 0
+        # called (under the switch lock, from the packet's thread) when digests were queued
+        self.digest_callback: Callable[[], None] | None = None
 
     # ------------------------------------------------------------------ loading
     @classmethod
@@ -212,6 +218,28 @@ class Switch:
             if group_id not in self.mc_groups:
                 raise SwitchError(f"no multicast group {group_id}")
             return list(self.mc_groups[group_id])
+
+    # ------------------------------------------------------------------ digests
+    def _deliver_digests(self, items: list[tuple[str, tuple[Any, ...]]]) -> None:
+        for name, values in items:
+            t = self.program.digests[name]
+            msg = {f: int(v) for (f, _t), v in zip(t.fields, values, strict=True)}
+            if len(self.digest_queue) >= DIGEST_QUEUE_MAX:
+                self.digests_dropped += 1
+                continue
+            self.digest_queue.append((name, msg))
+        if self.digest_callback is not None:
+            self.digest_callback()
+
+    def digests_pop(self, max_items: int | None = None) -> list[tuple[str, dict[str, int]]]:
+        """Take the digests sent by ``digest()`` (oldest first): (struct type name, field values)."""
+        with self._lock:
+            n = (
+                len(self.digest_queue)
+                if max_items is None
+                else min(max_items, len(self.digest_queue))
+            )
+            return [self.digest_queue.popleft() for _ in range(n)]
 
     # ------------------------------------------------------------------ parser value sets
     def value_set_set(self, name: str, members: Iterable[int | tuple[int, int]]) -> None:
@@ -377,6 +405,8 @@ class Switch:
         ctx.sm = sm
         ctx.plen = len(data)
         ctx.resubmit = ctx.recirculate = ctx.clone = None
+        if ctx.digests:
+            ctx.digests = []  # digest() is an ingress extern: calls from egress send nothing
         now = int((time.monotonic() - self._start) * 1e6)
         sm.ingress_port = port
         sm.instance_type = itype
@@ -400,6 +430,9 @@ class Switch:
         clone = ctx.clone
         if clone is not None and clone[0] == CLONE_I2E:
             self._ingress_clone(port, data, now, clone, meta, out, again)
+        if ctx.digests:
+            self._deliver_digests(ctx.digests)
+            ctx.digests = []
         if ctx.resubmit is not None:
             # BMv2: the original packet goes through the parser and ingress again, nothing leaves
             again.append((data, INSTANCE_RESUBMIT, self._preserved(meta, ctx.resubmit)))

@@ -41,7 +41,6 @@ from softswitch.frontend.types import (
 
 UNSUPPORTED_EXTERNS = {
     "truncate": "truncate",
-    "digest": "digest",
 }
 
 
@@ -195,6 +194,7 @@ class Translator:
         self.ns: dict[str, Any] = {}
         self.struct_names: dict[str, str] = {}
         self.in_action = 0
+        self.digest_types: dict[str, StructLikeT] = {}
         self.implicit_instances: dict[str, dict[str, Any]] = {}
         # set by the program builder: instantiates a parser/control declaration (decl, fq, scope)
         self.instantiate_block: Any = None
@@ -1574,6 +1574,28 @@ class Translator:
                     raise self.err(args[2], f"{name}: the field list index must be a constant")
                 fl = idx.const
             self.em(f"_G.clone = ({ct.code}, {sess.code}, {fl})")
+            return None
+        if name == "digest":
+            if len(args) != 2:
+                raise self.err(node, "digest(in bit<32> receiver, in T data)")
+            self.convert(self.expr(args[0], scope, BitT(32)), BitT(32), args[0])
+            data = self.expr(args[1], scope)
+            if targs:
+                want = self.resolve_type(targs[0], scope)
+                data = self.convert(data, want, args[1])
+            t = data.type
+            if isinstance(t, ListT):
+                raise self.err(args[1], "digest data must be a struct (declare one for the list)")
+            if not (isinstance(t, StructLikeT) and not t.is_header):
+                raise self.err(args[1], f"digest data must be a struct, got {t.show()}")
+            for fname, ft in t.fields:
+                if bit_width_of(ft) is None:
+                    raise self.err(args[1], f"digest field {fname} must be bit<>/bool/enum")
+            self.digest_types[t.name] = t
+            dv = self.tmp("dg")
+            self.em(f"{dv} = {data.code}")
+            values = ", ".join(f"{dv}.{f}" for f, _t in t.fields)
+            self.em(f"_G.digests.append(({t.name!r}, ({values}{',' if t.fields else ''})))")
             return None
         if name == "mark_to_drop":
             if len(args) != 1:

@@ -58,6 +58,7 @@ class Program:
     controller_headers: list[tuple[str, StructLikeT]] = field(default_factory=list)
     serializable_enums: dict[str, EnumT] = field(default_factory=dict)
     value_sets: dict[str, ValueSet] = field(default_factory=dict)
+    digests: dict[str, StructLikeT] = field(default_factory=dict)
     # generated entry points
     parser: Any = None
     verify: Any = None
@@ -178,6 +179,7 @@ class Builder:
         cls = {k: self.tr.py_class(t) for k, t in (("hdr", hdr_t), ("meta", meta_t), ("sm", sm_t))}
         self.prog.meta_type = meta_t  # type: ignore[assignment]
         self.compile_module(names, cls)
+        self.prog.digests = dict(self.tr.digest_types)
         for t in self.ck.globals.types.values():
             if isinstance(t, EnumT) and t.underlying is not None:
                 self.prog.serializable_enums[t.name] = t

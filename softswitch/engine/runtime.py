@@ -9,7 +9,7 @@ class PacketContext:
     """Per-packet values the generated code reads without passing them around (one packet at a
     time under the switch's lock)."""
 
-    __slots__ = ("clone", "payload", "plen", "recirculate", "resubmit", "sm")
+    __slots__ = ("clone", "digests", "payload", "plen", "recirculate", "resubmit", "sm")
 
     def __init__(self) -> None:
         self.plen = 0
@@ -18,6 +18,7 @@ class PacketContext:
         self.resubmit: int | None = None  # field list index of a pending resubmit
         self.recirculate: int | None = None
         self.clone: tuple[int, int, int] | None = None  # (clone type, session, field list)
+        self.digests: list[tuple[str, tuple[Any, ...]]] = []  # digest() calls of this packet
 
 
 class Stack(list):  # type: ignore[type-arg]

@@ -136,3 +136,32 @@ def test_direct_application_and_default_arguments(v1) -> None:
     )
     sw = Switch.from_source(src, "direct.p4")
     assert sw.process(0, b"\x00\x10")[0][1] == bytes([0x10 >> 2, 200 >> 2])
+
+
+def test_digest_queue_and_p4info(v1) -> None:
+    src = v1(
+        "struct learn_t { bit<8> src; bit<9> port; } header d_t { bit<8> src; }",
+        "state start { pkt.extract(hdr.d); transition accept; }",
+        "apply { if (hdr.d.src != 0) { digest<learn_t>(1, { hdr.d.src, sm.ingress_port }); } "
+        "sm.egress_spec = 1; }",
+        deparser="apply { pkt.emit(hdr.d); }",
+        hdr_fields="d_t d;",
+    )
+    sw = Switch.from_source(src, "digest.p4")
+    calls = []
+    sw.digest_callback = lambda: calls.append(1)
+    sw.process(3, b"\x05")
+    sw.process(4, b"\x00")
+    sw.process(6, b"\x07")
+    assert sw.digests_pop() == [
+        ("learn_t", {"src": 5, "port": 3}),
+        ("learn_t", {"src": 7, "port": 6}),
+    ]
+    assert sw.digests_pop() == [] and len(calls) == 2
+    (d,) = sw.p4info.digests
+    assert d.preamble.name == "learn_t" and d.type_spec.struct.name == "learn_t"
+    members = sw.p4info.type_info.structs["learn_t"].members
+    assert [(m.name, m.type_spec.bitstring.bit.bitwidth) for m in members] == [
+        ("src", 8),
+        ("port", 9),
+    ]
