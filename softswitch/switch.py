@@ -61,6 +61,7 @@ class Switch:
         self._field_lists: dict[int, list[str]] = {}
         self.mirror_sessions: dict[int, tuple[int | None, int]] = {}
         self._clone_depth = 0
+        self._ingress_truncate: int | None = None
         self.digest_queue: deque[tuple[str, dict[str, int]]] = deque()
         self.digests_dropped = 0
         # called (under the switch lock, from the packet's thread) when digests were queued
@@ -404,7 +405,7 @@ class Switch:
                 setattr(meta, n, v)
         ctx.sm = sm
         ctx.plen = len(data)
-        ctx.resubmit = ctx.recirculate = ctx.clone = None
+        ctx.resubmit = ctx.recirculate = ctx.clone = ctx.truncate = None
         if ctx.digests:
             ctx.digests = []  # digest() is an ingress extern: calls from egress send nothing
         now = int((time.monotonic() - self._start) * 1e6)
@@ -427,6 +428,7 @@ class Switch:
         except AssertFailed:
             return None
         again: list[tuple[bytes, int, list[tuple[str, Any]]]] = []
+        self._ingress_truncate = ctx.truncate
         clone = ctx.clone
         if clone is not None and clone[0] == CLONE_I2E:
             self._ingress_clone(port, data, now, clone, meta, out, again)
@@ -474,6 +476,7 @@ class Switch:
         ctx.sm = s
         ctx.payload = payload
         ctx.recirculate = ctx.clone = None
+        ctx.truncate = self._ingress_truncate
         try:
             try:  # noqa: SIM105 - cheaper than contextlib.suppress per packet
                 p.egress(h, m, s)
@@ -498,7 +501,10 @@ class Switch:
             # BMv2: the deparsed packet enters the parser again instead of leaving
             again.append((b"".join(parts), INSTANCE_RECIRC, self._preserved(m, ctx.recirculate)))
             return
-        out.append((eport, b"".join(parts)))
+        data = b"".join(parts)
+        if ctx.truncate is not None:
+            data = data[: ctx.truncate]
+        out.append((eport, data))
 
     def _session_ports(self, session: int) -> list[tuple[int, int]]:
         cfg = self.mirror_sessions.get(session)

@@ -39,9 +39,7 @@ from softswitch.frontend.types import (
     same_type,
 )
 
-UNSUPPORTED_EXTERNS = {
-    "truncate": "truncate",
-}
+UNSUPPORTED_EXTERNS = {}
 
 
 @dataclass
@@ -1574,6 +1572,12 @@ class Translator:
                     raise self.err(args[2], f"{name}: the field list index must be a constant")
                 fl = idx.const
             self.em(f"_G.clone = ({ct.code}, {sess.code}, {fl})")
+            return None
+        if name == "truncate":
+            if len(args) != 1:
+                raise self.err(node, "truncate(in bit<32> length)")
+            n = self.convert(self.expr(args[0], scope, BitT(32)), BitT(32), args[0])
+            self.em(f"_G.truncate = {n.code}")
             return None
         if name == "digest":
             if len(args) != 2:

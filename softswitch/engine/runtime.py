@@ -9,7 +9,7 @@ class PacketContext:
     """Per-packet values the generated code reads without passing them around (one packet at a
     time under the switch's lock)."""
 
-    __slots__ = ("clone", "digests", "payload", "plen", "recirculate", "resubmit", "sm")
+    __slots__ = ("clone", "digests", "payload", "plen", "recirculate", "resubmit", "sm", "truncate")
 
     def __init__(self) -> None:
         self.plen = 0
@@ -19,6 +19,7 @@ class PacketContext:
         self.recirculate: int | None = None
         self.clone: tuple[int, int, int] | None = None  # (clone type, session, field list)
         self.digests: list[tuple[str, tuple[Any, ...]]] = []  # digest() calls of this packet
+        self.truncate: int | None = None  # truncate(n): bytes kept of the packet that leaves
 
 
 class Stack(list):  # type: ignore[type-arg]

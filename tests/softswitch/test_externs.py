@@ -165,3 +165,16 @@ def test_digest_queue_and_p4info(v1) -> None:
         ("src", 8),
         ("port", 9),
     ]
+
+
+def test_truncate(v1) -> None:
+    src = v1(
+        "header d_t { bit<8> n; }",
+        "state start { pkt.extract(hdr.d); transition accept; }",
+        "apply { if (hdr.d.n != 0) { truncate((bit<32>)hdr.d.n); } sm.egress_spec = 1; }",
+        deparser="apply { pkt.emit(hdr.d); }",
+        hdr_fields="d_t d;",
+    )
+    sw = Switch.from_source(src, "trunc.p4")
+    assert sw.process(0, b"\x03abcdef") == [(1, b"\x03ab")]
+    assert sw.process(0, b"\x00abcdef") == [(1, b"\x00abcdef")]

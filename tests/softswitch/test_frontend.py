@@ -57,7 +57,7 @@ def test_preprocessor_errors(src: str, where: str, msg: str) -> None:
         ("apply { hdr.d.b = hdr.d.a + hdr.d.b; }", "cannot mix bit<8> and bit<16>"),
         ("apply { bool f = 1; }", "type mismatch"),
         ("apply { if (hdr.d.a) { sm.egress_spec = 1; } }", "must be bool"),
-        ("apply { truncate(32w1); }", "truncate is not supported"),
+        ("apply { bit<8> m; execute_meter(m); }", "unknown function or action execute_meter"),
         ("apply { hdr.d.a = undefined_name; }", "unknown name undefined_name"),
         ("apply { hdr.d.a = hdr.d.a[8:1]; }", "out of range"),
         ("apply { hdr.d.nofield = 1; }", "has no field nofield"),
