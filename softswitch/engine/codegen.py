@@ -535,6 +535,14 @@ class Translator:
             return e
         if isinstance(t, ListT) and isinstance(want, StructLikeT):
             return self.list_to_struct(e, want, node)
+        if isinstance(t, ListT) and isinstance(want, ListT):
+            if len(t.elems) != len(want.elems):
+                raise self.err(node, f"{what}type mismatch: expected {want.show()}, got {t.show()}")
+            items = e.items or [E(f"{e.code}[{i}]", et) for i, et in enumerate(t.elems)]
+            conv = [
+                self.convert(it, wt, node, what) for it, wt in zip(items, want.elems, strict=True)
+            ]
+            return E("(" + "".join(c.code + ", " for c in conv) + ")", want, items=conv)
         if isinstance(t, ErrorT) and isinstance(want, ErrorT):
             return e
         raise self.err(node, f"{what}type mismatch: expected {want.show()}, got {t.show()}")
@@ -630,7 +638,26 @@ class Translator:
         return E(repr(v), ErrorT(), v)
 
     def x_list_expr(self, node: Tree, scope: Scope, want: P4Type | None) -> E:
-        items = [self.expr(c, scope) for c in node.children[0].children if c is not None]
+        items: list[E] = []
+        for c in node.children[0].children:
+            if c is None:
+                continue
+            sub = (
+                want.fields[len(items)][1]
+                if isinstance(want, StructLikeT) and len(items) < len(want.fields)
+                else None
+            )
+            it, lines = self.capture(c, scope, sub)
+            if lines:  # left to right: earlier items are read before this one's side effects
+                for i, prev in enumerate(items):
+                    if not prev.is_const and not isinstance(
+                        prev.type, (StructLikeT, StackT, ListT)
+                    ):
+                        t = self.tmp("li")
+                        self.em(f"{t} = {prev.code}")
+                        items[i] = E(t, prev.type)
+                self.em.lines += lines
+            items.append(it)
         if isinstance(want, StructLikeT):
             if len(items) != len(want.fields):
                 raise self.err(
@@ -1282,6 +1309,8 @@ class Translator:
             return f"{self.py_class(t)}()"
         if isinstance(t, StackT):
             return f"_Stack({self.py_class(t.elem)}() for _ in range({t.size}))"
+        if isinstance(t, ListT):
+            return "(" + "".join(self.zero(x) + ", " for x in t.elems) + ")"
         return "0"
 
     # ---- tables
@@ -1477,6 +1506,10 @@ class Translator:
         """Code building the byte string of a field list. As BMv2 does, fields are packed at bit
         granularity, fields of invalid headers are left out, and the result is zero-padded."""
         e = self.expr(node, scope)
+        if e.items is None and isinstance(e.type, ListT):  # a variable of a tuple type
+            e = E(
+                e.code, e.type, items=[E(f"{e.code}[{i}]", t) for i, t in enumerate(e.type.elems)]
+            )
         items: list[E] = e.items or [e]
         vals: list[str] = []
         widths: list[str] = []

@@ -22,6 +22,7 @@ from softswitch.frontend.types import (
     ErrorT,
     ExternT,
     IntT,
+    ListT,
     MatchKindT,
     P4Type,
     StackT,
@@ -325,7 +326,7 @@ class Checker:
         if k == "dontcare_type":
             return TypeVarT("_")
         if k == "tuple_type":
-            raise self.error(node, "tuple types are not supported by this target")
+            return ListT([self.resolve_type(a, scope) for a in trees(node)[0].children])
         raise self.error(node, f"unsupported type ({k})")
 
     def width(self, node: Tree, scope: Scope) -> int:
