@@ -178,3 +178,16 @@ def test_truncate(v1) -> None:
     sw = Switch.from_source(src, "trunc.p4")
     assert sw.process(0, b"\x03abcdef") == [(1, b"\x03ab")]
     assert sw.process(0, b"\x00abcdef") == [(1, b"\x00abcdef")]
+
+
+def test_tuple_typed_hash_data(v1) -> None:
+    src = v1(
+        "typedef tuple<bit<8>, bit<16>> pair_t; header d_t { bit<8> a; bit<16> b; bit<16> h; }",
+        "state start { pkt.extract(hdr.d); transition accept; }",
+        "apply { pair_t p = { hdr.d.a, hdr.d.b }; "
+        "hash(hdr.d.h, HashAlgorithm.crc16, 16w0, p, 32w0); sm.egress_spec = 1; }",
+        deparser="apply { pkt.emit(hdr.d); }",
+        hdr_fields="d_t d;",
+    )
+    out = Switch.from_source(src, "tuple.p4").process(0, b"\x01\x02\x03\x00\x00")[0][1]
+    assert int.from_bytes(out[3:5], "big") == hashes.crc16(b"\x01\x02\x03")
