@@ -132,7 +132,7 @@ def build_p4info(prog: Program) -> Any:
         taken,
     )
     by_kind: dict[str, dict[str, int]] = {}
-    for kind in ("counter", "direct_counter", "register"):
+    for kind in ("counter", "direct_counter", "register", "meter"):
         xs = {n: x for n, x in prog.externs.items() if x.kind == kind}
         by_kind[kind] = assign_ids(
             kind,
@@ -203,6 +203,13 @@ def build_p4info(prog: Program) -> Any:
                 msg.size = x.size
             elif x.table:
                 msg.direct_table_id = tbl_ids[x.table]
+    ids = by_kind["meter"]
+    for n in sorted(ids, key=lambda x: ids[x]):
+        x = prog.externs[n]
+        msg = info.meters.add()
+        _preamble(msg, ids[n], n, alias[n], x.annotations)
+        msg.spec.unit = p4i.MeterSpec.BYTES if x.counter_type == "bytes" else p4i.MeterSpec.PACKETS
+        msg.size = x.size
     ids = by_kind["register"]
     for n in sorted(ids, key=lambda x: ids[x]):
         x = prog.externs[n]

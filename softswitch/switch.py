@@ -220,6 +220,30 @@ class Switch:
                 raise SwitchError(f"no multicast group {group_id}")
             return list(self.mc_groups[group_id])
 
+    # ------------------------------------------------------------------ meters
+    def meter_set_rates(
+        self, name: str, index: int, committed: tuple[float, int], peak: tuple[float, int]
+    ) -> None:
+        """Configure meter ``name[index]``: (rate per microsecond, burst) committed, then peak
+        (BMv2's ``meter_set_rates`` units: packets or bytes per microsecond)."""
+        with self._lock:
+            x = self._extern(name, ("meter",))
+            self._check_index(x, index)
+            if committed[0] > peak[0]:
+                raise SwitchError(f"{x.name}: the committed rate exceeds the peak rate")
+            if min(committed[0], committed[1], peak[0], peak[1]) < 0:
+                raise SwitchError(f"{x.name}: rates and bursts must not be negative")
+            self.program.ns[x.pyname].set_rates(index, committed, peak)
+
+    def meter_reset(self, name: str, index: int | None = None) -> None:
+        """Back to unconfigured (every packet GREEN), one index or all."""
+        with self._lock:
+            x = self._extern(name, ("meter",))
+            m = self.program.ns[x.pyname]
+            for i in range(x.size) if index is None else [index]:
+                self._check_index(x, i)
+                m.state[i] = None
+
     # ------------------------------------------------------------------ digests
     def _deliver_digests(self, items: list[tuple[str, tuple[Any, ...]]]) -> None:
         for name, values in items:

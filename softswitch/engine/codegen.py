@@ -1498,6 +1498,17 @@ class Translator:
                 f"if ({it} := {i.code}) < {inst.size}: {P}_p[{it}] += 1; {P}_b[{it}] += _G.plen"
             )
             return None
+        if inst.kind == "meter" and method == "execute_meter":
+            if len(args) != 2:
+                raise self.err(node, "meter.execute_meter(in index, out result)")
+            i = self.convert(self.expr(args[0], scope, BitT(32)), BitT(32), args[0])
+            dst = self.expr(args[1], scope)
+            if not (dst.lvalue and isinstance(dst.type, BitT)):
+                raise self.err(args[1], "execute_meter: the result must be a bit<> lvalue")
+            self.assign_to(
+                dst, E(wrap_code(f"{P}.execute({i.code}, _G.plen)", dst.type), dst.type), node
+            )
+            return None
         if inst.kind == "direct_counter" and method == "count":
             return None  # BMv2 counts direct counters on every hit of the owning table
         raise self.err(node, f"{inst.kind}.{method} is not supported by this target")

@@ -23,7 +23,7 @@ from softswitch.engine.codegen import (
     _Ret,
     mask,
 )
-from softswitch.engine.runtime import AssertFailed, PacketContext, Stack, ValueSet
+from softswitch.engine.runtime import AssertFailed, MeterArray, PacketContext, Stack, ValueSet
 from softswitch.engine.tables import KeyField, Table, TableAction
 from softswitch.errors import P4Error
 from softswitch.frontend.checker import Checker, Decl, Scope, Sym, trees
@@ -40,7 +40,7 @@ from softswitch.frontend.types import (
     bit_width_of,
 )
 
-SUPPORTED_EXTERN_INSTANCES = {"register", "counter", "direct_counter"}
+SUPPORTED_EXTERN_INSTANCES = {"register", "counter", "direct_counter", "meter"}
 
 
 @dataclass
@@ -221,6 +221,8 @@ class Builder:
             elif x.kind == "counter":
                 ns[x.pyname + "_p"] = [0] * x.size
                 ns[x.pyname + "_b"] = [0] * x.size
+            elif x.kind == "meter":
+                ns[x.pyname] = MeterArray(x.name, x.size, x.counter_type == "bytes")
         code = compile(src, "<softswitch-generated>", "exec")
         exec(code, ns)
         p = self.prog
@@ -377,6 +379,11 @@ class Builder:
                 raise self.err(node, "counter(size, CounterType)")
             x.size = self.const_int(args[0], scope)
             x.counter_type = self.enum_member(args[1], scope, "CounterType")
+        elif t.name == "meter":
+            if len(args) != 2:
+                raise self.err(node, "meter(size, MeterType)")
+            x.size = self.const_int(args[0], scope)
+            x.counter_type = self.enum_member(args[1], scope, "MeterType")
         elif t.name == "direct_counter":
             if len(args) != 1:
                 raise self.err(node, "direct_counter(CounterType)")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 
@@ -93,3 +94,44 @@ class ValueSet:
 
     def match(self, v: int) -> bool:
         return any(v & mask == value for value, mask in self.entries)
+
+
+class MeterArray:
+    """``meter(n, type)``: two-rate three-colour meters (RFC 2698) as BMv2 runs them: rates in units
+    (packets or bytes) per microsecond and bursts in units; an unconfigured meter says GREEN (0).
+    Colours: 0 GREEN, 1 YELLOW, 2 RED."""
+
+    def __init__(self, name: str, size: int, by_bytes: bool) -> None:
+        self.name = name
+        self.size = size
+        self.by_bytes = by_bytes
+        # per index: None (unconfigured) or [cir, cbs, pir, pbs, c_tokens, p_tokens, last_us]
+        self.state: list[list[float] | None] = [None] * size
+        self.t0 = time.monotonic()
+
+    def set_rates(self, index: int, committed: tuple[float, int], peak: tuple[float, int]) -> None:
+        (cir, cbs), (pir, pbs) = committed, peak
+        self.state[index] = [cir, cbs, pir, pbs, float(cbs), float(pbs), self.now_us()]
+
+    def now_us(self) -> float:
+        return (time.monotonic() - self.t0) * 1e6
+
+    def execute(self, index: int, plen: int) -> int:
+        if index >= self.size:
+            return 0
+        st = self.state[index]
+        if st is None:
+            return 0
+        cir, cbs, pir, pbs, ct, pt, last = st
+        now = self.now_us()
+        ct = min(ct + (now - last) * cir, cbs)
+        pt = min(pt + (now - last) * pir, pbs)
+        n = plen if self.by_bytes else 1
+        if pt < n:
+            color = 2
+        elif ct < n:
+            color, pt = 1, pt - n
+        else:
+            color, pt, ct = 0, pt - n, ct - n
+        st[4], st[5], st[6] = ct, pt, now
+        return color

@@ -191,3 +191,24 @@ def test_tuple_typed_hash_data(v1) -> None:
     )
     out = Switch.from_source(src, "tuple.p4").process(0, b"\x01\x02\x03\x00\x00")[0][1]
     assert int.from_bytes(out[3:5], "big") == hashes.crc16(b"\x01\x02\x03")
+
+
+def test_meter_colours_follow_the_token_buckets(v1) -> None:
+    src = v1(
+        "header d_t { bit<8> color; }",
+        "state start { pkt.extract(hdr.d); transition accept; }",
+        "meter(4, MeterType.packets) m;\n"
+        "apply { bit<2> c; m.execute_meter(32w1, c); hdr.d.color = (bit<8>)c; sm.egress_spec = 1; }",
+        deparser="apply { pkt.emit(hdr.d); }",
+        hdr_fields="d_t d;",
+    )
+    sw = Switch.from_source(src, "meter.p4")
+    assert sw.process(0, b"\x09")[0][1] == b"\x00"  # unconfigured: GREEN
+    sw.meter_set_rates("m", 1, (1e-9, 2), (1e-9, 3))  # no refill to speak of
+    colors = [sw.process(0, b"\x09")[0][1][0] for _ in range(5)]
+    assert colors == [0, 0, 1, 2, 2]  # GREEN while both buckets have tokens, YELLOW, then RED
+    sw.meter_reset("m")
+    assert sw.process(0, b"\x09")[0][1] == b"\x00"
+    assert sw.p4info.meters[0].size == 4
+    with pytest.raises(SwitchError):
+        sw.meter_set_rates("m", 1, (2.0, 1), (1.0, 1))  # committed above peak

@@ -61,7 +61,10 @@ def test_preprocessor_errors(src: str, where: str, msg: str) -> None:
         ("apply { hdr.d.a = undefined_name; }", "unknown name undefined_name"),
         ("apply { hdr.d.a = hdr.d.a[8:1]; }", "out of range"),
         ("apply { hdr.d.nofield = 1; }", "has no field nofield"),
-        ("meter(8, MeterType.packets) m;\napply { }", "extern meter is not supported"),
+        (
+            "direct_meter<bit<2>>(MeterType.packets) m;\napply { }",
+            "extern direct_meter is not supported",
+        ),
         ("apply { hdr.d.a = 8w1 ++ 8w2; }", "type mismatch"),
         ("action a(bit<8> v) { v = 1; }\napply { a(1); }", "cannot assign"),
         (
