@@ -42,6 +42,12 @@ def stage_seed(stage: int) -> int:
     return (HP_SEED * (stage + 1)) & 0xFFFFFFFF
 
 
+def hashpipe_width(slots: int, stages: int) -> int:
+    """Slots per HashPipe stage for K = ``slots`` and d = ``stages``: (K / d) | 1, as p4src's
+    ``HP_SLOTS`` (shared/sizes.p4). Odd, so that the stages' CRC-32 indices are independent."""
+    return (slots // stages) | 1
+
+
 def stage_prefixes(stages: int) -> np.ndarray:
     """CRC state after ``seed_s`` (4 bytes, big-endian) and the 12 zero bytes of every key16."""
     table = crc_table()

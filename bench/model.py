@@ -74,7 +74,7 @@ class Model(Driver):
         self._servers = servers
         self._slots = slots
         self.stages = stages
-        self.width = slots // stages
+        self.width = kernel.hashpipe_width(slots, stages)
         self.origin = np.ascontiguousarray(origin)
         self.lag = lag
         self.tables = Tables()

@@ -80,7 +80,7 @@ class SimConfig:
 
     @property
     def slots(self) -> int:
-        """K rounded up to a multiple of the HashPipe stages (w = K / d slots per stage)."""
+        """K rounded up to a multiple of the HashPipe stages (kernel.hashpipe_width gives w)."""
         return -(-self.k // self.stages) * self.stages
 
     def label(self) -> str:

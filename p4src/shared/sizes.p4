@@ -21,10 +21,13 @@
 #define HP_STAGES 4
 #endif
 
-// w: slots per HashPipe stage, w = K / d, so HashPipe tracks as many cold candidates as there are
-// hot slots (the controller compares 2K candidates per period).
+// w: slots per HashPipe stage, about K / d, so HashPipe tracks as many cold candidates as there are
+// hot slots (the controller compares 2K candidates per period). Always odd: CRC-32 is affine, so
+// stage s's hash is one key hash XOR a per-stage constant; reduced mod a power of two, keys that
+// collide in one stage would collide in every stage. Mod an odd w the stages are independent
+// (tests/sim/test_model.py). kvswitch.bench.kernel.hashpipe_width computes the same number.
 #ifndef HP_SLOTS
-#define HP_SLOTS (HOT_KEYS / HP_STAGES)
+#define HP_SLOTS ((HOT_KEYS / HP_STAGES) | 1)
 #endif
 
 // IPv4 routes of ipv4_lpm.

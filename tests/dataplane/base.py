@@ -31,14 +31,15 @@ from scapy.layers.inet import IP, TCP, UDP
 from scapy.layers.l2 import Ether
 from scapy.packet import Packet, Raw
 
+from kvswitch.bench.kernel import hashpipe_width
 from kvswitch.paths import p4src_dir
 from kvswitch.protocol import Message, pad_key
 
-# Small build: K = 64 hot slots, M = 8 servers, d = 4 HashPipe stages of w = 16 slots.
+# Small build: K = 64 hot slots, M = 8 servers, d = 4 HashPipe stages of w = 17 slots.
 HOT_KEYS = 64
 MAX_SERVERS = 8
 HP_STAGES = 4
-HP_SLOTS = HOT_KEYS // HP_STAGES
+HP_SLOTS = hashpipe_width(HOT_KEYS, HP_STAGES)
 DEFINES = {"HOT_KEYS": str(HOT_KEYS), "MAX_SERVERS": str(MAX_SERVERS), "HP_STAGES": str(HP_STAGES)}
 
 SWITCH_MAC = "02:00:00:00:00:fe"

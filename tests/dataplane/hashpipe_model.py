@@ -84,7 +84,10 @@ def main() -> None:
     import json
     from pathlib import Path
 
-    vectors = make_vectors(stages=4, slots=16, population=300, length=10_000, seed=20190908)
+    from kvswitch.bench.kernel import hashpipe_width
+
+    slots = hashpipe_width(64, 4)
+    vectors = make_vectors(stages=4, slots=slots, population=300, length=10_000, seed=20190908)
     out = Path("tests/vectors/hashpipe.json")
     out.write_text(json.dumps(vectors, indent=None, separators=(",", ":")) + "\n")
     print(f"wrote {out}")

@@ -6,6 +6,7 @@ import os
 
 import pytest
 
+from kvswitch.bench.kernel import hashpipe_width
 from kvswitch.paths import p4src_dir
 
 pytestmark = pytest.mark.skipif(
@@ -33,7 +34,7 @@ def test_sizes_follow_defines(keys: int, servers: int, stages: int) -> None:
         if r.preamble.name.startswith(prefix)
     }
     assert hashpipe == {
-        f"hp_stage{s}.{kind}": keys // stages
+        f"hp_stage{s}.{kind}": hashpipe_width(keys, stages)
         for s in range(stages)
         for kind in ("hp_key", "hp_cnt")
     }

@@ -4,6 +4,7 @@ against docs/protocol.md, and the safety of plan changes applied to the model.""
 from __future__ import annotations
 
 import zlib
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -137,20 +138,33 @@ def test_model_rejects_bad_operations() -> None:
         model.run_trace(np.array([KEYS + 1]), np.array([False]))
 
 
-def test_crc_stage_indices_are_xor_shifts_of_each_other() -> None:
-    """Contract finding (docs/controller.md): CRC-32 is affine, so crc32({seed_s, key}) =
-    crc32({seed_s, 0}) ^ crc32({0, key}) ^ crc32(0^20). With w a power of two (the P4 default:
-    1024 slots / 4 stages = 256) keys that collide in one stage collide in every stage."""
+def _co_collisions(width: int, keys: list[bytes]) -> float:
+    """Share of key pairs colliding in stage 0 that collide in stage 1 too."""
+    groups: dict[int, list[bytes]] = {}
+    for key in keys:
+        groups.setdefault(hp_index_ref(0, key, width), []).append(key)
+    pairs = both = 0
+    for group in groups.values():
+        pairs += len(group) * (len(group) - 1) // 2
+        seen = Counter(hp_index_ref(1, key, width) for key in group)
+        both += sum(n * (n - 1) // 2 for n in seen.values())
+    return both / pairs
+
+
+def test_stage_indices_are_independent_with_the_odd_width() -> None:
+    """CRC-32 is affine: crc32({seed_s, key}) = crc32({seed_s, 0}) ^ crc32({0, key}) ^ crc32(0^20),
+    so every stage hashes to one key hash XOR a constant. Mod a power of two, keys colliding in one
+    stage collide in all (HashPipe would be w buckets of d ways); mod the odd width p4src uses,
+    (K / d) | 1, a stage-0 collision collides in stage 1 about as often as for independent hashes."""
     rng = np.random.default_rng(8)
-    keys = [rng.bytes(16) for _ in range(3000)]
+    keys = [rng.bytes(16) for _ in range(12_000)]
     zero = zlib.crc32(bytes(20))
     for s in range(4):
         seed = kernel.stage_seed(s).to_bytes(4, "big")
         shift = zlib.crc32(seed + bytes(16)) ^ zero
         for key in keys[:50]:
             assert zlib.crc32(seed + key) == shift ^ zlib.crc32(bytes(4) + key)
-    first = {}
-    for key in keys:
-        first.setdefault(hp_index_ref(0, key, 256), []).append(key)
-    for group in first.values():
-        assert len({hp_index_ref(3, key, 256) for key in group}) == 1
+    assert _co_collisions(256, keys) == 1.0  # the flaw an even, power-of-two width has
+    width = kernel.hashpipe_width(1024, 4)
+    assert width == 257
+    assert _co_collisions(width, keys) < 2.0 / width  # independent hashes: 1 / width
