@@ -17,7 +17,7 @@ from typing import Any
 from lark import Token, Tree
 
 from softswitch.errors import P4Error
-from softswitch.frontend.checker import Checker, Decl, Scope, Sym, parse_int, trees
+from softswitch.frontend.checker import Checker, Scope, Sym, parse_int, trees
 from softswitch.frontend.types import (
     BitT,
     BlockT,
@@ -27,7 +27,6 @@ from softswitch.frontend.types import (
     ExternT,
     IntT,
     ListT,
-    MatchKindT,
     P4Type,
     StackT,
     StringT,
@@ -2088,17 +2087,3 @@ class Translator:
                 raise self.err(case, "default label cannot fall through")
         if pending:
             raise self.err(node, "the last switch label needs a block")
-
-
-__all__ = [
-    "ActionInfo",
-    "Decl",
-    "E",
-    "Exit",
-    "ExternInst",
-    "MatchKindT",
-    "ParserError",
-    "TableInfo",
-    "Translator",
-    "eval_const",
-]

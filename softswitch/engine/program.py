@@ -33,7 +33,6 @@ from softswitch.frontend.types import (
     EnumT,
     ErrorT,
     ExternT,
-    IntT,
     P4Type,
     StackT,
     StructLikeT,
@@ -881,8 +880,4 @@ class Builder:
         return f"{v} == {e.const!r}"
 
 
-def _unused(*_a: Any) -> None:
-    return None
-
-
-__all__ = ["Builder", "IntT", "Program", "StackT", "_unused"]
+__all__ = ["Builder", "Program", "expr_text"]

@@ -23,7 +23,6 @@ from softswitch.frontend.types import (
     ExternT,
     IntT,
     ListT,
-    MatchKindT,
     P4Type,
     StackT,
     StringT,
@@ -374,16 +373,3 @@ def parse_int(text: str) -> tuple[int, BitT | None]:
     else:
         v = int(low, 10)
     return v, width
-
-
-__all__ = [
-    "BoolT",
-    "Checker",
-    "Decl",
-    "ErrorT",
-    "MatchKindT",
-    "Scope",
-    "StringT",
-    "Sym",
-    "parse_int",
-]
