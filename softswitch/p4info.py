@@ -132,7 +132,7 @@ def build_p4info(prog: Program) -> Any:
         taken,
     )
     by_kind: dict[str, dict[str, int]] = {}
-    for kind in ("counter", "direct_counter", "register", "meter"):
+    for kind in ("counter", "direct_counter", "register", "meter", "direct_meter"):
         xs = {n: x for n, x in prog.externs.items() if x.kind == kind}
         by_kind[kind] = assign_ids(
             kind,
@@ -188,6 +188,8 @@ def build_p4info(prog: Program) -> Any:
             msg.const_default_action_id = act_ids[t.actions[t.default[0]][0].name]
         if t.counters is not None:
             msg.direct_resource_ids.append(by_kind["direct_counter"][t.counters.name])
+        if t.meter is not None:
+            msg.direct_resource_ids.append(by_kind["direct_meter"][t.meter.name])
         msg.size = t.size
         if t.has_const_entries:
             msg.is_const_table = True
@@ -210,6 +212,14 @@ def build_p4info(prog: Program) -> Any:
         _preamble(msg, ids[n], n, alias[n], x.annotations)
         msg.spec.unit = p4i.MeterSpec.BYTES if x.counter_type == "bytes" else p4i.MeterSpec.PACKETS
         msg.size = x.size
+    ids = by_kind["direct_meter"]
+    for n in sorted(ids, key=lambda x: ids[x]):
+        x = prog.externs[n]
+        msg = info.direct_meters.add()
+        _preamble(msg, ids[n], n, alias[n], x.annotations)
+        msg.spec.unit = p4i.MeterSpec.BYTES if x.counter_type == "bytes" else p4i.MeterSpec.PACKETS
+        if x.table:
+            msg.direct_table_id = tbl_ids[x.table]
     ids = by_kind["register"]
     for n in sorted(ids, key=lambda x: ids[x]):
         x = prog.externs[n]

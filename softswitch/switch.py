@@ -244,6 +244,28 @@ class Switch:
                 self._check_index(x, i)
                 m.state[i] = None
 
+    def _direct_meter(self, table: str) -> tuple[Table, Any]:
+        t = self._table(table)
+        ti = self.program.tables[t.name]
+        if ti.meter is None:
+            raise SwitchError(f"table {t.name} has no direct meter")
+        return t, self.program.ns[ti.meter.pyname]
+
+    def direct_meter_set_rates(
+        self, table: str, handle: int, committed: tuple[float, int], peak: tuple[float, int]
+    ) -> None:
+        """Configure the direct meter of one entry (same units as meter_set_rates)."""
+        with self._lock:
+            t, dm = self._direct_meter(table)
+            t.get(handle)
+            if committed[0] > peak[0]:
+                raise SwitchError(f"{t.name}: the committed rate exceeds the peak rate")
+            dm.set_entry_rates(handle, committed, peak)
+
+    def direct_meter_reset(self, table: str) -> None:
+        with self._lock:
+            self._direct_meter(table)[1].by_handle.clear()
+
     # ------------------------------------------------------------------ digests
     def _deliver_digests(self, items: list[tuple[str, tuple[Any, ...]]]) -> None:
         for name, values in items:

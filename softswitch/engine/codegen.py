@@ -88,6 +88,7 @@ class TableInfo:
     default_const: bool = False
     size: int = 1024
     counters: ExternInst | None = None
+    meter: ExternInst | None = None
     const_entries: list[tuple[list[Any], int, list[int], int | None]] = field(default_factory=list)
     has_const_entries: bool = False
     annotations: dict[str, list[Any]] = field(default_factory=dict)
@@ -1335,11 +1336,15 @@ class Translator:
         self.em(f"if {e} is None:")
         with self.em.block():
             self.em(f"{a} = {T}.default_action; {p} = {T}.default_params; {h} = False")
+            if tbl.meter is not None:
+                self.em("_G.dmeter = 0")
         self.em("else:")
         with self.em.block():
             self.em(f"{a} = {e}.a; {p} = {e}.p; {h} = True")
             if tbl.counters is not None:
                 self.em(f"{e}.packets += 1; {e}.bytes += _G.plen")
+            if tbl.meter is not None:
+                self.em(f"_G.dmeter = {tbl.meter.pyname}.execute_entry({e}.handle, _G.plen)")
         first = True
         for idx, (info, _scope_kind, _anns) in enumerate(tbl.actions):
             self.em(f"{'if' if first else 'elif'} {a} == {idx}:")
@@ -1507,6 +1512,14 @@ class Translator:
             self.assign_to(
                 dst, E(wrap_code(f"{P}.execute({i.code}, _G.plen)", dst.type), dst.type), node
             )
+            return None
+        if inst.kind == "direct_meter" and method == "read":
+            if len(args) != 1:
+                raise self.err(node, "direct_meter.read(out result)")
+            dst = self.expr(args[0], scope)
+            if not (dst.lvalue and isinstance(dst.type, BitT)):
+                raise self.err(args[0], "direct_meter.read: the result must be a bit<> lvalue")
+            self.assign_to(dst, E(wrap_code("_G.dmeter", dst.type), dst.type), node)
             return None
         if inst.kind == "direct_counter" and method == "count":
             return None  # BMv2 counts direct counters on every hit of the owning table

@@ -23,7 +23,14 @@ from softswitch.engine.codegen import (
     _Ret,
     mask,
 )
-from softswitch.engine.runtime import AssertFailed, MeterArray, PacketContext, Stack, ValueSet
+from softswitch.engine.runtime import (
+    AssertFailed,
+    DirectMeter,
+    MeterArray,
+    PacketContext,
+    Stack,
+    ValueSet,
+)
 from softswitch.engine.tables import KeyField, Table, TableAction
 from softswitch.errors import P4Error
 from softswitch.frontend.checker import Checker, Decl, Scope, Sym, trees
@@ -39,7 +46,7 @@ from softswitch.frontend.types import (
     bit_width_of,
 )
 
-SUPPORTED_EXTERN_INSTANCES = {"register", "counter", "direct_counter", "meter"}
+SUPPORTED_EXTERN_INSTANCES = {"register", "counter", "direct_counter", "meter", "direct_meter"}
 
 
 @dataclass
@@ -222,6 +229,8 @@ class Builder:
                 ns[x.pyname + "_b"] = [0] * x.size
             elif x.kind == "meter":
                 ns[x.pyname] = MeterArray(x.name, x.size, x.counter_type == "bytes")
+            elif x.kind == "direct_meter":
+                ns[x.pyname] = DirectMeter(x.name, 0, x.counter_type == "bytes")
         code = compile(src, "<softswitch-generated>", "exec")
         exec(code, ns)
         p = self.prog
@@ -383,6 +392,10 @@ class Builder:
                 raise self.err(node, "meter(size, MeterType)")
             x.size = self.const_int(args[0], scope)
             x.counter_type = self.enum_member(args[1], scope, "MeterType")
+        elif t.name == "direct_meter":
+            if len(args) != 1:
+                raise self.err(node, "direct_meter(MeterType)")
+            x.counter_type = self.enum_member(args[0], scope, "MeterType")
         elif t.name == "direct_counter":
             if len(args) != 1:
                 raise self.err(node, "direct_counter(CounterType)")
@@ -483,12 +496,19 @@ class Builder:
                         raise self.err(val, "counters must name a direct_counter")
                     ti.counters = s.value
                     s.value.table = full
+                elif pname == "meters":
+                    mname = self.ck.name_of(val.children[0]) if val.data == "var" else ""
+                    s = scope.lookup(mname)
+                    if s is None or s.kind != "extern" or s.value.kind != "direct_meter":
+                        raise self.err(val, "meters must name a direct_meter")
+                    ti.meter = s.value
+                    s.value.table = full
                 elif pname == "implementation":
                     raise self.err(
                         val,
                         "table implementations (action profiles) are not supported by this target",
                     )
-                elif pname in ("support_timeout", "meters", "idle_timeout_with_auto_delete"):
+                elif pname in ("support_timeout", "idle_timeout_with_auto_delete"):
                     raise self.err(val, f"table property {pname} is not supported by this target")
                 else:
                     raise self.err(prop, f"unknown table property {pname}")

@@ -10,7 +10,17 @@ class PacketContext:
     """Per-packet values the generated code reads without passing them around (one packet at a
     time under the switch's lock)."""
 
-    __slots__ = ("clone", "digests", "payload", "plen", "recirculate", "resubmit", "sm", "truncate")
+    __slots__ = (
+        "clone",
+        "digests",
+        "dmeter",
+        "payload",
+        "plen",
+        "recirculate",
+        "resubmit",
+        "sm",
+        "truncate",
+    )
 
     def __init__(self) -> None:
         self.plen = 0
@@ -21,6 +31,7 @@ class PacketContext:
         self.clone: tuple[int, int, int] | None = None  # (clone type, session, field list)
         self.digests: list[tuple[str, tuple[Any, ...]]] = []  # digest() calls of this packet
         self.truncate: int | None = None  # truncate(n): bytes kept of the packet that leaves
+        self.dmeter = 0  # colour of the direct meter of the table entry just hit
 
 
 class Stack(list):  # type: ignore[type-arg]
@@ -122,6 +133,9 @@ class MeterArray:
         st = self.state[index]
         if st is None:
             return 0
+        return self._run(st, plen)
+
+    def _run(self, st: list[float], plen: int) -> int:
         cir, cbs, pir, pbs, ct, pt, last = st
         now = self.now_us()
         ct = min(ct + (now - last) * cir, cbs)
@@ -135,3 +149,23 @@ class MeterArray:
             color, pt, ct = 0, pt - n, ct - n
         st[4], st[5], st[6] = ct, pt, now
         return color
+
+
+class DirectMeter(MeterArray):
+    """``direct_meter``: one meter per entry of its table, by entry handle (GREEN when unset)."""
+
+    def __init__(self, name: str, size: int, by_bytes: bool) -> None:
+        super().__init__(name, size, by_bytes)
+        self.by_handle: dict[int, list[float]] = {}
+
+    def set_entry_rates(
+        self, handle: int, committed: tuple[float, int], peak: tuple[float, int]
+    ) -> None:
+        (cir, cbs), (pir, pbs) = committed, peak
+        self.by_handle[handle] = [cir, cbs, pir, pbs, float(cbs), float(pbs), self.now_us()]
+
+    def execute_entry(self, handle: int, plen: int) -> int:
+        st = self.by_handle.get(handle)
+        if st is None:
+            return 0
+        return self._run(st, plen)

@@ -212,3 +212,26 @@ def test_meter_colours_follow_the_token_buckets(v1) -> None:
     assert sw.p4info.meters[0].size == 4
     with pytest.raises(SwitchError):
         sw.meter_set_rates("m", 1, (2.0, 1), (1.0, 1))  # committed above peak
+
+
+def test_direct_meter_per_entry(v1) -> None:
+    src = v1(
+        "header d_t { bit<8> k; bit<8> color; }",
+        "state start { pkt.extract(hdr.d); transition accept; }",
+        """
+        direct_meter<bit<2>>(MeterType.packets) dm;
+        action color() { bit<2> c; dm.read(c); hdr.d.color = (bit<8>)c; }
+        table t { key = { hdr.d.k: exact; } actions = { color; NoAction; } meters = dm; }
+        apply { t.apply(); sm.egress_spec = 1; }
+        """,
+        deparser="apply { pkt.emit(hdr.d); }",
+        hdr_fields="d_t d;",
+    )
+    sw = Switch.from_source(src, "dmeter.p4")
+    h = sw.table_add("t", {"hdr.d.k": 1}, "color", {})
+    sw.table_add("t", {"hdr.d.k": 2}, "color", {})
+    sw.direct_meter_set_rates("t", h, (1e-9, 1), (1e-9, 1))
+    assert [sw.process(0, b"\x01\x09")[0][1][1] for _ in range(3)] == [0, 2, 2]
+    assert sw.process(0, b"\x02\x09")[0][1][1] == 0  # its own, unconfigured meter
+    (dm,) = sw.p4info.direct_meters
+    assert dm.direct_table_id == sw.p4info.tables[0].preamble.id

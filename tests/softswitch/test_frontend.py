@@ -62,8 +62,8 @@ def test_preprocessor_errors(src: str, where: str, msg: str) -> None:
         ("apply { hdr.d.a = hdr.d.a[8:1]; }", "out of range"),
         ("apply { hdr.d.nofield = 1; }", "has no field nofield"),
         (
-            "direct_meter<bit<2>>(MeterType.packets) m;\napply { }",
-            "extern direct_meter is not supported",
+            "action_profile(4) ap;\napply { }",
+            "extern action_profile is not supported",
         ),
         ("apply { hdr.d.a = 8w1 ++ 8w2; }", "type mismatch"),
         ("action a(bit<8> v) { v = 1; }\napply { a(1); }", "cannot assign"),
