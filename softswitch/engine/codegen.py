@@ -360,14 +360,19 @@ class Translator:
             for i in idxs:
                 n, w, ft = fields[i]
                 sh -= w
-                expr = f"({val} >> {sh})" if sh else val
-                if sh + w < total:
-                    expr = f"({expr} & {mask(w)})"
-                if isinstance(ft, BitT) and ft.signed:
-                    expr = wrap_code(expr, ft)
-                out.append(f"{obj}.{n} = {expr}")
+                out.append(f"{obj}.{n} = {self.field_of(val, total, sh, w, ft)}")
         out.append(f"{obj}._v = True")
         return out
+
+    @staticmethod
+    def field_of(val: str, total: int, shift: int, w: int, ft: P4Type) -> str:
+        """The ``w``-bit field at ``shift`` of the ``total``-bit integer ``val``."""
+        expr = f"({val} >> {shift})" if shift else val
+        if shift + w < total:
+            expr = f"({expr} & {mask(w)})"
+        if isinstance(ft, BitT) and ft.signed:
+            expr = wrap_code(expr, ft)
+        return expr
 
     @staticmethod
     def _combine(parts: list[str], sizes: list[int]) -> list[str]:
@@ -424,11 +429,7 @@ class Translator:
         shift = total
         for n, w, ft in widths:
             shift -= w
-            expr = f"({x} >> {shift})" if shift else x
-            expr = f"({expr} & {mask(w)})" if shift + w < total else expr
-            if isinstance(ft, BitT) and ft.signed:
-                expr = wrap_code(expr, ft)
-            out.append(f"{obj}.{n} = {expr}")
+            out.append(f"{obj}.{n} = {Translator.field_of(x, total, shift, w, ft)}")
         out.append(f"{obj}._v = True")
         return out
 

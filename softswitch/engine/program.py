@@ -490,19 +490,9 @@ class Builder:
                 elif pname == "size":
                     ti.size = self.const_int(val, scope)
                 elif pname == "counters":
-                    cname = self.ck.name_of(val.children[0]) if val.data == "var" else ""
-                    s = scope.lookup(cname)
-                    if s is None or s.kind != "extern" or s.value.kind != "direct_counter":
-                        raise self.err(val, "counters must name a direct_counter")
-                    ti.counters = s.value
-                    s.value.table = full
+                    ti.counters = self.direct_extern(val, scope, "direct_counter", full)
                 elif pname == "meters":
-                    mname = self.ck.name_of(val.children[0]) if val.data == "var" else ""
-                    s = scope.lookup(mname)
-                    if s is None or s.kind != "extern" or s.value.kind != "direct_meter":
-                        raise self.err(val, "meters must name a direct_meter")
-                    ti.meter = s.value
-                    s.value.table = full
+                    ti.meter = self.direct_extern(val, scope, "direct_meter", full)
                 elif pname == "implementation":
                     raise self.err(
                         val,
@@ -553,6 +543,15 @@ class Builder:
             self.const_entries(entries_node, ti, scope)
         self.prog.tables[full] = ti
         self.ck.bind(scope, local, Sym("table", value=ti), node)
+
+    def direct_extern(self, val: Tree, scope: Scope, kind: str, table: str) -> ExternInst:
+        """The direct_counter/direct_meter a table property names; it now belongs to ``table``."""
+        name = self.ck.name_of(val.children[0]) if val.data == "var" else ""
+        s = scope.lookup(name)
+        if s is None or s.kind != "extern" or s.value.kind != kind:
+            raise self.err(val, f"the table property must name a {kind}")
+        s.value.table = table
+        return s.value  # type: ignore[no-any-return]
 
     def action_call(self, node: Any, ti: TableInfo, scope: Scope) -> tuple[int, list[int]]:
         if node.data in ("call", "action_call_expr"):
