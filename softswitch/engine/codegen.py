@@ -241,6 +241,7 @@ class Translator:
                 init.append(f"self.{fname} = {sub}()")
                 copy.append(f"n.{fname} = self.{fname}._copy()")
                 setf.append(f"self.{fname}._set(o.{fname})")
+                inval.append(f"self.{fname}._reset()")  # a struct inside a header
             elif isinstance(ft, StackT):
                 sub = self.py_class(ft.elem)
                 init.append(f"self.{fname} = _Stack({sub}() for _ in range({ft.size}))")
@@ -338,7 +339,7 @@ class Translator:
         return name, chunks
 
     def struct_unpack_lines(self, t: StructLikeT, obj: str, tup: str) -> list[str] | None:
-        fields = [(n, bit_width_of(ft) or 0, ft) for n, ft in t.fields]
+        fields = [(n, bit_width_of(ft) or 0, ft) for n, ft in t.flat_fields()]
         lay = self.layout([w for _, w, _ in fields])
         if lay is None:
             return None
@@ -412,7 +413,7 @@ class Translator:
         return f"{name}.pack({', '.join(args)})"
 
     def header_pack(self, t: StructLikeT, obj: str) -> str:
-        fields = [(n, bit_width_of(ft) or 0, ft) for n, ft in t.fields]
+        fields = [(n, bit_width_of(ft) or 0, ft) for n, ft in t.flat_fields()]
         e = self.struct_pack_expr(
             [f"{obj}.{n}" for n, _, _ in fields],
             [w for _, w, _ in fields],
@@ -423,7 +424,7 @@ class Translator:
     @staticmethod
     def unpack_lines(t: StructLikeT, obj: str, x: str) -> list[str]:
         """Statements setting the fields of header ``obj`` from the integer ``x`` (fixed size)."""
-        widths = [(n, bit_width_of(ft) or 0, ft) for n, ft in t.fields]
+        widths = [(n, bit_width_of(ft) or 0, ft) for n, ft in t.flat_fields()]
         total = sum(w for _, w, _ in widths)
         out = []
         shift = total
@@ -436,7 +437,7 @@ class Translator:
     @staticmethod
     def pack_expr(t: StructLikeT, obj: str) -> str:
         """Expression serialising header ``obj`` (fixed size) to bytes."""
-        widths = [(n, bit_width_of(ft) or 0, ft) for n, ft in t.fields]
+        widths = [(n, bit_width_of(ft) or 0, ft) for n, ft in t.flat_fields()]
         total = sum(w for _, w, _ in widths)
         parts = []
         shift = total
@@ -473,7 +474,7 @@ class Translator:
     def _pack_methods(self, t: StructLikeT) -> list[str]:
         vb = t.varbit_field()
         out: list[str] = []
-        widths = [(n, bit_width_of(ft) or 0, ft) for n, ft in t.fields]
+        widths = [(n, bit_width_of(ft) or 0, ft) for n, ft in t.flat_fields()]
         if vb is None:
             out.append("    def _ux(self, x):")
             out += ["        " + line for line in self.unpack_lines(t, "self", "x")]
@@ -1544,7 +1545,7 @@ class Translator:
             if isinstance(t, EnumT) and t.underlying is not None:
                 t = t.underlying
             if isinstance(t, StructLikeT) and t.is_header:
-                for fname, ft in t.fields:
+                for fname, ft in t.flat_fields():
                     vals.append(f"{it.code}.{fname}")
                     signed.append(isinstance(ft, BitT) and ft.signed)
                     w = bit_width_of(ft)

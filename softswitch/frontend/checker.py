@@ -199,7 +199,16 @@ class Checker:
                 if fname in seen:
                     raise self.error(f, f"duplicate field {fname} in {name}")
                 seen.add(fname)
-                if kind == "header" and not isinstance(ft, (BitT, VarbitT, EnumT, BoolT)):
+                nested_ok = (
+                    isinstance(ft, StructLikeT)
+                    and ft.kind == "struct"
+                    and all(isinstance(x, (BitT, BoolT, EnumT)) for _n, x in ft.flat_fields())
+                )
+                if (
+                    kind == "header"
+                    and not nested_ok
+                    and not isinstance(ft, (BitT, VarbitT, EnumT, BoolT))
+                ):
                     raise self.error(
                         f,
                         f"header field {fname} must be bit<>, int<>, varbit<>, bool or a serializable enum, not {ft.show()}",

@@ -99,11 +99,21 @@ class StructLikeT(P4Type):
     def is_header(self) -> bool:
         return self.kind == "header"
 
+    def flat_fields(self) -> list[tuple[str, P4Type]]:
+        """Fields with the ones of nested structs spelled as dotted paths (``row.a``)."""
+        out: list[tuple[str, P4Type]] = []
+        for n, t in self.fields:
+            if isinstance(t, StructLikeT) and t.kind == "struct":
+                out += [(f"{n}.{m}", mt) for m, mt in t.flat_fields()]
+            else:
+                out.append((n, t))
+        return out
+
     def bit_width(self) -> int:
-        return sum(bit_width_of(t) or 0 for _, t in self.fields)
+        return sum(bit_width_of(t) or 0 for _, t in self.flat_fields())
 
     def varbit_field(self) -> tuple[int, str, int] | None:
-        for i, (n, t) in enumerate(self.fields):
+        for i, (n, t) in enumerate(self.flat_fields()):
             if isinstance(t, VarbitT):
                 return i, n, t.max_width
         return None

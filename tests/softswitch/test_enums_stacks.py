@@ -149,3 +149,17 @@ def test_header_and_struct_equality(v1) -> None:
     )
     assert sw.process(0, b"\x01\x02\x01\x02")[0][1] == bytes([1 | 2 | 4])
     assert sw.process(0, b"\x01\x02\x01\x03")[0][1] == bytes([2 | 4])
+
+
+def test_struct_inside_a_header(v1) -> None:
+    sw = Switch.from_source(
+        v1(
+            "struct row_t { bit<4> a; bit<12> b; } header h_t { bit<8> x; row_t row; }",
+            "state start { pkt.extract(hdr.h); transition accept; }",
+            "apply { hdr.h.row.b = hdr.h.row.b + 1; hdr.h.x = (bit<8>)hdr.h.row.a; sm.egress_spec = 1; }",
+            deparser="apply { pkt.emit(hdr.h); }",
+            hdr_fields="h_t h;",
+        ),
+        "nested.p4",
+    )
+    assert sw.process(0, b"\x00\x5f\xffrest")[0][1] == b"\x05\x50\x00rest"
