@@ -1864,6 +1864,9 @@ class Translator:
     def s_block(self, node: Tree, scope: Scope) -> None:
         self.block(node, scope)
 
+    def s_annotated_block(self, node: Tree, scope: Scope) -> None:
+        self.block(node.children[1], scope)  # e.g. @atomic { ... }: one packet at a time anyway
+
     def s_empty_stmt(self, node: Tree, scope: Scope) -> None:
         pass
 
