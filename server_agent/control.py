@@ -1,6 +1,6 @@
 """A typed client of the agent's JSON-lines control API (for the controller and tools).
 
-    with AgentControl("10.0.0.1", 8901) as agent:
+    with AgentControl("10.0.0.1", 8901) as agent:    # or AgentControl.at("unix:/run/s1.ctl")
         agent.push(b"hot-key", ["10.0.0.2", "10.0.0.3"])   # -> (epoch, ver)
         agent.versions()                                   # -> {key16: KeyVersion}
 
@@ -32,12 +32,38 @@ class KeyVersion:
 
 
 class AgentControl:
-    def __init__(self, host: str, port: int, timeout: float = 5.0) -> None:
-        self.addr = (host, port)
+    def __init__(
+        self, host: str = "", port: int = 0, timeout: float = 5.0, unix: str | None = None
+    ) -> None:
+        self.addr: tuple[str, int] | str = unix if unix is not None else (host, port)
         self.timeout = timeout
         self._lock = threading.Lock()
         self._conn: socket.socket | None = None
         self._file: Any = None
+
+    @classmethod
+    def at(cls, endpoint: str, timeout: float = 5.0) -> AgentControl:
+        """An endpoint written ``unix:PATH`` or ``HOST:PORT`` (the rack file's ``control``)."""
+        if endpoint.startswith("unix:"):
+            if not endpoint[5:]:
+                raise ValueError("unix: endpoint without a path")
+            return cls(timeout=timeout, unix=endpoint[5:])
+        host, sep, port = endpoint.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"control endpoint {endpoint!r}: expected unix:PATH or HOST:PORT")
+        return cls(host, int(port), timeout)
+
+    def _connect(self) -> socket.socket:
+        if isinstance(self.addr, str):
+            conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            conn.settimeout(self.timeout)
+            try:
+                conn.connect(self.addr)
+            except OSError:
+                conn.close()
+                raise
+            return conn
+        return socket.create_connection(self.addr, timeout=self.timeout)
 
     def request(self, **fields: Any) -> dict[str, Any]:
         """Send one command object and return the answer (raises :class:`ControlError`)."""
@@ -45,7 +71,7 @@ class AgentControl:
         with self._lock:
             try:
                 if self._file is None:
-                    self._conn = socket.create_connection(self.addr, timeout=self.timeout)
+                    self._conn = self._connect()
                     self._file = self._conn.makefile("rwb")
                 self._file.write(line)
                 self._file.flush()

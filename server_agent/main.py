@@ -24,6 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--switch-addr", help="switch address (ip[:port]) for CONFIRM, SYNC and SYNC_DONE"
     )
     ap.add_argument("--control-port", type=int, help="TCP port of the JSON-lines control API")
+    ap.add_argument("--control-unix", help="Unix socket path of the same control API")
     ap.add_argument("--no-tcp", action="store_true", help="serve UDP only")
     ap.add_argument("--max-value", type=int, default=p.MAX_VALUE, help="largest value accepted")
     ap.add_argument("--ids-per-client", type=int, default=1024, help="request ids kept per client")
@@ -42,13 +43,21 @@ def main(argv: list[str] | None = None) -> int:
         )
         server = AgentServer(
             core,
-            AgentConfig(args.listen, args.port, args.control_port, tcp=not args.no_tcp),
+            AgentConfig(
+                args.listen,
+                args.port,
+                args.control_port,
+                control_unix=args.control_unix,
+                tcp=not args.no_tcp,
+            ),
         )
     except (OSError, ValueError, BackendError) as exc:
         print(f"kvswitch agent: {exc}", file=sys.stderr)
         return 1
     signal.signal(signal.SIGTERM, lambda *_: server.request_stop())
     control = f", control on {server.control_port}" if server.control_port else ""
+    if args.control_unix:
+        control += f", control on unix:{args.control_unix}"
     print(
         f"kvswitch agent: {args.backend} backend, serving {args.listen}:{server.port}{control}",
         flush=True,

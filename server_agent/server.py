@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import socket
 import socketserver
+import stat
 import sys
 import threading
 import traceback
@@ -31,6 +33,7 @@ class AgentConfig:
     listen: str = "127.0.0.1"
     port: int = p.KVS_PORT
     control_port: int | None = None
+    control_unix: str | None = None  # path of a Unix-socket control endpoint (same commands)
     tcp: bool = True
     sync_timeout: float = 0.5
     sync_attempts: int = 3
@@ -52,10 +55,13 @@ class AgentServer:
         self.port = self.udp.getsockname()[1]
         self._tcp: socketserver.ThreadingTCPServer | None = None
         self._control: socketserver.ThreadingTCPServer | None = None
+        self._control_unix: _UnixServer | None = None
         if config.tcp:
             self._tcp = _Server((config.listen, self.port), _KvsTcpHandler, self)
         if config.control_port is not None:
             self._control = _Server((config.listen, config.control_port), _ControlHandler, self)
+        if config.control_unix is not None:
+            self._control_unix = _UnixServer(config.control_unix, self)
 
     @property
     def control_port(self) -> int | None:
@@ -63,9 +69,12 @@ class AgentServer:
 
     def start(self) -> None:
         self._spawn(self._udp_loop, "agent-udp")
-        for server in (self._tcp, self._control):
-            if server is not None:
-                self._spawn(server.serve_forever, "agent-tcp", 0.1)
+        for server in self._stream_servers():
+            self._spawn(server.serve_forever, "agent-tcp", 0.1)
+
+    def _stream_servers(self) -> list[socketserver.BaseServer]:
+        servers = (self._tcp, self._control, self._control_unix)
+        return [server for server in servers if server is not None]
 
     def _spawn(self, target: Any, name: str, *args: Any) -> None:
         thread = threading.Thread(target=target, args=args, name=name, daemon=True)
@@ -81,10 +90,12 @@ class AgentServer:
         wake = "127.0.0.1" if self.config.listen in ("", "0.0.0.0") else self.config.listen
         with contextlib.suppress(OSError):  # wake the UDP loop now rather than at its timeout
             self.udp.sendto(b"", (wake, self.port))
-        for server in (self._tcp, self._control):
-            if server is not None:
-                server.shutdown()
-                server.server_close()
+        for server in self._stream_servers():
+            server.shutdown()
+            server.server_close()
+        if self._control_unix is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self._control_unix.server_address)
         for thread in self._threads:
             thread.join(timeout=2)
         self.udp.close()
@@ -201,6 +212,23 @@ class _Server(socketserver.ThreadingTCPServer):
     def __init__(self, addr: Addr, handler: type, agent: AgentServer) -> None:
         self.agent = agent
         super().__init__(addr, handler)
+
+
+class _UnixServer(socketserver.ThreadingUnixStreamServer):
+    """The control API on a Unix socket (reachable from other network namespaces)."""
+
+    daemon_threads = True
+
+    def __init__(self, path: str, agent: AgentServer) -> None:
+        self.agent = agent
+        with contextlib.suppress(FileNotFoundError):  # a stale socket of an earlier run
+            if _is_socket(path):
+                os.unlink(path)
+        super().__init__(path, _ControlHandler)
+
+
+def _is_socket(path: str) -> bool:
+    return stat.S_ISSOCK(os.stat(path).st_mode)
 
 
 class _KvsTcpHandler(socketserver.BaseRequestHandler):
