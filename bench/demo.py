@@ -1,0 +1,162 @@
+"""``kvswitch demo`` (``make demo``): a rack of 8 servers on Mininet, a Zipf-0.99 workload from the
+clients, the controller balancing it; per period the load per server, lambda and T, then a plot.
+
+The rack itself is ``mininet/rack.py`` of the source checkout, run as a subprocess with this
+interpreter (nothing imports ``mininet/``). The figures come from the controller's metrics stream
+(``metrics.jsonl``: one JSON object per period, read from the switch's counters). See docs/rack.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from kvswitch.paths import repo_root
+
+
+def rack_script() -> Path | None:
+    root = repo_root()
+    script = root / "mininet" / "rack.py" if root is not None else None
+    return script if script is not None and script.is_file() else None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="kvswitch demo", description=__doc__.split("\n")[0])
+    ap.add_argument("--servers", type=int, default=8)
+    ap.add_argument("--clients", type=int, default=2)
+    ap.add_argument("--rate", type=int, default=600, help="requests/s over all clients")
+    ap.add_argument("--duration", type=float, default=40.0, help="seconds of load")
+    ap.add_argument("--period", type=float, default=1.0, help="controller period (s)")
+    ap.add_argument("--zipf", type=float, default=0.99)
+    ap.add_argument("--keys", type=int, default=1000)
+    ap.add_argument("--policy", default="balance")
+    ap.add_argument("--target", choices=("softswitch", "bmv2"), default="softswitch")
+    ap.add_argument("--backend", choices=("memory", "memcached", "redis"), default="memory")
+    ap.add_argument("--observe-only", action="store_true", help="controller off (baseline)")
+    ap.add_argument("--out", type=Path, default=Path("results/demo"), help="output folder")
+    return ap
+
+
+def format_period(m: dict[str, Any], names: list[str]) -> str:
+    loads = m.get("loads") or []
+    per_server = " ".join(f"{n}={int(v)}" for n, v in zip(names, loads, strict=False))
+    return (
+        f"period {m.get('period'):>3}  lambda {float(m.get('lambda', 0.0)):.3f}  "
+        f"T {float(m.get('threshold', 0.0)):.0f}  hot {m.get('hot_keys', 0)}  "
+        f"replicas {m.get('replicas', 0)}  load {per_server}"
+    )
+
+
+def read_metrics(path: Path, done: int) -> list[dict[str, Any]]:
+    """The complete lines of ``path`` after the first ``done``."""
+    if not path.exists():
+        return []
+    text = path.read_text()
+    rows = []
+    for line in text.splitlines(keepends=True)[done:]:
+        if not line.endswith("\n"):
+            break  # still being written
+        with contextlib.suppress(json.JSONDecodeError):
+            rows.append(json.loads(line))
+    return rows
+
+
+def plot(rows: list[dict[str, Any]], names: list[str], path: Path, title: str) -> None:
+    """lambda (top) and per-server load (bottom) against time since the first period."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    t0 = float(rows[0]["time"])
+    ts = [float(r["time"]) - t0 for r in rows]
+    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(9, 7), sharex=True)
+    ax1.plot(ts, [float(r["lambda"]) for r in rows], marker="o", color="tab:red")
+    ax1.set_ylabel("imbalance lambda")
+    ax1.set_ylim(bottom=0)
+    ax1.grid(alpha=0.3)
+    ax1.set_title(title)
+    for j, name in enumerate(names):
+        ax2.plot(ts, [float(r["loads"][j]) if j < len(r["loads"]) else 0 for r in rows],
+                 label=name)  # fmt: skip
+    ax2.set_ylabel("requests per period")
+    ax2.set_xlabel("time (s)")
+    ax2.grid(alpha=0.3)
+    ax2.legend(ncol=4, fontsize="small")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    script = rack_script()
+    if script is None:
+        print("kvswitch demo: needs the source checkout (mininet/rack.py)", file=sys.stderr)
+        return 2
+    if os.geteuid() != 0:
+        print("kvswitch demo: needs root (Mininet); run `sudo make demo`", file=sys.stderr)
+        return 2
+    out = args.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    metrics = out / "metrics.jsonl"
+    metrics.unlink(missing_ok=True)
+    cmd = [
+        sys.executable, str(script), "--servers", str(args.servers), "--clients",
+        str(args.clients), "--rate", str(args.rate), "--duration", str(args.duration),
+        "--period", str(args.period), "--zipf", str(args.zipf), "--keys", str(args.keys),
+        "--policy", args.policy, "--target", args.target, "--backend", args.backend,
+        "--out", str(out),
+    ]  # fmt: skip
+    if args.observe_only:
+        cmd.append("--observe-only")
+    names = [f"s{i}" for i in range(1, args.servers + 1)]
+    print(
+        f"kvswitch demo: {args.servers} servers, {args.clients} clients, Zipf {args.zipf} over "
+        f"{args.keys} keys at {args.rate} requests/s for {args.duration:.0f} s "
+        f"({'controller off' if args.observe_only else 'controller on, policy ' + args.policy})",
+        flush=True,
+    )
+    rows: list[dict[str, Any]] = []
+    with open(out / "rack.log", "w") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            while proc.poll() is None:
+                time.sleep(0.2)
+                for m in read_metrics(metrics, len(rows)):
+                    rows.append(m)
+                    print(format_period(m, names), flush=True)
+        except KeyboardInterrupt:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=60)
+            print("kvswitch demo: interrupted", file=sys.stderr)
+            return 130
+    for m in read_metrics(metrics, len(rows)):
+        rows.append(m)
+        print(format_period(m, names), flush=True)
+    if proc.returncode != 0:
+        print(f"kvswitch demo: the rack failed ({proc.returncode}); its log:", file=sys.stderr)
+        print((out / "rack.log").read_text(), file=sys.stderr)
+        return 1
+    if not rows:
+        print("kvswitch demo: the controller reported no period", file=sys.stderr)
+        return 1
+    png = out / "demo.png"
+    mode = "controller off" if args.observe_only else f"KVSwitch controller ({args.policy})"
+    plot(rows, names, png, f"{args.servers} servers, Zipf {args.zipf}, {mode}")
+    lambdas = [float(r["lambda"]) for r in rows if sum(r.get("loads") or [0]) > 0]
+    if lambdas:
+        print(f"lambda: first loaded period {lambdas[0]:.3f}, last {lambdas[-1]:.3f}, "
+              f"lowest {min(lambdas):.3f}")  # fmt: skip
+    print(f"plot: {png}")
+    print(f"files (rack.json, metrics.jsonl, logs): {out}")
+    return 0

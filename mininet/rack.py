@@ -1,0 +1,646 @@
+#!/usr/bin/env python3
+"""One KVSwitch rack on Mininet: a ToR switch, M servers with agents, C clients, the controller.
+
+Run it as a script with the project's venv (as root), e.g.::
+
+    .venv/bin/python mininet/rack.py --servers 8 --clients 2 --duration 20 --out /tmp/rack
+
+The switch is the software switch (``kvswitch switch``) started on the switch-side veth ends, or
+BMv2's ``simple_switch_grpc`` with ``--target bmv2``. No Open vSwitch, no OpenFlow controller: the
+KVSwitch controller (``kvswitch controller``) programs the switch over P4Runtime. Every process is
+started and stopped by its PID; teardown removes only what this run created, also on Ctrl-C or a
+failed start. See docs/rack.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from mininet.log import setLogLevel
+from mininet.net import Mininet
+from mininet.node import Host, Switch
+
+from kvswitch.agent.control import AgentControl
+from kvswitch.bench.c_client_bench import find_loadgen
+from kvswitch.paths import p4src_dir
+from kvswitch.protocol import KVS_PORT
+
+PY = sys.executable
+SWITCH_IP, SWITCH_MAC = "10.0.0.254", "02:00:00:00:00:fe"
+HERE = Path(__file__).resolve().parent
+
+
+# ---------------------------------------------------------------- addressing
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    ip: str
+    mac: str
+    port: int
+
+
+def servers_of(count: int) -> list[Node]:
+    """Servers s1..sM: 10.0.0.i, 02:00:00:00:00:ii, switch port i (ring order = file order)."""
+    return [Node(f"s{i}", f"10.0.0.{i}", f"02:00:00:00:00:{i:02x}", i) for i in range(1, count + 1)]
+
+
+def clients_of(count: int, first_port: int) -> list[Node]:
+    """Clients c1..cC: 10.0.1.j, 02:00:00:00:01:jj, switch ports after the servers'."""
+    return [
+        Node(f"c{j}", f"10.0.1.{j}", f"02:00:00:00:01:{j:02x}", first_port + j - 1)
+        for j in range(1, count + 1)
+    ]
+
+
+def rack_document(servers: list[Node], clients: list[Node], run_dir: Path) -> dict[str, Any]:
+    """The rack file of the controller contract (docs/rack.md)."""
+    return {
+        "kvs_port": KVS_PORT,
+        "switch": {"ip": SWITCH_IP, "mac": SWITCH_MAC},
+        "servers": [
+            {**_node(s), "control": f"unix:{run_dir / (s.name + '.ctl')}"} for s in servers
+        ],
+        "clients": [_node(c) for c in clients],
+    }
+
+
+def _node(n: Node) -> dict[str, Any]:
+    return {"name": n.name, "ip": n.ip, "mac": n.mac, "port": n.port}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_tcp(port: int, proc: subprocess.Popen[Any], what: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with status {proc.returncode} (see its log)")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"{what}: nothing listens on port {port} after {timeout:.0f} s")
+
+
+# ---------------------------------------------------------------- processes
+
+
+@dataclass
+class Proc:
+    name: str
+    popen: subprocess.Popen[Any]
+    log: Path | None = None
+
+
+@dataclass
+class Procs:
+    """Every process this run started, stopped by PID in reverse order of start."""
+
+    items: list[Proc] = field(default_factory=list)
+
+    def add(self, name: str, popen: subprocess.Popen[Any], log: Path | None = None) -> Proc:
+        proc = Proc(name, popen, log)
+        self.items.append(proc)
+        return proc
+
+    @staticmethod
+    def stop_one(proc: Proc, grace: float = 5.0) -> int | None:
+        p = proc.popen
+        if p.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(p.pid, signal.SIGTERM)
+            try:
+                p.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(p.pid, signal.SIGKILL)
+                p.wait()
+        return p.returncode
+
+    def stop_all(self) -> None:
+        while self.items:
+            self.stop_one(self.items.pop())
+
+    def remove(self, proc: Proc) -> None:
+        self.items.remove(proc)
+
+
+# ---------------------------------------------------------------- switches
+
+
+class P4Switch(Switch):
+    """A P4 switch process in the root namespace with one raw-socket port per link.
+
+    ``command()`` gives the target's command line; the P4Runtime and Thrift ports are the rack's.
+    """
+
+    def __init__(
+        self, name: str, grpc_port: int = 9559, thrift_port: int = 9090, **params: Any
+    ) -> None:
+        self.log_path: Path = params.pop("log_path")
+        params.update(inNamespace=False, dpid="1")
+        super().__init__(name, **params)
+        self.grpc_port, self.thrift_port = grpc_port, thrift_port
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def ports_by_intf(self) -> dict[str, int]:
+        return {intf.name: port for intf, port in self.ports.items() if intf.name != "lo"}
+
+    def command(self) -> list[str]:
+        raise NotImplementedError
+
+    def start(self, controllers: list[Any]) -> None:
+        for intf in self.intfList():
+            if intf.name != "lo":
+                # the switch reads and writes whole frames: no offload on its side either
+                self.cmd(f"ethtool --offload {intf.name} rx off tx off >/dev/null 2>&1")
+                self.cmd(f"sysctl -qw net.ipv6.conf.{intf.name}.disable_ipv6=1")
+        with self.log_path.open("wb") as log:
+            self.proc = subprocess.Popen(
+                self.command(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        wait_tcp(self.grpc_port, self.proc, f"switch {self.name}")
+
+    def stop(self, deleteIntfs: bool = True) -> None:
+        if self.proc is not None:
+            Procs.stop_one(Proc(self.name, self.proc))
+            self.proc = None
+        super().stop(deleteIntfs)
+
+
+class SoftSwitch(P4Switch):
+    """``kvswitch switch`` (this project's software P4 target), started without a program."""
+
+    def command(self) -> list[str]:
+        port_args = [a for i, p in self._ordered() for a in ("-i", f"{p}@{i}")]
+        return [
+            PY, "-m", "kvswitch", "switch", "--no-p4", *port_args, "--device-id", "0",
+            "--thrift-port", str(self.thrift_port),
+            "--", "--grpc-server-addr", f"127.0.0.1:{self.grpc_port}",
+        ]  # fmt: skip
+
+    def _ordered(self) -> list[tuple[str, int]]:
+        return sorted(self.ports_by_intf().items(), key=lambda kv: kv[1])
+
+
+class Bmv2Switch(SoftSwitch):
+    """BMv2's ``simple_switch_grpc`` with the same flags (where it is installed)."""
+
+    def command(self) -> list[str]:
+        return ["simple_switch_grpc", *super().command()[4:]]
+
+
+# ---------------------------------------------------------------- the rack
+
+
+@dataclass
+class RackOptions:
+    servers: int = 8
+    clients: int = 2
+    backend: str = "memory"
+    target: str = "softswitch"
+    period: float = 1.0
+    k: int = 64
+    policy: str = "balance"
+    observe_only: bool = False
+    defines: list[str] = field(default_factory=list)
+    bmv2_json: str | None = None
+    controller: bool = True
+    controller_args: list[str] = field(default_factory=list)
+
+
+class Rack:
+    """The running rack. Use as a context manager: ``__exit__`` tears everything down."""
+
+    def __init__(self, opts: RackOptions, out: Path) -> None:
+        self.opts = opts
+        self.out = out
+        self.tag = uuid.uuid4().hex[:4]
+        # unix socket paths must stay short (108 bytes): a fresh folder in /tmp for them
+        self.run_dir = Path(f"/tmp/kvswitch-{self.tag}")
+        self.servers = servers_of(opts.servers)
+        self.clients = clients_of(opts.clients, opts.servers + 1)
+        self.procs = Procs()
+        self.net: Mininet | None = None
+        self.grpc_port, self.thrift_port = free_port(), free_port()
+        self.rack_file = out / "rack.json"
+        self.metrics_file = out / "metrics.jsonl"
+        self.controller: Proc | None = None
+        self.controller_starts = 0
+        self.echo: Callable[[str], None] = print
+
+    # -- start-up
+
+    def __enter__(self) -> Rack:
+        try:
+            self.start()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def start(self) -> None:
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.run_dir.mkdir(mode=0o700)
+        switch_cls = SoftSwitch if self.opts.target == "softswitch" else Bmv2Switch
+        setLogLevel("warning")
+        net = Mininet(
+            controller=None, build=False, autoSetMacs=False, autoStaticArp=False, cleanup=False
+        )
+        self.net = net
+        tor = net.addSwitch(
+            f"t{self.tag}",
+            cls=switch_cls,
+            grpc_port=self.grpc_port,
+            thrift_port=self.thrift_port,
+            log_path=self.out / "switch.log",
+        )
+        for n in [*self.servers, *self.clients]:
+            host = net.addHost(n.name, ip=f"{n.ip}/16", mac=n.mac)
+            net.addLink(host, tor, port2=n.port)
+        net.build()
+        self.setup_hosts()
+        net.start()
+        self.rack_file.write_text(
+            json.dumps(rack_document(self.servers, self.clients, self.run_dir), indent=2) + "\n"
+        )
+        self.start_agents()
+        if self.opts.controller:
+            self.start_controller()
+            self.wait_reachable()
+
+    def host(self, name: str) -> Host:
+        assert self.net is not None
+        return self.net.get(name)
+
+    def setup_hosts(self) -> None:
+        everyone = [*self.servers, *self.clients]
+        for n in everyone:
+            h = self.host(n.name)
+            intf = h.defaultIntf().name
+            h.cmd(f"ethtool --offload {intf} rx off tx off >/dev/null 2>&1")
+            h.cmd(f"sysctl -qw net.ipv6.conf.{intf}.disable_ipv6=1")
+            h.setARP(SWITCH_IP, SWITCH_MAC)
+            for other in everyone:
+                if other is not n:
+                    h.setARP(other.ip, other.mac)
+
+    def popen(self, host: str, args: list[str], log_name: str) -> Proc:
+        log = self.out / log_name
+        with log.open("wb") as f:
+            p = self.host(host).popen(args, stdout=f, stderr=subprocess.STDOUT)
+        return self.procs.add(log_name, p, log)
+
+    def start_backend(self, s: Node) -> str | None:
+        if self.opts.backend == "memory":
+            return None
+        if self.opts.backend == "memcached":
+            port = 11211
+            user = pwd.getpwuid(os.geteuid()).pw_name  # memcached as root wants -u
+            cmd = ["memcached", "-l", "127.0.0.1", "-p", str(port), "-U", "0", "-m", "64",
+                   "-u", user]  # fmt: skip
+        else:
+            port = 6379
+            cmd = ["redis-server", "--bind", "127.0.0.1", "--port", str(port), "--save", "",
+                   "--appendonly", "no", "--dir", str(self.run_dir)]  # fmt: skip
+        if shutil.which(cmd[0]) is None:
+            raise RuntimeError(f"--backend {self.opts.backend}: {cmd[0]} is not installed")
+        proc = self.popen(s.name, cmd, f"{s.name}-{self.opts.backend}.log")
+        self.wait_in_host(s.name, port, proc)
+        return f"127.0.0.1:{port}"
+
+    def wait_in_host(self, host: str, port: int, proc: Proc, timeout: float = 20) -> None:
+        probe = (
+            "import socket,sys,time\n"
+            f"end=time.time()+{timeout}\n"
+            "while time.time()<end:\n"
+            "  try:\n"
+            f"    socket.create_connection(('127.0.0.1',{port}),0.2).close(); sys.exit(0)\n"
+            "  except OSError: time.sleep(0.1)\n"
+            "sys.exit(1)\n"
+        )
+        done = self.host(host).popen([PY, "-c", probe]).wait()
+        if done != 0 or proc.popen.poll() is not None:
+            raise RuntimeError(f"{proc.name}: not ready in {host} (see {proc.log})")
+
+    def start_agents(self) -> None:
+        agents = []
+        for s in self.servers:
+            backend_addr = self.start_backend(s)
+            args = [
+                PY, "-m", "kvswitch", "agent", "--listen", s.ip, "--port", str(KVS_PORT),
+                "--backend", self.opts.backend, "--switch-addr", f"{SWITCH_IP}:{KVS_PORT}",
+                "--control-unix", str(self.run_dir / f"{s.name}.ctl"),
+            ]  # fmt: skip
+            if backend_addr:
+                args += ["--backend-addr", backend_addr]
+            agents.append(self.popen(s.name, args, f"{s.name}-agent.log"))
+        deadline = time.monotonic() + 60
+        for s, proc in zip(self.servers, agents, strict=True):
+            sock = self.run_dir / f"{s.name}.ctl"
+            while not sock.exists():
+                if proc.popen.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"agent on {s.name} did not start: {proc.log.read_text()}")
+                time.sleep(0.1)
+
+    def controller_command(self) -> list[str]:
+        o = self.opts
+        cmd = [
+            PY, "-m", "kvswitch", "controller", "--rack", str(self.rack_file),
+            "--p4", str(p4src_dir() / "kvswitch.p4"),
+            "--grpc-addr", f"127.0.0.1:{self.grpc_port}", "--device-id", "0",
+            "--thrift-port", str(self.thrift_port), "--target", o.target,
+            "--period", str(o.period), "--k", str(o.k), "--policy", o.policy,
+            "--metrics", str(self.metrics_file),
+        ]  # fmt: skip
+        for d in o.defines:
+            cmd += ["-D", d]
+        if o.observe_only:
+            cmd.append("--observe-only")
+        if o.bmv2_json:
+            cmd += ["--bmv2-json", o.bmv2_json]
+        return cmd + o.controller_args
+
+    def start_controller(self) -> None:
+        """Start (or restart) the controller; its period lines are echoed as they come."""
+        self.controller_starts += 1
+        log = self.out / f"controller-{self.controller_starts}.log"
+        p = subprocess.Popen(
+            self.controller_command(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+        self.controller = self.procs.add("controller", p, log)
+        threading.Thread(target=self._pump, args=(p.stdout, log), daemon=True).start()
+
+    def _pump(self, stream: IO[str] | None, log: Path) -> None:
+        if stream is None:
+            return
+        with log.open("w") as f:
+            for line in stream:
+                f.write(line)
+                f.flush()
+                self.echo(line.rstrip("\n"))
+
+    def kill_controller(self) -> None:
+        """SIGKILL: the controller gets no chance to tidy up (the restart test)."""
+        if self.controller is not None:
+            os.kill(self.controller.popen.pid, signal.SIGKILL)
+            self.controller.popen.wait()
+            self.procs.remove(self.controller)
+            self.controller = None
+
+    def stop_controller(self) -> int | None:
+        if self.controller is None:
+            return None
+        code = Procs.stop_one(self.controller, grace=10)
+        self.procs.remove(self.controller)
+        self.controller = None
+        return code
+
+    def wait_reachable(self, timeout: float = 90) -> None:
+        """Until a Get from the first client reaches the last server through the switch (the
+        controller has set the pipeline and the forwarding entries)."""
+        c, s = self.clients[0], self.servers[-1]
+        deadline = time.monotonic() + timeout
+        cmd = [PY, "-m", "kvswitch", "client", "--servers", f"{s.ip}:{KVS_PORT}",
+               "--timeout", "0.3", "--retries", "0", "get", "reachability-probe"]  # fmt: skip
+        while time.monotonic() < deadline:
+            assert self.controller is not None
+            if self.controller.popen.poll() is not None:
+                raise RuntimeError(f"controller exited with {self.controller.popen.returncode}")
+            p = self.host(c.name).popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            if p.wait() in (0, 1):  # found or not found: either way the server answered
+                return
+            time.sleep(0.3)
+        raise RuntimeError(f"{s.name} not reachable from {c.name} after {timeout:.0f} s")
+
+    # -- teardown
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.procs.stop_all()
+        if self.net is not None:
+            net, self.net = self.net, None
+            with contextlib.suppress(Exception):
+                net.stop()
+        for sock in self.run_dir.glob("*.ctl") if self.run_dir.exists() else []:
+            sock.unlink(missing_ok=True)
+        if self.run_dir.exists():
+            shutil.rmtree(self.run_dir, ignore_errors=True)
+
+    # -- workloads
+
+    def server_list(self) -> str:
+        return ",".join(f"{s.ip}:{KVS_PORT}" for s in self.servers)
+
+    def loadgen_args(self, w: Workload, client_index: int) -> list[str]:
+        return [
+            str(find_loadgen()), "--servers", self.server_list(),
+            "--rate", str(max(1, w.rate // len(self.clients))), "--duration", str(w.duration),
+            "--zipf", str(w.zipf), "--keys", str(w.keys), "--write-ratio", str(w.write_ratio),
+            "--timeout-ms", "500", "--seed", str(client_index + 1), "--json", "--quiet",
+        ]  # fmt: skip
+
+    def history_args(self, w: Workload, client_index: int) -> list[str]:
+        out = self.out / f"{self.clients[client_index].name}-history.jsonl"
+        return [
+            PY, str(HERE / "history.py"), "--servers", self.server_list(),
+            "--threads", str(w.history_threads), "--keys", str(w.history_keys),
+            "--duration", str(w.duration), "--client", str(client_index), "--out", str(out),
+        ]  # fmt: skip
+
+    def preload(self, w: Workload) -> None:
+        args = self.loadgen_args(w, 0)
+        args[args.index("--duration") + 1] = "1"
+        args[args.index("--rate") + 1] = "1"
+        p = self.popen(self.clients[0].name, [*args, "--preload"], "preload.log")
+        if p.popen.wait() != 0:
+            raise RuntimeError(f"preload failed: {p.log.read_text() if p.log else ''}")
+
+    def run(self, w: Workload) -> dict[str, Any]:
+        """The workload: loadgens (and history clients) on the clients; returns the summary."""
+        if w.preload and w.rate > 0:
+            self.preload(w)
+        loadgens = [
+            self.popen(c.name, self.loadgen_args(w, i), f"{c.name}-loadgen.json")
+            for i, c in enumerate(self.clients)
+            if w.rate > 0
+        ]
+        histories = [
+            self.popen(c.name, self.history_args(w, i), f"{c.name}-history.log")
+            for i, c in enumerate(self.clients)
+            if w.history_threads > 0
+        ]
+        start = time.monotonic()
+        restarted = False
+        while any(p.popen.poll() is None for p in [*loadgens, *histories]):
+            elapsed = time.monotonic() - start
+            if w.restart_controller_at and not restarted and elapsed >= w.restart_controller_at:
+                self.echo(f"rack: controller killed (SIGKILL) at {elapsed:.1f} s, restarting")
+                self.kill_controller()
+                time.sleep(w.restart_pause)
+                self.start_controller()
+                restarted = True
+            if elapsed > w.duration + 120:
+                raise RuntimeError("the workload did not end")
+            time.sleep(0.1)
+        summary: dict[str, Any] = {"loadgen": [], "history": [], "failed": []}
+        for p in [*loadgens, *histories]:
+            if p.popen.returncode != 0:
+                summary["failed"].append({"name": p.name, "status": p.popen.returncode})
+        for p in loadgens:
+            if p.log is not None and p.popen.returncode == 0:
+                summary["loadgen"].append(json.loads(p.log.read_text().strip().splitlines()[-1]))
+        summary["history"] = [str(self.out / f"{c.name}-history.jsonl") for c in self.clients][
+            : len(histories)
+        ]
+        time.sleep(w.settle)
+        summary["versions"] = self.agent_versions()
+        return summary
+
+    def agent_versions(self) -> dict[str, dict[str, list[Any]]]:
+        """Every agent's stored versions (key hex -> [epoch, ver, live]) over its control API."""
+        out: dict[str, dict[str, list[Any]]] = {}
+        for s in self.servers:
+            with AgentControl.at(f"unix:{self.run_dir / (s.name + '.ctl')}") as ctl:
+                out[s.name] = {k.hex(): [v.epoch, v.ver, v.live] for k, v in ctl.versions().items()}
+        return out
+
+
+@dataclass
+class Workload:
+    rate: int = 400
+    duration: float = 20.0
+    zipf: float = 0.99
+    keys: int = 1000
+    write_ratio: float = 0.0
+    preload: bool = True
+    history_threads: int = 0
+    history_keys: int = 4
+    restart_controller_at: float = 0.0
+    restart_pause: float = 1.0
+    settle: float = 1.0
+
+
+# ---------------------------------------------------------------- command line
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="mininet/rack.py", description=__doc__.split("\n")[0])
+    a = ap.add_argument
+    a("--servers", type=int, default=8, help="servers M (default 8)")
+    a("--clients", type=int, default=2, help="clients C (default 2)")
+    a("--backend", choices=("memory", "memcached", "redis"), default="memory")
+    a("--target", choices=("softswitch", "bmv2"), default="softswitch")
+    a("--bmv2-json", help="p4c-compiled BMv2 JSON of p4src/kvswitch.p4 (--target bmv2)")
+    a("--period", type=float, default=1.0, help="controller period in seconds")
+    a("--k", type=int, default=64, help="hot-key slots the controller uses")
+    a("--policy", default="balance", help="placement policy (ring, least-loaded, balance)")
+    a("--observe-only", action="store_true", help="controller reports but installs no hot keys")
+    a("-D", dest="defines", action="append", default=[], help="P4 define NAME=VAL")
+    a("--no-controller", action="store_true", help="start no controller (nothing is forwarded)")
+    a("--rate", type=int, default=400, help="Gets+Sets per second over all clients (open loop)")
+    a("--duration", type=float, default=20.0, help="seconds of load")
+    a("--zipf", type=float, default=0.99)
+    a("--keys", type=int, default=1000)
+    a("--write-ratio", type=float, default=0.0)
+    a("--no-preload", action="store_true", help="do not Set every key before the run")
+    a("--history-threads", type=int, default=0, help="Python client threads per client host")
+    a("--history-keys", type=int, default=4, help="keys the history clients share")
+    a("--restart-controller-at", type=float, default=0.0, help="SIGKILL + restart at S s")
+    a("--hold", action="store_true", help="no workload: keep the rack up until Ctrl-C")
+    a("--out", type=Path, help="folder for rack.json, metrics.jsonl, logs, summary.json")
+    return ap
+
+
+def why_not() -> str:
+    """'' when this machine can run the rack, else why not."""
+    if os.geteuid() != 0:
+        return "needs root (Mininet)"
+    for tool in ("mnexec", "ip", "ethtool"):
+        if shutil.which(tool) is None:
+            return f"needs {tool} (Debian: apt-get install mininet ethtool iproute2)"
+    return ""
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    why = why_not()
+    if why:
+        print(f"rack: {why}", file=sys.stderr)
+        return 2
+    if args.target == "bmv2":
+        if shutil.which("simple_switch_grpc") is None:
+            print("rack: --target bmv2 needs simple_switch_grpc on PATH", file=sys.stderr)
+            return 2
+        if not args.bmv2_json:
+            print("rack: --target bmv2 needs --bmv2-json (p4c output)", file=sys.stderr)
+            return 2
+    out = args.out or Path(f"/tmp/kvswitch-rack-{time.strftime('%Y%m%d-%H%M%S')}")
+    opts = RackOptions(
+        servers=args.servers, clients=args.clients, backend=args.backend, target=args.target,
+        period=args.period, k=args.k, policy=args.policy, observe_only=args.observe_only,
+        defines=args.defines, bmv2_json=args.bmv2_json, controller=not args.no_controller,
+    )  # fmt: skip
+    work = Workload(
+        rate=args.rate, duration=args.duration, zipf=args.zipf, keys=args.keys,
+        write_ratio=args.write_ratio, preload=not args.no_preload,
+        history_threads=args.history_threads, history_keys=args.history_keys,
+        restart_controller_at=args.restart_controller_at,
+    )  # fmt: skip
+    interrupted: list[int] = []
+
+    def on_signal(signum: int, _frame: object) -> None:
+        interrupted.append(signum)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_signal)
+    try:
+        with Rack(opts, out) as rack:
+            print(f"rack: up ({args.servers} servers, {args.clients} clients, {args.target}); "
+                  f"files in {out}", flush=True)  # fmt: skip
+            if args.hold:
+                while True:
+                    time.sleep(1)
+            summary = rack.run(work)
+            summary["controller_status"] = rack.stop_controller()
+            (out / "summary.json").write_text(json.dumps(summary) + "\n")
+            print(f"rack: done; summary in {out / 'summary.json'}", flush=True)
+    except KeyboardInterrupt:
+        print("rack: interrupted, torn down", file=sys.stderr)
+        return 130
+    except RuntimeError as exc:
+        print(f"rack: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
