@@ -131,3 +131,12 @@ def test_redeclarations_are_rejected(v1, ingress: str) -> None:
     src = v1("", "state start { transition accept; }", ingress)
     with pytest.raises(P4Error, match=r"^bad\.p4:\d+:\d+: re-declaration of"):
         Switch.from_source(src, "bad.p4")
+
+
+def test_annotated_blocks_and_type_annotation_arguments(v1) -> None:
+    src = v1(
+        '@p4runtime_translation("p4.org/x", bit<32>) type bit<9> port_t;',
+        "state start { transition accept; }",
+        "apply { @atomic { sm.egress_spec = (bit<9>)(port_t)3; } }",
+    )
+    assert Switch.from_source(src, "ann.p4").process(0, b"\x00") == [(3, b"\x00")]
