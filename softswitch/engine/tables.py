@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,6 +56,8 @@ class Table:
     exact: dict[Any, Entry] = field(default_factory=dict)
     lpm: list[tuple[int, int, dict[Any, Entry]]] = field(default_factory=list)
     ternary: list[Entry] = field(default_factory=list)
+    # (normalised key, priority or None) -> handle: the duplicate check of an insert, in O(1)
+    by_key: dict[tuple[Any, int | None], int] = field(default_factory=dict)
     next_handle: int = 1
     default_bytes: int = 0
     default_packets: int = 0
@@ -202,15 +205,19 @@ class Table:
             raise SwitchError(
                 f"table {self.name} takes no priority (no ternary/range/optional key)"
             )
-        for e in self.entries.values():
-            if e.norm == norm and (e.priority == priority or not self.needs_priority()):
-                raise SwitchError(f"table {self.name}: duplicate entry for this key")
+        ident = self._ident(norm, priority)
+        if ident in self.by_key:
+            raise SwitchError(f"table {self.name}: duplicate entry for this key")
         h = self.next_handle
         self.next_handle += 1
         e = Entry(h, given, act.name, dict(params or {}), priority, act.index, args, norm=norm)
         self.entries[h] = e
+        self.by_key[ident] = h
         self._insert(e)
         return h
+
+    def _ident(self, norm: tuple[Any, ...], priority: int | None) -> tuple[Any, int | None]:
+        return (norm, priority if self.needs_priority() else None)
 
     def _insert(self, e: Entry) -> None:
         kind = self.kind
@@ -230,8 +237,8 @@ class Table:
                 self.lpm.append((plen, mask, {self._exact_key(key): e}))
                 self.lpm.sort(key=lambda x: -x[0])
         else:
-            self.ternary.append(e)
-            self.ternary.sort(key=lambda x: -(x.priority or 0))
+            # After the entries of equal priority: the order a stable sort would give.
+            bisect.insort_right(self.ternary, e, key=lambda x: -(x.priority or 0))
 
     def _remove(self, e: Entry) -> None:
         kind = self.kind
@@ -273,11 +280,13 @@ class Table:
         e = self.get(handle)
         self._remove(e)
         del self.entries[handle]
+        del self.by_key[self._ident(e.norm, e.priority)]
 
     def clear(self) -> None:
         if self.const_entries:
             raise SwitchError(f"table {self.name} has const entries; it cannot be modified")
         self.entries.clear()
+        self.by_key.clear()
         self.exact.clear()
         self.lpm.clear()
         self.ternary.clear()
