@@ -498,6 +498,7 @@ class Rack:
             for i, c in enumerate(self.clients)
             if w.history_threads > 0
         ]
+        summary: dict[str, Any] = {"loadgen": [], "history": [], "failed": []}
         start = time.monotonic()
         restarted = False
         while any(p.popen.poll() is None for p in [*loadgens, *histories]):
@@ -508,10 +509,10 @@ class Rack:
                 time.sleep(w.restart_pause)
                 self.start_controller()
                 restarted = True
+                summary["restart_time"] = time.time()
             if elapsed > w.duration + 120:
                 raise RuntimeError("the workload did not end")
             time.sleep(0.1)
-        summary: dict[str, Any] = {"loadgen": [], "history": [], "failed": []}
         for p in [*loadgens, *histories]:
             if p.popen.returncode != 0:
                 summary["failed"].append({"name": p.name, "status": p.popen.returncode})

@@ -1,0 +1,104 @@
+"""Running ``mininet/rack.py`` (as a subprocess: nothing imports mininet/) and reading its output.
+
+Every e2e test needs root, Debian's mininet and the controller (``kvswitch controller``); with
+``KVSWITCH_TARGET=bmv2`` also ``simple_switch_grpc`` and ``$KVSWITCH_BMV2_JSON`` (p4c's output).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kvswitch.bench.lincheck import Op
+from kvswitch.paths import repo_root
+
+TARGET = os.environ.get("KVSWITCH_TARGET", "softswitch")
+
+
+def rack_script() -> Path:
+    root = repo_root()
+    assert root is not None, "the e2e tests run from a source checkout"
+    return root / "mininet" / "rack.py"
+
+
+def skip_reason() -> str:
+    """'' when the rack can run here, else why not."""
+    if os.geteuid() != 0:
+        return "needs root (Mininet, network namespaces)"
+    if importlib.util.find_spec("mininet") is None or shutil.which("mnexec") is None:
+        return "needs Mininet (Debian: apt-get install mininet; `make deps` installs it)"
+    if shutil.which("ethtool") is None:
+        return "needs ethtool"
+    if importlib.util.find_spec("kvswitch.controller.main") is None:
+        return "needs the controller runtime (kvswitch controller) which is not in this build"
+    if TARGET == "bmv2":
+        if shutil.which("simple_switch_grpc") is None:
+            return "KVSWITCH_TARGET=bmv2 but simple_switch_grpc is not installed"
+        if not os.environ.get("KVSWITCH_BMV2_JSON"):
+            return "KVSWITCH_TARGET=bmv2 needs KVSWITCH_BMV2_JSON (p4c-compiled kvswitch.p4)"
+    elif TARGET != "softswitch":
+        return f"unknown KVSWITCH_TARGET={TARGET!r} (softswitch or bmv2)"
+    return ""
+
+
+@dataclass
+class RackRun:
+    out: Path
+    stdout: str
+    summary: dict[str, Any]
+    metrics: list[dict[str, Any]]
+
+    def loaded(self) -> list[dict[str, Any]]:
+        """Periods in which the servers saw load (the first period may start before it)."""
+        return [m for m in self.metrics if sum(m["loads"]) > 0]
+
+    def history(self) -> list[Op]:
+        ops = []
+        for path in self.summary["history"]:
+            for line in Path(path).read_text().splitlines():
+                o = json.loads(line)
+                ops.append(
+                    Op(
+                        kind=o["kind"],
+                        key=bytes.fromhex(o["key"]),
+                        call=o["call"],
+                        ret=math.inf if o["ret"] is None else o["ret"],
+                        value=None if o["value"] is None else bytes.fromhex(o["value"]),
+                        output=None if o["output"] is None else bytes.fromhex(o["output"]),
+                        client=o["client"],
+                    )
+                )
+        return ops
+
+
+def run_rack(out: Path, *args: str, timeout: float = 150) -> RackRun:
+    """``mininet/rack.py ARGS --out OUT`` to completion; fails the test with its output if the
+    rack fails."""
+    cmd = [sys.executable, str(rack_script()), "--target", TARGET, "--out", str(out), *args]
+    if TARGET == "bmv2":
+        cmd += ["--bmv2-json", os.environ["KVSWITCH_BMV2_JSON"]]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if done.returncode != 0:
+        pytest.fail(f"rack.py exited with {done.returncode}:\n{done.stdout}\n{done.stderr}")
+    summary = json.loads((out / "summary.json").read_text())
+    metrics_path = out / "metrics.jsonl"
+    metrics = [json.loads(x) for x in metrics_path.read_text().splitlines() if x.strip()]
+    return RackRun(out, done.stdout, summary, metrics)
+
+
+@pytest.fixture
+def rack(tmp_path: Path) -> Any:
+    why = skip_reason()
+    if why:
+        pytest.skip(f"e2e rack test {why}")
+    return lambda *args, timeout=150: run_rack(tmp_path / "rack", *args, timeout=timeout)
