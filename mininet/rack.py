@@ -377,7 +377,8 @@ class Rack:
             "--period", str(o.period), "--k", str(o.k), "--policy", o.policy,
             "--metrics", str(self.metrics_file),
         ]  # fmt: skip
-        for d in o.defines:
+        defines = o.defines or [f"HOT_KEYS={o.k}", f"MAX_SERVERS={o.servers}"]
+        for d in defines:
             cmd += ["-D", d]
         if o.observe_only:
             cmd.append("--observe-only")
@@ -565,7 +566,8 @@ def build_parser() -> argparse.ArgumentParser:
     a("--k", type=int, default=64, help="hot-key slots the controller uses")
     a("--policy", default="balance", help="placement policy (ring, least-loaded, balance)")
     a("--observe-only", action="store_true", help="controller reports but installs no hot keys")
-    a("-D", dest="defines", action="append", default=[], help="P4 define NAME=VAL")
+    a("-D", dest="defines", action="append", default=[],
+      help="P4 define NAME=VAL (default: HOT_KEYS=<k> MAX_SERVERS=<servers>)")  # fmt: skip
     a("--no-controller", action="store_true", help="start no controller (nothing is forwarded)")
     a("--rate", type=int, default=400, help="Gets+Sets per second over all clients (open loop)")
     a("--duration", type=float, default=20.0, help="seconds of load")
