@@ -13,13 +13,12 @@ import heapq
 import logging
 import selectors
 import socket
-import struct
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+
+from softswitch.pcap import PcapWriter, read_pcap
 
 LOG = logging.getLogger("softswitch.io")
 
@@ -28,56 +27,8 @@ PACKET_OUTGOING = 4
 SOL_PACKET = 263
 PACKET_IGNORE_OUTGOING = 23
 MAX_FRAME = 65536 + 64
-PCAP_MAGIC = 0xA1B2C3D4
-LINKTYPE_ETHERNET = 1
 
 Processor = Callable[[int, bytes], list[tuple[int, bytes]]]
-
-
-# ---------------------------------------------------------------- pcap
-
-
-class PcapWriter:
-    """A classic pcap file (microsecond timestamps, Ethernet), flushed after every frame."""
-
-    def __init__(self, path: str | Path) -> None:
-        self.file: BinaryIO = open(path, "wb")  # noqa: SIM115 - closed by close()
-        self.file.write(struct.pack("<IHHiIII", PCAP_MAGIC, 2, 4, 0, 0, 65535, LINKTYPE_ETHERNET))
-        self.file.flush()
-        self.lock = threading.Lock()
-
-    def write(self, frame: bytes, ts: float | None = None) -> None:
-        ts = time.time() if ts is None else ts
-        sec, usec = int(ts), int((ts % 1) * 1e6)
-        with self.lock:
-            self.file.write(struct.pack("<IIII", sec, usec, len(frame), len(frame)) + frame)
-            self.file.flush()
-
-    def close(self) -> None:
-        with self.lock:
-            self.file.close()
-
-
-def read_pcap(path: str | Path) -> Iterator[tuple[float, bytes]]:
-    """(timestamp, frame) of every record of a pcap file (either byte order, us or ns)."""
-    data = Path(path).read_bytes()
-    if len(data) < 24:
-        raise ValueError(f"{path}: not a pcap file")
-    magic_le = struct.unpack("<I", data[:4])[0]
-    magic_be = struct.unpack(">I", data[:4])[0]
-    if magic_le in (0xA1B2C3D4, 0xA1B23C4D):
-        endian, nano = "<", magic_le == 0xA1B23C4D
-    elif magic_be in (0xA1B2C3D4, 0xA1B23C4D):
-        endian, nano = ">", magic_be == 0xA1B23C4D
-    else:
-        raise ValueError(f"{path}: not a pcap file (magic {data[:4].hex()})")
-    off = 24
-    while off + 16 <= len(data):
-        sec, frac, incl, _orig = struct.unpack(endian + "IIII", data[off : off + 16])
-        off += 16
-        frame = data[off : off + incl]
-        off += incl
-        yield sec + frac / (1e9 if nano else 1e6), frame
 
 
 # ---------------------------------------------------------------- ports
@@ -136,14 +87,14 @@ class PortIO:
     def add_file_port(self, num: int, name: str) -> None:
         if num in self.ports:
             raise ValueError(f"port {num} given twice")
-        port = Port(num, name, pcap_out=PcapWriter(f"{name}_out.pcap"))
+        port = Port(num, name, pcap_out=PcapWriter(f"{name}_out.pcap", flush=True))
         self.ports[num] = port
 
     def _open_pcaps(self, port: Port) -> None:
         if self.pcap_dir is not None:
             self.pcap_dir.mkdir(parents=True, exist_ok=True)
-            port.pcap_in = PcapWriter(self.pcap_dir / f"{port.name}_in.pcap")
-            port.pcap_out = PcapWriter(self.pcap_dir / f"{port.name}_out.pcap")
+            port.pcap_in = PcapWriter(self.pcap_dir / f"{port.name}_in.pcap", flush=True)
+            port.pcap_out = PcapWriter(self.pcap_dir / f"{port.name}_out.pcap", flush=True)
 
     def names(self) -> dict[int, str]:
         return {n: p.name for n, p in self.ports.items()}
@@ -182,7 +133,7 @@ class PortIO:
         for port in self.ports.values():
             path = Path(f"{port.name}_in.pcap")
             if port.sock is None and path.exists():
-                streams.append(((ts, port.num, frame) for ts, frame in read_pcap(path)))
+                streams.append((r.ts_ns, port.num, r.data) for r in read_pcap(path))
         for _ts, num, frame in heapq.merge(*streams, key=lambda r: r[0]):
             if self.stopped.is_set():
                 return

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import heapq
 import struct
+import threading
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +33,9 @@ class PcapRecord:
     data: bytes
 
 
-def read_pcap(path: str | Path) -> Iterator[PcapRecord]:
+def read_pcap(path: str | Path, partial: bool = False) -> Iterator[PcapRecord]:
+    """The records of a pcap file. ``partial``: the file may still be being written, so a
+    truncated last record ends the iteration instead of raising."""
     with open(path, "rb") as f:
         head = f.read(24)
         if len(head) < 24 or head[:4] not in _MAGICS:
@@ -46,26 +50,42 @@ def read_pcap(path: str | Path) -> Iterator[PcapRecord]:
             if not h:
                 return
             if len(h) < 16:
+                if partial:
+                    return
                 raise SwitchError(f"{path}: truncated record header")
             sec, frac, incl, _orig = rec.unpack(h)
             data = f.read(incl)
             if len(data) < incl:
+                if partial:
+                    return
                 raise SwitchError(f"{path}: truncated packet")
             yield PcapRecord(sec * 1_000_000_000 + frac * scale, data)
 
 
 class PcapWriter:
-    def __init__(self, path: str | Path, snaplen: int = 65535) -> None:
+    """A classic pcap file (microsecond timestamps, Ethernet). Thread-safe; with ``flush`` every
+    frame reaches the file at once (live captures that others read while the switch runs)."""
+
+    def __init__(self, path: str | Path, snaplen: int = 65535, flush: bool = False) -> None:
         self.f = open(path, "wb")  # noqa: SIM115 - closed by close()
         self.f.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, snaplen, LINKTYPE_ETHERNET))
+        self.flush = flush
+        self.lock = threading.Lock()
+        if flush:
+            self.f.flush()
 
-    def write(self, data: bytes, ts_ns: int) -> None:
-        sec, usec = divmod(ts_ns // 1000, 1_000_000)
-        self.f.write(struct.pack("<IIII", sec, usec, len(data), len(data)))
-        self.f.write(data)
+    def write(self, data: bytes, ts_ns: int | None = None) -> None:
+        """One frame; ``ts_ns`` defaults to now."""
+        ts = time.time_ns() if ts_ns is None else ts_ns
+        sec, usec = divmod(ts // 1000, 1_000_000)
+        with self.lock:
+            self.f.write(struct.pack("<IIII", sec, usec, len(data), len(data)) + data)
+            if self.flush:
+                self.f.flush()
 
     def close(self) -> None:
-        self.f.close()
+        with self.lock:
+            self.f.close()
 
     def __enter__(self) -> PcapWriter:
         return self
