@@ -32,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="kvswitch demo", description=__doc__.split("\n")[0])
     ap.add_argument("--servers", type=int, default=8)
     ap.add_argument("--clients", type=int, default=2)
-    ap.add_argument("--rate", type=int, default=600, help="requests/s over all clients")
+    ap.add_argument("--rate", type=int, default=1500, help="requests/s over all clients")
     ap.add_argument("--duration", type=float, default=40.0, help="seconds of load")
     ap.add_argument("--period", type=float, default=1.0, help="controller period (s)")
     ap.add_argument("--zipf", type=float, default=0.99)
