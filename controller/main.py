@@ -1,0 +1,170 @@
+"""``kvswitch controller``: the rack's controller on BMv2 or the software switch.
+
+    kvswitch controller --rack rack.json --p4 p4src/kvswitch.p4 [-D NAME=VAL ...]
+        --grpc-addr 127.0.0.1:9559 --device-id 0 --thrift-port 9090 --target softswitch|bmv2
+        --period 1.0 --k 64 --policy ring [--observe-only] [--metrics m.jsonl] [--periods N]
+
+It sets the forwarding pipeline (software switch: the P4 source bundle; BMv2: ``--bmv2-json`` and
+``--p4info``), installs the rack's static entries and a new epoch, takes over the hot keys the
+switch holds, then runs one control period every ``--period`` seconds until ``--periods`` are done
+or SIGTERM/SIGINT arrives.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from types import FrameType
+from typing import TextIO
+
+from google.protobuf import text_format
+
+from kvswitch.controller.agents import AgentPool
+from kvswitch.controller.p4rt_driver import DriverError, P4RuntimeDriver, Program, SwitchAddress
+from kvswitch.controller.period import ControllerConfig
+from kvswitch.controller.placement import POLICIES
+from kvswitch.controller.rackfile import RackFile, RackFileError
+from kvswitch.controller.runtime import Runtime
+
+LOG = logging.getLogger("kvswitch.controller")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="kvswitch controller",
+        description="KVSwitch controller: hot-key replication on BMv2 or the software switch.",
+    )
+    ap.add_argument("--rack", required=True, help="rack file (JSON) written by the topology")
+    ap.add_argument("--p4", help="P4 source (software switch; default p4src/kvswitch.p4)")
+    ap.add_argument("-D", dest="defines", action="append", default=[], metavar="NAME=VAL")
+    ap.add_argument("-I", dest="includes", action="append", default=[], metavar="DIR")
+    ap.add_argument("--bmv2-json", help="p4c-compiled BMv2 JSON (target bmv2)")
+    ap.add_argument("--p4info", help="P4Info text file (target bmv2: the one p4c wrote)")
+    ap.add_argument("--grpc-addr", default="127.0.0.1:9559")
+    ap.add_argument("--device-id", type=int, default=0)
+    ap.add_argument("--thrift-host", default="127.0.0.1")
+    ap.add_argument("--thrift-port", type=int, default=9090)
+    ap.add_argument("--target", choices=("softswitch", "bmv2"), default="softswitch")
+    ap.add_argument("--period", type=float, default=1.0, help="seconds per period (default 1)")
+    ap.add_argument("--periods", type=int, help="stop after N periods (default: run until killed)")
+    ap.add_argument("--k", type=int, default=64, help="hot keys tracked (<= the program's slots)")
+    ap.add_argument("--policy", choices=sorted(POLICIES), default="ring")
+    ap.add_argument("--alpha", type=float, default=0.5, help="predictor smoothing")
+    ap.add_argument("--bound", type=float, default=0.30, help="max/mean bound of the threshold")
+    ap.add_argument("--gamma", type=float, default=0.8, help="threshold decay")
+    ap.add_argument("--t0", type=float, help="initial threshold (default: first period's mean)")
+    ap.add_argument("--observe-only", action="store_true", help="report only; no hot keys")
+    ap.add_argument("--metrics", help="append one JSON object per period to this file")
+    ap.add_argument("--state", help="state file keeping the last epoch across restarts")
+    ap.add_argument("--timeout", type=float, default=10.0, help="switch/agent timeout, seconds")
+    ap.add_argument("--no-pipeline", action="store_true", help="do not set the pipeline")
+    ap.add_argument("-v", "--verbose", action="store_true")
+    return ap
+
+
+def load_program(args: argparse.Namespace) -> Program:
+    """The P4Info and device config SetForwardingPipelineConfig sends for the target."""
+    if args.target == "bmv2":
+        if not args.bmv2_json or not args.p4info:
+            raise ValueError("--target bmv2 needs --bmv2-json and --p4info (p4c's outputs)")
+        from finsy.proto import p4i
+
+        info = text_format.Parse(Path(args.p4info).read_text(), p4i.P4Info())
+        return Program(info, Path(args.bmv2_json).read_bytes())
+    from kvswitch.paths import p4src_dir
+    from softswitch.cli import parse_defines
+    from softswitch.runtime.bundle import Bundle
+
+    source = Path(args.p4) if args.p4 else p4src_dir() / "kvswitch.p4"
+    bundle = Bundle.from_file(source, parse_defines(args.defines), args.includes)
+    return Program(bundle.compile().p4info, bundle.to_bytes())
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(message)s",
+        stream=sys.stdout,
+    )
+    logging.getLogger("finsy").setLevel(logging.DEBUG if args.verbose else logging.ERROR)
+    if args.period <= 0 or (args.periods is not None and args.periods < 0):
+        print("kvswitch controller: --period must be > 0 and --periods >= 0", file=sys.stderr)
+        return 2
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
+    try:
+        rack = RackFile.load(args.rack)
+        config = ControllerConfig(
+            k=args.k,
+            alpha=args.alpha,
+            bound=args.bound,
+            gamma=args.gamma,
+            t0=args.t0,
+            policy=args.policy,
+        )
+        program = load_program(args)
+    except (OSError, ValueError, RackFileError) as exc:
+        print(f"kvswitch controller: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # the P4 program does not compile
+        print(f"kvswitch controller: cannot load the P4 program: {exc}", file=sys.stderr)
+        return 2
+    address = SwitchAddress(
+        args.grpc_addr,
+        args.device_id,
+        args.thrift_host,
+        args.thrift_port,
+        args.target,
+        args.timeout,
+    )
+    agents = AgentPool(rack, args.timeout)
+    metrics: TextIO | None = None
+    try:
+        with contextlib.ExitStack() as stack:
+            stack.callback(agents.close)
+            driver = stack.enter_context(
+                P4RuntimeDriver(address, program, rack.rack(), agents, not args.no_pipeline)
+            )
+            if args.metrics:
+                metrics = stack.enter_context(Path(args.metrics).open("a"))
+            runtime = Runtime(
+                driver,
+                rack,
+                config,
+                agents,
+                observe_only=args.observe_only,
+                metrics=metrics,
+                state_file=Path(args.state) if args.state else None,
+            )
+            runtime.start()
+            run_periods(runtime, args.period, args.periods, stop)
+    except (DriverError, ValueError) as exc:
+        print(f"kvswitch controller: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def run_periods(
+    runtime: Runtime, period: float, periods: int | None, stop: threading.Event
+) -> None:
+    """One period every ``period`` seconds (on a fixed schedule; a late period is not repeated)."""
+    deadline = time.monotonic()
+    while periods is None or runtime.periods < periods:
+        deadline += period
+        if stop.wait(max(0.0, deadline - time.monotonic())):
+            return
+        deadline = max(deadline, time.monotonic() - period)
+        runtime.period()

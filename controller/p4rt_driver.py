@@ -1,0 +1,506 @@
+"""The controller's driver for BMv2 (``simple_switch_grpc``) and the software switch.
+
+P4Runtime (through ``finsy``) carries tables, direct counters, multicast groups and the pipeline
+config; BMv2's Thrift runtime API (``bm_runtime``) carries register reads, writes and resets,
+because BMv2's P4Runtime server has no register support. The software switch answers both.
+
+One period's batch (:meth:`P4RuntimeDriver.apply`) is one P4Runtime ``Write`` holding every table,
+multicast and (on the software switch) register update in the planner's order; the software switch
+applies a Write between two packets, in order. On BMv2 the register writes go over Thrift, so the
+batch is cut at each run of register writes: P4Runtime Write, Thrift writes, P4Runtime Write, ...,
+which keeps the planner's order (make-before-use, break-before-delete). Pushes and removals then go
+to the agents' control API in the same order.
+
+Known BMv2 gap: Thrift carries register cells as signed 64-bit integers, so the 128-bit HashPipe key
+registers cannot be read over Thrift, and BMv2's P4Runtime has no register reads. On BMv2,
+:meth:`read_hashpipe` therefore returns nothing (hot keys are only found by the HotkeyTable
+counters of keys already hot); the software switch reads the keys over P4Runtime.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Coroutine, Sequence
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol, TypeVar
+
+import finsy as fy
+from bm_runtime.standard import Standard
+from finsy.proto import p4i
+from thrift.protocol import TBinaryProtocol, TMultiplexedProtocol
+from thrift.transport import TSocket, TTransport
+
+from kvswitch import protocol as p
+from kvswitch.controller import names
+from kvswitch.controller.driver import Driver
+from kvswitch.controller.ops import (
+    EntryOp,
+    MulticastGroupDelete,
+    MulticastGroupSet,
+    Operation,
+    PushRequest,
+    RegisterWrite,
+    RemoveRequest,
+    TableEntry,
+)
+from kvswitch.controller.plan import KeyPlan, Plan
+from kvswitch.controller.rack import Rack
+
+LOG = logging.getLogger("kvswitch.controller")
+T = TypeVar("T")
+Target = Literal["softswitch", "bmv2"]
+
+
+class DriverError(RuntimeError):
+    """The switch refused or could not be reached."""
+
+
+@dataclass(frozen=True)
+class SwitchAddress:
+    grpc_addr: str = "127.0.0.1:9559"
+    device_id: int = 0
+    thrift_host: str = "127.0.0.1"
+    thrift_port: int = 9090
+    target: Target = "softswitch"
+    timeout: float = 10.0
+
+
+@dataclass(frozen=True)
+class Program:
+    """What SetForwardingPipelineConfig sends: the P4Info and the target's device config."""
+
+    p4info: p4i.P4Info
+    device_config: bytes
+
+
+Match = tuple[tuple[str, Any], ...]
+
+
+@dataclass(frozen=True)
+class HeldEntry:
+    """A table entry as the switch holds it (action alias, params, match as TableEntry takes it)."""
+
+    action: str
+    params: dict[str, int]
+    raw_match: tuple[tuple[str, int], ...]
+
+
+class _Loop:
+    """An asyncio event loop in a thread: finsy is asynchronous, the Driver interface is not."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(
+            target=self.loop.run_forever, name="kvswitch-p4rt", daemon=True
+        )
+        self.thread.start()
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float) -> T:
+        future = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        try:
+            return future.result(timeout)
+        except FutureTimeout as exc:
+            future.cancel()
+            raise DriverError(f"no answer from the switch within {timeout} s") from exc
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=5)
+        if not self.thread.is_alive():
+            self.loop.close()
+
+
+class _Names:
+    """Fully qualified P4Info names of the aliases in :mod:`kvswitch.controller.names`."""
+
+    def __init__(self, info: p4i.P4Info) -> None:
+        self.full: dict[str, dict[str, str]] = {}
+        self.sizes: dict[str, int] = {}
+        self.lpm: set[tuple[str, str]] = set()
+        for kind, objects in (
+            ("table", info.tables),
+            ("action", info.actions),
+            ("register", info.registers),
+        ):
+            found: dict[str, str] = {}
+            for obj in objects:
+                full = obj.preamble.name
+                parts = full.split(".")
+                for i in range(len(parts)):  # every suffix; an ambiguous one maps to nothing
+                    suffix = ".".join(parts[i:])
+                    found[suffix] = "" if suffix in found and found[suffix] != full else full
+            self.full[kind] = found
+        for reg in info.registers:
+            self.sizes[reg.preamble.name] = reg.size
+        for table in info.tables:
+            for mf in table.match_fields:
+                if mf.match_type == p4i.MatchField.LPM:
+                    self.lpm.add((table.preamble.name, mf.name))
+
+    def __call__(self, kind: str, alias: str) -> str:
+        full = self.full[kind].get(alias, "")
+        if not full:
+            raise DriverError(f"the P4 program has no single {kind} named {alias!r}")
+        return full
+
+    def register_size(self, alias: str) -> int:
+        return self.sizes[self("register", alias)]
+
+    def hashpipe_stages(self) -> int:
+        stages = 0
+        while self.full["register"].get(names.reg_hp_key(stages)):
+            stages += 1
+        return stages
+
+
+class P4RuntimeDriver(Driver):
+    """:class:`Driver` over P4Runtime + Thrift, plus the agents' control API for pushes/removals.
+
+    ``agents`` carries pushes and removals to the servers (:class:`AgentHooks`); a failure there
+    is logged and counted in :attr:`agent_errors` (the switch side is already consistent: replicas
+    that were not pushed stay invalid, so Gets keep going to the origin).
+    """
+
+    def __init__(
+        self,
+        address: SwitchAddress,
+        program: Program,
+        rack: Rack,
+        agents: AgentHooks | None = None,
+        set_pipeline: bool = True,
+    ) -> None:
+        self.address = address
+        self.program = program
+        self.rack = rack
+        self.agents = agents
+        self.names = _Names(program.p4info)
+        self._slots = self.names.register_size(names.REG_SLOT_VER)
+        valid = self.names.register_size(names.REG_VALID_VER)
+        if valid < self._slots * len(rack):
+            raise DriverError(
+                f"{len(rack)} servers do not fit the program's valid_ver ({valid} cells for "
+                f"{self._slots} slots): build it with a larger MAX_SERVERS"
+            )
+        self.stages = self.names.hashpipe_stages()
+        self.agent_errors = 0
+        self.p4rt_writes = 0
+        self._warned_hashpipe = False
+        self._loop = _Loop()
+        options = fy.SwitchOptions(
+            p4info=program.p4info,  # type: ignore[arg-type]  # finsy takes a P4Info as well
+            p4blob=program.device_config if set_pipeline else None,
+            device_id=address.device_id,
+            fail_fast=True,
+        )
+        self._switch = fy.Switch("kvswitch", address.grpc_addr, options)
+        try:
+            self._loop.run(self._switch.__aenter__(), address.timeout)
+        except Exception as exc:
+            self._loop.close()
+            raise DriverError(f"P4Runtime at {address.grpc_addr}: {exc}") from exc
+        self._thrift_lock = threading.Lock()
+        try:
+            self._transport, self._thrift = _thrift_client(address)
+        except Exception:
+            self.close()
+            raise
+
+    # -- Driver -------------------------------------------------------------------------------------
+
+    @property
+    def servers(self) -> int:
+        return len(self.rack)
+
+    @property
+    def slots(self) -> int:
+        return self._slots
+
+    def read_hot_counters(self) -> dict[bytes, int]:
+        out: dict[bytes, int] = {}
+        for entry in self._read_table(names.HOTKEY_TABLE, counters=True):
+            key = _key_bytes(entry.match[names.MATCH_KEY])
+            out[key] = entry.counter_data.packet_count if entry.counter_data else 0
+        return out
+
+    def read_hashpipe(self) -> list[tuple[bytes, int]]:
+        if self.address.target == "bmv2":
+            if not self._warned_hashpipe:
+                LOG.warning("BMv2: 128-bit HashPipe keys are not readable (see docs); none read")
+                self._warned_hashpipe = True
+            return []
+        out: list[tuple[bytes, int]] = []
+        for stage in range(self.stages):
+            counts = self._thrift_call(
+                "bm_register_read_all", 0, self.names("register", names.reg_hp_cnt(stage))
+            )
+            keys = self._read_register(names.reg_hp_key(stage))
+            out += [(_key_bytes(keys[i]), c) for i, c in enumerate(counts) if c and i in keys]
+        return out
+
+    def read_load_counters(self) -> list[int]:
+        server_of_ip = self.rack.server_of_ip()
+        loads = [0] * len(self.rack)
+        for entry in self._read_table(names.LOADCOUNT_TABLE, counters=True):
+            server = server_of_ip.get(int(entry.match[names.MATCH_DST]))
+            if server is not None and entry.counter_data is not None:
+                loads[server] += entry.counter_data.packet_count
+        return loads
+
+    def reset_counters(self) -> None:
+        for table in (names.HOTKEY_TABLE, names.LOADCOUNT_TABLE):
+            self._thrift_call("bm_mt_reset_counters", 0, self.names("table", table))
+        for stage in range(self.stages):
+            for reg in (names.reg_hp_key(stage), names.reg_hp_cnt(stage)):
+                self._thrift_call("bm_register_reset", 0, self.names("register", reg))
+
+    def apply(self, ops: Sequence[Operation]) -> None:
+        """One P4Runtime Write for the switch part (cut at register writes on BMv2, which go over
+        Thrift), then the agents' pushes and removals, all in the given order."""
+        batch: list[Any] = []
+        groups: set[int] | None = None
+        for op in ops:
+            if isinstance(op, RegisterWrite) and self.address.target == "bmv2":
+                self._write(batch)
+                batch = []
+                self._thrift_register_write(op)
+            elif isinstance(op, RegisterWrite):
+                register = self.names("register", op.name)
+                batch += [
+                    fy.P4RegisterEntry(register, index=i, data=op.value)
+                    for i in range(op.index, op.index + op.count)
+                ]
+            elif isinstance(op, TableEntry):
+                batch.append(self._table_update(op))
+            elif isinstance(op, MulticastGroupSet | MulticastGroupDelete):
+                if groups is None:  # a group set is an insert or a modify: ask once per batch
+                    groups = set(self.read_groups())
+                batch.append(_group_update(op, groups))
+            else:
+                self._write(batch)
+                batch = []
+                self._agent_op(op)
+        self._write(batch)
+
+    # -- what the switch holds (a restarted controller's state) -----------------------------------
+
+    def read_plan(self) -> Plan:
+        """The hot keys the switch holds: HotkeyTable (slot, n) and ServermapTable ordinals."""
+        server_of_ip = self.rack.server_of_ip()
+        ordinals: dict[tuple[int, int], int] = {}
+        for entry in self._read_table(names.SERVERMAP_TABLE):
+            server = server_of_ip.get(int(entry.action.args[names.PARAM_IP]))
+            if server is not None:
+                slot = int(entry.match[names.MATCH_SLOT])
+                ordinals[(slot, int(entry.match[names.MATCH_ORDINAL]))] = server
+        plan = Plan(len(self.rack), self._slots)
+        for entry in self._read_table(names.HOTKEY_TABLE):
+            key = _key_bytes(entry.match[names.MATCH_KEY])
+            slot = int(entry.action.args[names.PARAM_SLOT])
+            n = int(entry.action.args[names.PARAM_HOLDERS])
+            holders = tuple(ordinals.get((slot, o), -1) for o in range(n))
+            if n < 1 or -1 in holders or len(set(holders)) != n:
+                raise DriverError(f"hot key {key.hex()} in slot {slot}: incomplete ServermapTable")
+            plan.keys[key] = KeyPlan(slot, holders)
+        return plan
+
+    def read_groups(self) -> dict[int, tuple[tuple[int, int], ...]]:
+        """Multicast groups: group -> sorted (egress port, replication id)."""
+        groups = self._run(self._collect(fy.P4MulticastGroupEntry()))
+        out: dict[int, tuple[tuple[int, int], ...]] = {}
+        for g in groups:
+            members = [(r, 0) if isinstance(r, int) else (r.port, r.instance) for r in g.replicas]
+            out[g.multicast_group_id] = tuple(sorted(members))
+        return out
+
+    def read_entries(self, table: str) -> dict[Match, HeldEntry]:
+        """Entries of ``table`` by match (sorted (field, value); lpm values are (value, length))."""
+        out: dict[Match, HeldEntry] = {}
+        for entry in self._read_table(table):
+            match = tuple(sorted(entry.match.items()))
+            raw = tuple((k, v[0] if isinstance(v, tuple) else v) for k, v in match)
+            action = entry.action.name.split(".")[-1] if entry.action is not None else ""
+            params = {k: int(v) for k, v in entry.action.args.items()} if entry.action else {}
+            out[match] = HeldEntry(action, params, raw)
+        return out
+
+    def reconcile(
+        self, wanted: Sequence[Operation], prune: Sequence[str] = (), prune_groups: bool = False
+    ) -> list[Operation]:
+        """Operations that make the switch hold ``wanted`` (table adds and group sets): entries
+        already there as wanted are skipped, different ones modified, missing ones added. With
+        ``prune``, entries of those tables that are not wanted are deleted first (and groups that
+        are not wanted, with ``prune_groups``)."""
+        held = {
+            t: self.read_entries(t)
+            for t in {op.table for op in wanted if isinstance(op, TableEntry)}
+        }
+        held |= {t: self.read_entries(t) for t in prune if t not in held}
+        groups = self.read_groups()
+        deletes: list[Operation] = []
+        out: list[Operation] = []
+        wanted_matches: dict[str, set[Any]] = {t: set() for t in held}
+        wanted_groups: set[int] = set()
+        for op in wanted:
+            if isinstance(op, TableEntry):
+                match = self._match_key(op)
+                wanted_matches[op.table].add(match)
+                have = held[op.table].get(match)
+                if have is None:
+                    out.append(op)
+                elif (have.action, have.params) != (op.action, op.param_dict()):
+                    out.append(TableEntry(EntryOp.MODIFY, op.table, op.match, op.action, op.params))
+            elif isinstance(op, MulticastGroupSet):
+                wanted_groups.add(op.group)
+                if groups.get(op.group) != tuple(sorted(op.members)):
+                    out.append(op)
+        for table in prune:
+            for match, have in held[table].items():
+                if match not in wanted_matches[table]:
+                    deletes.append(TableEntry(EntryOp.DELETE, table, have.raw_match))
+        if prune_groups:
+            deletes += [MulticastGroupDelete(g) for g in groups if g not in wanted_groups]
+        return deletes + out
+
+    def _match_key(self, op: TableEntry) -> Match:
+        table = self.names("table", op.table)
+        return tuple(
+            sorted(
+                (name, (_int(v), 32) if (table, name) in self.names.lpm else _int(v))
+                for name, v in op.match
+            )
+        )
+
+    def read_register(self, name: str) -> list[int]:
+        """Every cell of register ``name`` (an alias of :mod:`names`)."""
+        if self.address.target == "bmv2":
+            return self._thrift_call("bm_register_read_all", 0, self.names("register", name))
+        cells = self._read_register(name)
+        return [cells.get(i, 0) for i in range(self.names.register_size(name))]
+
+    def close(self) -> None:
+        transport = getattr(self, "_transport", None)
+        if transport is not None:
+            transport.close()
+        try:
+            self._loop.run(self._switch.__aexit__(None, None, None), 5)
+        except Exception as exc:  # closing: report, do not hide the caller's own error
+            LOG.debug("closing the P4Runtime connection: %s", exc)
+        self._loop.close()
+
+    def __enter__(self) -> P4RuntimeDriver:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- helpers ------------------------------------------------------------------------------------
+
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        try:
+            return self._loop.run(coro, self.address.timeout)
+        except fy.P4ClientError as exc:
+            raise DriverError(f"P4Runtime: {exc}") from exc
+
+    async def _collect(self, entity: Any) -> list[Any]:
+        return [e async for e in self._switch.read(entity)]
+
+    def _read_table(self, table: str, counters: bool = False) -> list[fy.P4TableEntry]:
+        entity = fy.P4TableEntry(
+            self.names("table", table), counter_data=fy.P4CounterData() if counters else None
+        )
+        return self._run(self._collect(entity))
+
+    def _read_register(self, name: str) -> dict[int, int]:
+        cells = self._run(self._collect(fy.P4RegisterEntry(self.names("register", name))))
+        return {int(c.index): int(c.data) for c in cells if c.index is not None}
+
+    def _write(self, batch: list[Any]) -> None:
+        if batch:
+            self._run(self._switch.write(batch))
+            self.p4rt_writes += 1
+
+    def _table_update(self, op: TableEntry) -> Any:
+        table = self.names("table", op.table)
+        match = fy.P4TableMatch(
+            {
+                name: (_int(v), 32) if (table, name) in self.names.lpm else _int(v)
+                for name, v in op.match
+            }
+        )
+        if op.op is EntryOp.DELETE:
+            return -fy.P4TableEntry(table, match=match)
+        action = fy.P4TableAction(self.names("action", op.action), **op.param_dict())
+        entry = fy.P4TableEntry(table, match=match, action=action)
+        return +entry if op.op is EntryOp.ADD else ~entry
+
+    def _thrift_register_write(self, op: RegisterWrite) -> None:
+        name = self.names("register", op.name)
+        last = op.index + op.count - 1
+        self._thrift_call("bm_register_write_range", 0, name, op.index, last, op.value)
+
+    def _thrift_call(self, method: str, *args: Any) -> Any:
+        with self._thrift_lock:
+            try:
+                return getattr(self._thrift, method)(*args)
+            except Exception as exc:
+                raise DriverError(f"Thrift {method}{args[1:2]}: {exc!r}") from exc
+
+    def _agent_op(self, op: Operation) -> None:
+        if self.agents is None:
+            self.agent_errors += 1
+            LOG.warning("no agent control API: %s not sent", type(op).__name__)
+            return
+        try:
+            if isinstance(op, PushRequest):
+                self.agents.push(op.key, op.origin, op.replicas)
+            elif isinstance(op, RemoveRequest):
+                for server in op.servers:
+                    self.agents.remove(op.key, server)
+        except Exception as exc:  # the switch is already consistent; replicas stay invalid (safe)
+            self.agent_errors += 1
+            LOG.warning("agent %s of key %s failed: %s", type(op).__name__, op.key.hex(), exc)
+
+
+class AgentHooks(Protocol):
+    """The agents' side of pushes and removals (implemented by ``agents.AgentPool``)."""
+
+    def push(self, key: bytes, origin: int, replicas: tuple[int, ...]) -> None: ...
+
+    def remove(self, key: bytes, server: int) -> None: ...
+
+
+def _thrift_client(address: SwitchAddress) -> tuple[TTransport.TTransportBase, Any]:
+    sock = TSocket.TSocket(address.thrift_host, address.thrift_port)
+    sock.setTimeout(address.timeout * 1000)
+    transport = TTransport.TBufferedTransport(sock)
+    protocol = TBinaryProtocol.TBinaryProtocol(transport)
+    try:
+        transport.open()
+    except TTransport.TTransportException as exc:
+        raise DriverError(
+            f"Thrift at {address.thrift_host}:{address.thrift_port}: {exc.message}"
+        ) from exc
+    standard = Standard.Client(TMultiplexedProtocol.TMultiplexedProtocol(protocol, "standard"))
+    return transport, standard
+
+
+def _group_update(op: MulticastGroupSet | MulticastGroupDelete, groups: set[int]) -> Any:
+    if isinstance(op, MulticastGroupDelete):
+        groups.discard(op.group)
+        return -fy.P4MulticastGroupEntry(op.group)
+    group = fy.P4MulticastGroupEntry(op.group, replicas=list(op.members))
+    if op.group in groups:
+        return ~group
+    groups.add(op.group)
+    return +group
+
+
+def _int(value: int | bytes) -> int:
+    return int.from_bytes(value, "big") if isinstance(value, bytes) else int(value)
+
+
+def _key_bytes(value: Any) -> bytes:
+    return int(value).to_bytes(p.KEY_LEN, "big")

@@ -1,0 +1,150 @@
+"""The rack file (JSON) that the Mininet topology writes and ``kvswitch controller --rack`` reads.
+
+    {"kvs_port": 8900,
+     "switch": {"ip": "10.0.0.254", "mac": "02:00:00:00:00:fe"},
+     "servers": [{"name": "s1", "ip": "10.0.0.1", "mac": "02:00:00:00:00:01", "port": 1,
+                  "control": "unix:/tmp/kvswitch-run/s1.ctl"}],
+     "clients": [{"name": "c1", "ip": "10.0.1.1", "mac": "02:00:00:00:01:01", "port": 9}]}
+
+Server order in the file = server numbers 0..M-1 of the consistent hashing (docs/protocol.md).
+``control`` is the agent's control endpoint, ``unix:PATH`` or ``HOST:PORT`` (optional: without it
+the controller cannot push replicas to that server and says so).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kvswitch import protocol as p
+from kvswitch.controller.rack import Rack, ServerAddress
+
+
+class RackFileError(ValueError):
+    """The rack file is missing, not JSON, or does not describe a rack."""
+
+
+@dataclass(frozen=True)
+class Host:
+    name: str
+    ip: int
+    mac: int
+    port: int
+    control: str | None = None
+
+    @property
+    def ip_text(self) -> str:
+        return str(ipaddress.IPv4Address(self.ip))
+
+
+@dataclass(frozen=True)
+class RackFile:
+    kvs_port: int
+    switch_ip: int
+    switch_mac: int
+    servers: tuple[Host, ...]
+    clients: tuple[Host, ...]
+
+    def rack(self) -> Rack:
+        return Rack(tuple(ServerAddress(s.ip, s.mac, s.port) for s in self.servers))
+
+    @classmethod
+    def load(cls, path: str | Path) -> RackFile:
+        try:
+            raw = json.loads(Path(path).read_text())
+        except (OSError, ValueError) as exc:
+            raise RackFileError(f"rack file {path}: {exc}") from exc
+        return cls.parse(raw, str(path))
+
+    @classmethod
+    def parse(cls, raw: Any, where: str = "rack file") -> RackFile:
+        if not isinstance(raw, dict):
+            raise RackFileError(f"{where}: expected a JSON object")
+        try:
+            switch = _object(raw.get("switch"), "switch")
+            servers = tuple(
+                _host(h, f"servers[{i}]", server=True)
+                for i, h in enumerate(_list(raw.get("servers"), "servers"))
+            )
+            clients = tuple(
+                _host(h, f"clients[{i}]", server=False)
+                for i, h in enumerate(_list(raw.get("clients", []), "clients"))
+            )
+            kvs_port = _int(raw.get("kvs_port", p.KVS_PORT), "kvs_port", 1, 65535)
+            rack = cls(
+                kvs_port,
+                _ip(switch.get("ip"), "switch.ip"),
+                _mac(switch.get("mac"), "switch.mac"),
+                servers,
+                clients,
+            )
+        except (TypeError, ValueError) as exc:
+            raise RackFileError(f"{where}: {exc}") from exc
+        if not servers:
+            raise RackFileError(f"{where}: no servers")
+        hosts = servers + clients
+        for what in ("name", "ip", "mac"):
+            values = [getattr(h, what) for h in hosts]
+            if len(set(values)) != len(values):
+                raise RackFileError(f"{where}: two hosts share a {what}")
+        ports = [h.port for h in servers]
+        if len(set(ports)) != len(ports):
+            raise RackFileError(f"{where}: two servers share a switch port")
+        return rack
+
+
+def _object(value: Any, what: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ValueError(f"{what} must be an object")
+    return value
+
+
+def _list(value: Any, what: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise ValueError(f"{what} must be a list")
+    return value
+
+
+def _int(value: Any, what: str, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ValueError(f"{what} must be an integer in {low}..{high}, not {value!r}")
+    return value
+
+
+def _ip(value: Any, what: str) -> int:
+    if not isinstance(value, str):
+        raise ValueError(f"{what} must be an IPv4 address string")
+    try:
+        return int(ipaddress.IPv4Address(value))
+    except ValueError as exc:
+        raise ValueError(f"{what}: {exc}") from exc
+
+
+def _mac(value: Any, what: str) -> int:
+    parts = value.split(":") if isinstance(value, str) else []
+    if len(parts) != 6 or not all(len(x) == 2 for x in parts):
+        raise ValueError(f"{what} must be a MAC address aa:bb:cc:dd:ee:ff, not {value!r}")
+    try:
+        return int("".join(parts), 16)
+    except ValueError as exc:
+        raise ValueError(f"{what}: {value!r} is not a MAC address") from exc
+
+
+def _host(value: Any, what: str, server: bool) -> Host:
+    h = _object(value, what)
+    name = h.get("name")
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"{what}.name must be a non-empty string")
+    control = h.get("control")
+    if control is not None and not isinstance(control, str):
+        raise ValueError(f"{what}.control must be a string (unix:PATH or HOST:PORT)")
+    return Host(
+        name,
+        _ip(h.get("ip"), f"{what}.ip"),
+        _mac(h.get("mac"), f"{what}.mac"),
+        _int(h.get("port"), f"{what}.port", 0, 510),
+        control if server else None,
+    )

@@ -1,0 +1,257 @@
+"""The controller's period loop on a real switch: start-up, periods, metrics, restart.
+
+Start-up (:meth:`Runtime.start`): the epoch register gets one more than the largest epoch found on
+the switch or in the state file; the static entries of the rack (forwarding of every host,
+ServeroffsetTable, PorttoserverTable, LoadcountTable) are installed where missing or different;
+the hot keys the switch already holds (HotkeyTable, ServermapTable) become the controller's plan,
+entries and multicast groups that belong to no hot key are deleted, and copies that agents hold of
+keys they neither originate nor replicate any more are dropped. A restarted controller therefore
+continues with the rack as it left it.
+
+Each period (:meth:`Runtime.period`): read counters and HashPipe, reset them, plan
+(:class:`kvswitch.controller.period.Controller`), apply the batch, push and drop replicas; one log
+line and one JSON object (``--metrics``) per period. When a batch fails the plan is read back from
+the switch, so the next period's difference is against what the switch really holds.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from kvswitch import protocol as p
+from kvswitch.controller import names
+from kvswitch.controller.agents import AgentPool
+from kvswitch.controller.ops import EntryOp, MulticastGroupSet, OpCounts, Operation, TableEntry
+from kvswitch.controller.p4rt_driver import DriverError, P4RuntimeDriver
+from kvswitch.controller.period import Controller, ControllerConfig, PeriodReport
+from kvswitch.controller.plan import Plan, diff, rack_setup
+from kvswitch.controller.rackfile import RackFile
+from kvswitch.controller.threshold import imbalance, max_over_mean
+
+LOG = logging.getLogger("kvswitch.controller")
+EPOCH_MAX = 0xFFFF  # the epoch register is bit<16>; 0 is never used
+
+
+def next_epoch(*seen: int) -> int:
+    """One more than the largest epoch seen, wrapping from 65535 to 1."""
+    top = max(seen, default=0)
+    return top + 1 if top < EPOCH_MAX else 1
+
+
+def forwarding_ops(rack: RackFile) -> list[Operation]:
+    """An ``ipv4_lpm`` /32 per host of the rack: its port, its MAC, the switch's MAC as source."""
+    return [
+        TableEntry(
+            EntryOp.ADD,
+            "ipv4_lpm",
+            (("dst_addr", h.ip),),
+            "set_next_hop",
+            (("port", h.port), ("dmac", h.mac), ("smac", rack.switch_mac)),
+        )
+        for h in rack.servers + rack.clients
+    ]
+
+
+DYNAMIC_TABLES = (names.KEYINDEX_TABLE, names.SERVERMAP_TABLE, names.MULTIGROUP_TABLE)
+
+
+@dataclass
+class Metrics:
+    period: int
+    time: float
+    lambda_: float
+    max_mean: float
+    threshold: float
+    hot_keys: int
+    replicas: int
+    updates: int
+    loads: list[int]
+    agent_errors: int = 0
+    error: str = ""
+
+    def line(self) -> str:
+        text = (
+            f"period {self.period}  lambda {self.lambda_:.3f}  T {self.threshold:.0f}  "
+            f"hot {self.hot_keys}  replicas {self.replicas}  updates {self.updates}  "
+            f"loads {','.join(str(x) for x in self.loads)}"
+        )
+        return text + (f"  error {self.error}" if self.error else "")
+
+    def record(self) -> dict[str, Any]:
+        return {
+            "period": self.period,
+            "time": self.time,
+            "lambda": self.lambda_,
+            "max_mean": self.max_mean,
+            "threshold": self.threshold,
+            "hot_keys": self.hot_keys,
+            "replicas": self.replicas,
+            "updates": self.updates,
+            "loads": self.loads,
+            "agent_errors": self.agent_errors,
+            "error": self.error,
+        }
+
+
+class Runtime:
+    def __init__(
+        self,
+        driver: P4RuntimeDriver,
+        rack: RackFile,
+        config: ControllerConfig,
+        agents: AgentPool | None = None,
+        observe_only: bool = False,
+        metrics: TextIO | None = None,
+        state_file: Path | None = None,
+    ) -> None:
+        self.driver = driver
+        self.rack = rack
+        self.agents = agents
+        self.observe_only = observe_only
+        self.metrics = metrics
+        self.state_file = state_file
+        self.ring = p.HashRing(len(rack.servers))
+        self.controller = Controller(config, self.ring.origin, rack.rack(), driver.slots)
+        self.periods = 0
+        self.epoch = 0
+
+    # -- start-up -----------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Epoch, static entries, and the plan the switch holds (see the module docstring)."""
+        self.epoch = next_epoch(self.driver.read_register(names.REG_EPOCH)[0], self._saved_epoch())
+        self._save_epoch()
+        static = forwarding_ops(self.rack) + rack_setup(self.controller.rack, self.epoch)
+        self.driver.apply(self.driver.reconcile([op for op in static if _switch_op(op)]))
+        self.driver.apply([op for op in static if not _switch_op(op)])  # the epoch register
+        self.controller.plan = self.recover()
+        if self.observe_only and self.controller.plan.keys:
+            LOG.info("observe-only: removing %d hot keys", len(self.controller.plan.keys))
+            self.driver.apply(diff(self.controller.plan, self._empty(), self.controller.rack))
+            self.controller.plan = self._empty()
+        self.drop_stale_copies()
+        LOG.info(
+            "started: epoch %d, %d servers, %d slots, %d hot keys held",
+            self.epoch,
+            len(self.rack.servers),
+            self.driver.slots,
+            len(self.controller.plan.keys),
+        )
+
+    def recover(self) -> Plan:
+        """The switch's hot keys as a plan; entries and groups of no hot key are deleted."""
+        plan = self.driver.read_plan()
+        wanted = [
+            op
+            for op in diff(self._empty(), plan, self.controller.rack)
+            if isinstance(op, MulticastGroupSet)
+            or (isinstance(op, TableEntry) and op.table != names.HOTKEY_TABLE)
+        ]
+        fixes = self.driver.reconcile(wanted, prune=DYNAMIC_TABLES, prune_groups=True)
+        if fixes:
+            LOG.info("recover: %d entries/groups fixed to match the hot keys", len(fixes))
+            self.driver.apply(fixes)
+        return plan
+
+    def drop_stale_copies(self) -> None:
+        """Agents drop copies of keys they neither originate nor replicate in the plan."""
+        if self.agents is None:
+            return
+        plan = self.controller.plan
+        for server, keys in self.agents.holdings().items():
+            for key in keys:
+                kp = plan.keys.get(key)
+                if self.ring.origin(key) == server or (kp is not None and server in kp.holders):
+                    continue
+                try:
+                    self.agents.remove(key, server)
+                    LOG.info("server %d: dropped a stale copy of %s", server, key.hex())
+                except Exception as exc:  # logged; the copy is never served (no table uses it)
+                    LOG.warning("server %d: cannot drop %s: %s", server, key.hex(), exc)
+
+    # -- periods ------------------------------------------------------------------------------------
+
+    def period(self) -> Metrics:
+        self.periods += 1
+        errors_before = self.driver.agent_errors
+        error = ""
+        ops: list[Operation] = []
+        try:
+            if self.observe_only:
+                report = self._observe()
+            else:
+                report = self.controller.step(self.driver)
+                ops = report.ops
+        except DriverError as exc:
+            error = str(exc).splitlines()[0]
+            LOG.error("period %d: %s", self.periods, exc)
+            self._resync()
+            report = None
+        plan = self.controller.plan
+        counts = OpCounts.of(ops)
+        loads = report.loads if report is not None else []
+        metrics = Metrics(
+            period=self.periods,
+            time=time.time(),
+            lambda_=imbalance(loads),
+            max_mean=max_over_mean(loads),
+            threshold=report.threshold if report is not None else 0.0,
+            hot_keys=len(plan.keys),
+            replicas=sum(len(kp.replicas) for kp in plan.keys.values()),
+            updates=counts.table + counts.multicast + counts.register,
+            loads=list(loads),
+            agent_errors=self.driver.agent_errors - errors_before,
+            error=error,
+        )
+        LOG.info("%s", metrics.line())
+        if self.metrics is not None:
+            self.metrics.write(json.dumps(metrics.record()) + "\n")
+            self.metrics.flush()
+        return metrics
+
+    def _observe(self) -> PeriodReport:
+        """Read and reset as a period does, plan, but install nothing (the "controller off" run)."""
+        hot = self.driver.read_hot_counters()
+        pipe = self.driver.read_hashpipe()
+        loads = self.driver.read_load_counters()
+        self.driver.reset_counters()
+        report = self.controller.decide(hot, pipe, loads)
+        report.ops = []
+        self.controller.plan = self._empty()
+        return report
+
+    def _resync(self) -> None:
+        try:
+            self.controller.plan = self.recover()
+        except DriverError as exc:
+            LOG.error("cannot read the switch's hot keys back: %s", exc)
+
+    def _empty(self) -> Plan:
+        return Plan(len(self.rack.servers), self.driver.slots)
+
+    # -- state file ---------------------------------------------------------------------------------
+
+    def _saved_epoch(self) -> int:
+        if self.state_file is None or not self.state_file.exists():
+            return 0
+        try:
+            epoch = json.loads(self.state_file.read_text()).get("epoch", 0)
+        except (OSError, ValueError, AttributeError) as exc:
+            LOG.warning("state file %s unreadable (%s): ignored", self.state_file, exc)
+            return 0
+        return epoch if isinstance(epoch, int) and 0 <= epoch <= EPOCH_MAX else 0
+
+    def _save_epoch(self) -> None:
+        if self.state_file is not None:
+            tmp = self.state_file.with_suffix(".tmp")
+            tmp.write_text(json.dumps({"epoch": self.epoch}) + "\n")
+            tmp.replace(self.state_file)
+
+
+def _switch_op(op: Operation) -> bool:
+    return isinstance(op, TableEntry | MulticastGroupSet)

@@ -1,0 +1,75 @@
+"""Fixtures of the controller-runtime tests: the KVSwitch program at test sizes and a switch with
+its P4Runtime and Thrift servers on free loopback ports, in this process (packets are injected
+with ``Device.process``) or as a ``kvswitch switch`` process."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from kvswitch.controller.p4rt_driver import Program, SwitchAddress
+from kvswitch.controller.rackfile import RackFile
+from kvswitch.paths import p4src_dir
+from softswitch.runtime.bundle import Bundle
+from softswitch.runtime.device import Device
+from softswitch.runtime.p4runtime_server import P4RuntimeServer
+from softswitch.runtime.thrift_server import ThriftServer
+from tests.runtime.conftest import free_port
+
+DEFINES = {"HOT_KEYS": "16", "MAX_SERVERS": "4", "HP_STAGES": "2"}
+SERVERS = 3
+
+RACK_JSON = {
+    "kvs_port": 8900,
+    "switch": {"ip": "10.0.0.254", "mac": "02:00:00:00:00:fe"},
+    "servers": [
+        {
+            "name": f"s{i + 1}",
+            "ip": f"10.0.0.{i + 1}",
+            "mac": f"02:00:00:00:00:0{i + 1}",
+            "port": i + 1,
+        }
+        for i in range(SERVERS)
+    ],
+    "clients": [{"name": "c1", "ip": "10.0.1.1", "mac": "02:00:00:00:01:01", "port": 9}],
+}
+
+
+@pytest.fixture(scope="session")
+def program() -> Program:
+    bundle = Bundle.from_file(p4src_dir() / "kvswitch.p4", DEFINES)
+    return Program(bundle.compile().p4info, bundle.to_bytes())
+
+
+@pytest.fixture
+def rackfile(tmp_path: Path) -> RackFile:
+    path = tmp_path / "rack.json"
+    path.write_text(json.dumps(RACK_JSON))
+    return RackFile.load(path)
+
+
+@dataclass
+class LiveSwitch:
+    device: Device
+    address: SwitchAddress
+
+
+@pytest.fixture
+def live_switch() -> Iterator[LiveSwitch]:
+    """An empty device (no pipeline) behind real P4Runtime and Thrift servers on loopback."""
+    device = Device(device_id=0)
+    grpc_addr = f"127.0.0.1:{free_port()}"
+    thrift_port = free_port()
+    rt = P4RuntimeServer(device, grpc_addr)
+    thrift = ThriftServer(device, thrift_port, host="127.0.0.1")
+    rt.start()
+    thrift.start()
+    try:
+        yield LiveSwitch(device, SwitchAddress(grpc_addr, 0, "127.0.0.1", thrift_port))
+    finally:
+        thrift.stop()
+        rt.stop(grace=0)
