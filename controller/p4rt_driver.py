@@ -20,6 +20,7 @@ counters of keys already hot); the software switch reads the keys over P4Runtime
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 from collections.abc import Coroutine, Sequence
@@ -107,10 +108,20 @@ class _Loop:
             raise DriverError(f"no answer from the switch within {timeout} s") from exc
 
     def close(self) -> None:
+        with contextlib.suppress(DriverError, RuntimeError):
+            self.run(_cancel_tasks(), 5)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(timeout=5)
         if not self.thread.is_alive():
             self.loop.close()
+
+
+async def _cancel_tasks() -> None:
+    """Cancel what finsy and gRPC leave running, so that closing the loop is quiet."""
+    tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 class _Names:

@@ -1,0 +1,227 @@
+"""The period loop on a switch behind loopback P4Runtime/Thrift: injected Gets make a key hot, it
+is replicated (the agents' part played with SYNC/CONFIRM/SYNC_DONE packets) and its Gets are
+redirected; a restarted controller rebuilds the same state from the switch and the agents."""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Ether
+
+from kvswitch import protocol as p
+from kvswitch.agent.backends import Item, MemoryBackend
+from kvswitch.agent.core import AgentCore, RecentIds
+from kvswitch.agent.server import AgentConfig, AgentServer
+from kvswitch.controller import names
+from kvswitch.controller.agents import AgentPool
+from kvswitch.controller.ops import EntryOp, MulticastGroupSet, TableEntry
+from kvswitch.controller.p4rt_driver import P4RuntimeDriver, Program
+from kvswitch.controller.period import ControllerConfig
+from kvswitch.controller.rackfile import RackFile
+from kvswitch.controller.runtime import Runtime, next_epoch
+from softswitch.runtime.device import Device
+from tests.controller_runtime.conftest import RACK_JSON, LiveSwitch
+from tests.controller_runtime.test_driver import frame, get_frame
+
+HOT = p.pad_key(b"the-hot-key")
+COLD = [p.pad_key(b"cold-%d" % i) for i in range(3)]
+SWITCH_IP = "10.0.0.254"
+
+
+class PacketAgents:
+    """The agents' side of a push, as packets on the in-process switch: the origin's SYNC is
+    reflected with a new version, each replica CONFIRMs it, the origin sends SYNC_DONE."""
+
+    def __init__(self, device: Device, rack: RackFile) -> None:
+        self.device = device
+        self.rack = rack
+        self.pushes: list[tuple[bytes, int, tuple[int, ...]]] = []
+        self.removals: list[tuple[bytes, int]] = []
+
+    def _send(self, server: int, op: int, key: bytes, epoch: int = 0, ver: int = 0) -> list:
+        host = self.rack.servers[server]
+        msg = p.Message(op, key, epoch=epoch, ver=ver)
+        return self.device.process(host.port, frame(self.rack, host, SWITCH_IP, msg))
+
+    def push(self, key: bytes, origin: int, replicas: tuple[int, ...]) -> None:
+        self.pushes.append((key, origin, replicas))
+        [(port, raw)] = self._send(origin, p.Op.SYNC, key)
+        assert port == self.rack.servers[origin].port
+        stamped = p.Message.decode(bytes(Ether(raw)[UDP].payload))
+        assert stamped.ver > 0
+        for server in replicas:
+            assert self._send(server, p.Op.CONFIRM, key, stamped.epoch, stamped.ver) == []
+        assert self._send(origin, p.Op.SYNC_DONE, key, stamped.epoch, stamped.ver) == []
+
+    def remove(self, key: bytes, server: int) -> None:
+        self.removals.append((key, server))
+
+
+def traffic(live: LiveSwitch, rack: RackFile, ring: p.HashRing, hot: int) -> list[tuple[int, str]]:
+    """``hot`` Gets of HOT and 5 of each cold key, each to its origin; (port, dst ip) of each Get
+    that left towards a server."""
+    out = []
+    for i in range(hot):
+        for port, raw in live.device.process(9, get_frame(rack, HOT, ring.origin(HOT), seq=i)):
+            out.append((port, Ether(raw)[IP].dst))
+    for key in COLD:
+        for i in range(5):
+            live.device.process(9, get_frame(rack, key, ring.origin(key), seq=i))
+    return out
+
+
+@pytest.fixture
+def agents_dir(tmp_path: Path) -> Iterator[tuple[list[AgentServer], RackFile]]:
+    """Three real agents with Unix control sockets, and the rack file naming them."""
+    servers, threads = [], []
+    raw = json.loads(json.dumps(RACK_JSON))
+    for i, entry in enumerate(raw["servers"]):
+        path = tmp_path / f"s{i}.ctl"
+        core = AgentCore(MemoryBackend(), None, p.MAX_VALUE, RecentIds(16, 16))
+        agent = AgentServer(core, AgentConfig("127.0.0.1", 0, control_unix=str(path), tcp=False))
+        entry["control"] = f"unix:{path}"
+        thread = threading.Thread(target=agent.serve_forever, daemon=True)
+        thread.start()
+        servers.append(agent)
+        threads.append(thread)
+    yield servers, RackFile.parse(raw)
+    for agent in servers:
+        agent.request_stop()
+    for thread in threads:
+        thread.join(timeout=5)
+
+
+def test_loop_replicates_and_redirects_then_restart(
+    live_switch: LiveSwitch, program: Program, rackfile: RackFile
+) -> None:
+    rack = rackfile.rack()
+    agents = PacketAgents(live_switch.device, rackfile)
+    metrics = io.StringIO()
+    config = ControllerConfig(k=8, t0=20.0, policy="ring")
+    drv = P4RuntimeDriver(live_switch.address, program, rack, agents)
+    runtime = Runtime(drv, rackfile, config, metrics=metrics)
+    runtime.start()
+    assert runtime.epoch == 1
+    ring = runtime.ring
+    origin = ring.origin(HOT)
+
+    traffic(live_switch, rackfile, ring, 60)
+    first = runtime.period()
+    assert first.loads[origin] >= 60 and first.error == ""
+    kp = runtime.controller.plan.keys[HOT]
+    assert kp.origin == origin and len(kp.replicas) >= 1
+    assert agents.pushes == [(HOT, origin, kp.replicas)]
+    assert first.hot_keys == len(runtime.controller.plan.keys) and first.updates > 0
+
+    # Gets of HOT now go round-robin over its holders: the replicas' are redirected
+    sent = traffic(live_switch, rackfile, ring, 30)
+    holders = {rackfile.servers[s].port: rackfile.servers[s].ip_text for s in kp.holders}
+    assert len(sent) == 30 and all(holders[port] == ip for port, ip in sent)
+    per_port = {port: sum(1 for q, _ in sent if q == port) for port in holders}
+    assert all(count >= 30 // len(holders) for count in per_port.values()), per_port
+
+    second = runtime.period()
+    assert all(second.loads[s] >= 30 // len(kp.holders) for s in kp.holders)
+    assert second.lambda_ < first.lambda_
+    kp = runtime.controller.plan.keys[HOT]  # still hot; a changed holder set is pushed again
+    assert kp.origin == origin
+    assert agents.pushes[-1] == (HOT, origin, kp.replicas)
+    holders = {rackfile.servers[s].port: rackfile.servers[s].ip_text for s in kp.holders}
+    records = [json.loads(line) for line in metrics.getvalue().splitlines()]
+    assert [r["period"] for r in records] == [1, 2]
+    assert set(records[0]) >= {"period", "time", "lambda", "max_mean", "threshold", "hot_keys"}
+    assert records[1]["loads"] == second.loads
+
+    # restart: the controller dies; stray entries appear; a new one takes over
+    before = {t: drv.read_entries(t) for t in (names.HOTKEY_TABLE, names.KEYINDEX_TABLE)}
+    before_groups = drv.read_groups()
+    plan_before = runtime.controller.plan.keys
+    stray_key = p.pad_key(b"stray")
+    drv.apply(
+        [
+            TableEntry(
+                EntryOp.ADD,
+                names.KEYINDEX_TABLE,
+                ((names.MATCH_KEY, stray_key),),
+                names.ACT_SET_BASE,
+                ((names.PARAM_SLOT, 15), (names.PARAM_BASE, 45)),
+            ),
+            MulticastGroupSet(16, ((1, 0), (2, 1))),
+        ]
+    )
+    drv.close()
+    drv2 = P4RuntimeDriver(live_switch.address, program, rack, agents)
+    runtime2 = Runtime(drv2, rackfile, config)
+    runtime2.start()
+    try:
+        assert runtime2.epoch == 2
+        assert runtime2.controller.plan.keys == plan_before
+        assert {t: drv2.read_entries(t) for t in before} == before  # the stray entry is gone
+        assert drv2.read_groups() == before_groups
+        sent = traffic(live_switch, rackfile, ring, 30)  # still redirected after the restart
+        assert {port for port, _ in sent} == set(holders)
+        third = runtime2.period()
+        assert third.error == "" and runtime2.controller.plan.keys[HOT].origin == origin
+    finally:
+        drv2.close()
+
+
+def test_observe_only_removes_and_installs_nothing(
+    live_switch: LiveSwitch, program: Program, rackfile: RackFile
+) -> None:
+    agents = PacketAgents(live_switch.device, rackfile)
+    config = ControllerConfig(k=8, t0=20.0)
+    with P4RuntimeDriver(live_switch.address, program, rackfile.rack(), agents) as drv:
+        runtime = Runtime(drv, rackfile, config)
+        runtime.start()
+        traffic(live_switch, rackfile, runtime.ring, 60)
+        runtime.period()
+        assert HOT in runtime.controller.plan.keys
+        observer = Runtime(drv, rackfile, config, observe_only=True)
+        observer.start()  # takes the hot keys off the switch
+        assert drv.read_entries(names.HOTKEY_TABLE) == {} and drv.read_groups() == {}
+        traffic(live_switch, rackfile, runtime.ring, 60)
+        m = observer.period()
+        assert m.loads[runtime.ring.origin(HOT)] >= 60 and m.hot_keys == 0 and m.updates == 0
+        assert drv.read_entries(names.HOTKEY_TABLE) == {}
+
+
+def test_stale_copies_dropped_at_start(
+    live_switch: LiveSwitch, program: Program, agents_dir: tuple[list[AgentServer], RackFile]
+) -> None:
+    """An agent's copy of a key it neither originates nor replicates is removed over the Unix
+    control socket; copies of keys it originates stay."""
+    agents, rack = agents_dir
+    ring = p.HashRing(len(rack.servers))
+    keys = [p.pad_key(b"key-%d" % i) for i in range(20)]
+    own = next(k for k in keys if ring.origin(k) == 0)
+    foreign = next(k for k in keys if ring.origin(k) != 0)
+    for key in (own, foreign):
+        agents[0].core.backend.put(key, Item(b"v", 1, 1))
+    pool = AgentPool(rack)
+    with P4RuntimeDriver(live_switch.address, program, rack.rack(), pool) as drv:
+        Runtime(drv, rack, ControllerConfig(k=8), agents=pool).start()
+    pool.close()
+    assert set(dict(agents[0].core.snapshot())) == {own}
+
+
+def test_epoch_state_file(
+    live_switch: LiveSwitch, program: Program, rackfile: RackFile, tmp_path: Path
+) -> None:
+    state = tmp_path / "state.json"
+    state.write_text('{"epoch": 41}')
+    with P4RuntimeDriver(live_switch.address, program, rackfile.rack()) as drv:
+        runtime = Runtime(drv, rackfile, ControllerConfig(k=8), state_file=state)
+        runtime.start()
+        assert runtime.epoch == 42 and drv.read_register(names.REG_EPOCH) == [42]
+        assert json.loads(state.read_text()) == {"epoch": 42}
+        state.write_text("not json")
+        Runtime(drv, rackfile, ControllerConfig(k=8), state_file=state).start()
+        assert drv.read_register(names.REG_EPOCH) == [43]  # from the switch
+    assert next_epoch(0xFFFF) == 1 and next_epoch(3, 9) == 10
