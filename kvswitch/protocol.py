@@ -30,8 +30,10 @@ KEY_LEN = 16
 MAX_VALUE = 8192
 #: ``flags`` bit 0: the switch rewrote this multicast copy from TCP to UDP.
 F_TCP = 0x0001
+#: flags bit 1 (replies): this request id was applied before; the reply repeats the first result.
+F_DUP = 0x0002
 #: Every flag bit defined by the protocol; the others must be 0.
-FLAGS_KNOWN = F_TCP
+FLAGS_KNOWN = F_TCP | F_DUP
 #: Default number of virtual nodes per server on the consistent-hash ring.
 DEFAULT_VNODES = 64
 

@@ -8,8 +8,8 @@ versioned write is atomic because nothing else touches the backend meanwhile.
 Rules implemented here:
 - ``GET`` → ``GET_REPLY`` with the value and its stored (epoch, ver), or ``NOT_FOUND``.
 - ``SET``/``DEL`` (client → origin) and ``UPDATE``/``UPDATE_DEL`` (switch → replica): a request id
-  ``(cid, seq)`` is applied at most once (``DUPLICATE`` with the first result's epoch/ver on a
-  repeat, or with the repeat's newer version when nothing was written since); a versioned write (``ver != 0``) applies only if (epoch, ver) is newer than the stored
+  ``(cid, seq)`` is applied at most once (a repeat is answered with the first result, flag
+  ``F_DUP``, or with the repeat's newer version when nothing was written since); a versioned write (``ver != 0``) applies only if (epoch, ver) is newer than the stored
   version (``STALE`` otherwise); an unversioned write always applies and keeps the stored version. A
   delete leaves a tombstone while the key has a version, so an older write cannot resurrect it.
 - ``UPDATE``/``UPDATE_DEL``/``PUSH`` get no reply; the replica sends ``CONFIRM`` with the version it
@@ -61,6 +61,7 @@ class _Result:
     status: int
     epoch: int
     ver: int
+    dup: bool = False  # a repeat of an applied request id: flag F_DUP on the reply
 
 
 class RecentIds:
@@ -175,7 +176,10 @@ class AgentCore:
             result = self._write(msg)
             if op in (p.Op.SET, p.Op.DEL):
                 assert reply_op is not None
-                reply = msg.reply(reply_op, result.status, epoch=result.epoch, ver=result.ver)
+                flags = p.F_DUP if result.dup else 0
+                reply = msg.reply(
+                    reply_op, result.status, epoch=result.epoch, ver=result.ver, flags=flags
+                )
                 return [(reply.encode(), src)]
             return self._confirm(msg.key)
         if op == p.Op.PUSH:
@@ -203,15 +207,16 @@ class AgentCore:
         return result
 
     def _duplicate(self, msg: p.Message, seen: _Result) -> _Result:
-        """A repeated request id: not applied again.
+        """A repeated request id: not applied again; the reply repeats the first result (its
+        status too, so a retried Delete still tells whether the key existed), flagged ``F_DUP``.
 
         A duplicate that crossed the switch again carries a newer version, and the switch now waits
         for that version (docs/protocol.md, rule 2). If the first application was this server's
         last write of the key (the stored version is still the one it produced), the stored value
-        is exactly the duplicate's, so the server adopts the newer version: the origin's
-        ``DUPLICATE`` reply then acknowledges it and the replicas' confirms of it count. Otherwise
-        (a newer write came in between, or the first attempt was ``STALE``) nothing changes and the
-        key's replicas wait for its next write.
+        is exactly the duplicate's, so the server adopts the newer version: the origin's reply
+        then acknowledges it and the replicas' confirms of it count. Otherwise (a newer write came
+        in between, or the first attempt was ``STALE``) nothing changes and the key's replicas wait
+        for its next write.
         """
         applied = seen.status in (p.Status.OK, p.Status.NOT_FOUND)
         if msg.ver != 0 and applied:
@@ -225,7 +230,7 @@ class AgentCore:
                 seen = _Result(seen.status, msg.epoch, msg.ver)
                 self.ids.add(msg.cid, msg.seq, seen)
                 self.stats["duplicate_version_adopted"] += 1
-        return _Result(p.Status.DUPLICATE, seen.epoch, seen.ver)
+        return _Result(seen.status, seen.epoch, seen.ver, dup=True)
 
     def _apply_write(self, msg: p.Message) -> _Result:
         key = msg.key

@@ -7,7 +7,8 @@ call :meth:`Client.get`, :meth:`Client.set` and :meth:`Client.delete` at once; :
 keeps a window of requests in flight from one thread (load generation).
 
 Retries resend the very same bytes (same ``seq``): the agent applies a request id at most once and
-answers a repeat with ``DUPLICATE``, which the client counts as success. A Set/Delete answered
+answers a repeat with the first result (flag ``F_DUP``), so a retried Delete still tells whether
+the key existed. A Set/Delete answered
 ``STALE`` (a newer stamped write already won) is also a success: the write is ordered before the
 newer one.
 """
@@ -30,7 +31,7 @@ from kvswitch.client.errors import BadRequest, ClientClosed, ServerError, Timeou
 
 Addr = tuple[str, int]
 
-_WRITE_OK = frozenset({p.Status.OK, p.Status.STALE, p.Status.DUPLICATE})
+_WRITE_OK = frozenset({p.Status.OK, p.Status.STALE})
 
 
 @dataclass(slots=True)
@@ -143,8 +144,8 @@ class Client:
         write_result(reply)
 
     def delete(self, key: bytes | str) -> bool:
-        """Delete ``key``; False if the server said it was missing. A retried delete that the
-        server had already applied (``DUPLICATE``) reports True."""
+        """Delete ``key``; False if the server said it was missing (for a retried delete: when
+        the server applied it first, as its repeated first result says)."""
         reply = self._call(p.Op.DEL, p.pad_key(key), tcp=self.tcp_writes)
         return write_result(reply)
 

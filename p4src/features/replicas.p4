@@ -148,10 +148,11 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout standard_meta
                 mark_to_drop(std);
             }
         } else if (op != KvsOp.SET && op != KvsOp.DEL) {
-            // Rule 2: SET_REPLY / DEL_REPLY / SYNC_DONE from the origin, status OK (or DUPLICATE:
-            // the origin adopted a re-sent write's version), at the current epoch and version.
-            bool acked = hdr.kvs.status == KvsStatus.OK || hdr.kvs.status == KvsStatus.DUPLICATE;
-            if (from_origin && acked && hdr.kvs.epoch == cur_epoch && hdr.kvs.ver == sv) {
+            // Rule 2: SET_REPLY / DEL_REPLY / SYNC_DONE from the origin with status OK (a repeated
+            // request id's reply too: it carries the version the origin holds, flag F_DUP), at the
+            // current epoch and version.
+            if (from_origin && hdr.kvs.status == KvsStatus.OK && hdr.kvs.epoch == cur_epoch
+                    && hdr.kvs.ver == sv) {
                 origin_ver.write((bit<32>)meta.slot, hdr.kvs.ver);
             }
             if (op == KvsOp.SYNC_DONE) {

@@ -15,6 +15,7 @@ const bit<16> KVS_MAX_VALUE = 8192;
 
 // `flags` bit 0: the switch rewrote this multicast copy from TCP to UDP.
 const bit<16> KVS_F_TCP = 0x0001;
+const bit<16> KVS_F_DUP = 0x0002;  // reply repeats the first result of a request id
 
 // Operation codes (`op`, 8 bits).
 enum bit<8> KvsOp {

@@ -113,7 +113,7 @@ class ModelSwitch:
         if (
             slot is not None
             and msg.op in (p.Op.SET_REPLY, p.Op.DEL_REPLY)
-            and msg.status in (p.Status.OK, p.Status.DUPLICATE)
+            and msg.status == p.Status.OK
             and slot.servers[0] == sender
             and msg.epoch == self.epoch
             and msg.ver == slot.slot_ver

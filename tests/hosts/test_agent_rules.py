@@ -77,16 +77,20 @@ def test_request_ids_applied_once(core: AgentCore) -> None:
     first = one(core, msg(p.Op.SET, b"a", seq=1, epoch=1, ver=3))
     one(core, msg(p.Op.SET, b"b", cid=8, seq=1))  # same seq, other client: applied
     again = one(core, msg(p.Op.SET, b"a", seq=1, epoch=1, ver=3))
-    assert again.status == p.Status.DUPLICATE
+    assert (again.status, again.flags) == (p.Status.OK, p.F_DUP)
     assert (again.epoch, again.ver) == (first.epoch, first.ver)
     assert one(core, msg(p.Op.GET, seq=2)).value == b"b"
     # A retried unversioned Set after another client's write must not overwrite it.
     one(core, msg(p.Op.SET, b"c", cid=9, seq=1))
-    assert one(core, msg(p.Op.SET, b"b", cid=8, seq=1)).status == p.Status.DUPLICATE
+    assert one(core, msg(p.Op.SET, b"b", cid=8, seq=1)).flags == p.F_DUP
     assert one(core, msg(p.Op.GET, seq=3)).value == b"c"
     assert one(core, msg(p.Op.DEL, seq=4)).status == p.Status.OK
-    assert one(core, msg(p.Op.DEL, seq=4)).status == p.Status.DUPLICATE
-    assert core.stats["duplicate"] == 3
+    assert one(core, msg(p.Op.DEL, seq=4)).flags == p.F_DUP
+    # A retried Delete of a missing key repeats NOT_FOUND: the client still learns it was missing.
+    assert one(core, msg(p.Op.DEL, seq=5)).status == p.Status.NOT_FOUND
+    repeat = one(core, msg(p.Op.DEL, seq=5))
+    assert (repeat.status, repeat.flags) == (p.Status.NOT_FOUND, p.F_DUP)
+    assert core.stats["duplicate"] == 4
 
 
 def test_recent_ids_are_bounded() -> None:
@@ -95,7 +99,7 @@ def test_recent_ids_are_bounded() -> None:
     for seq in range(10):
         one(core, msg(p.Op.SET, b"x", seq=seq))
     assert len(ids) == 3
-    assert one(core, msg(p.Op.SET, b"x", seq=9)).status == p.Status.DUPLICATE
+    assert one(core, msg(p.Op.SET, b"x", seq=9)).flags == p.F_DUP
     for cid in (100, 101, 102):
         one(core, msg(p.Op.SET, b"y", cid=cid, seq=1))
     assert len(ids) == 2  # clients 101 and 102, one id each
@@ -223,11 +227,11 @@ def test_duplicate_write_adopts_newer_version_only_if_nothing_came_between() -> 
     core = AgentCore(MemoryBackend(), SWITCH)
     assert one(core, msg(p.Op.SET, b"a", cid=3, seq=1, epoch=1, ver=5)).status == p.Status.OK
     again = one(core, msg(p.Op.SET, b"a", cid=3, seq=1, epoch=1, ver=6))
-    assert (again.status, again.ver) == (p.Status.DUPLICATE, 6)
+    assert (again.status, again.flags, again.ver) == (p.Status.OK, p.F_DUP, 6)
     assert core.backend.get(K).version == (1, 6)
     one(core, msg(p.Op.SET, b"b", cid=4, seq=1, epoch=1, ver=7))
     late = one(core, msg(p.Op.SET, b"a", cid=3, seq=1, epoch=1, ver=8))
-    assert (late.status, late.ver) == (p.Status.DUPLICATE, 6)
+    assert (late.status, late.flags, late.ver) == (p.Status.OK, p.F_DUP, 6)
     assert core.backend.get(K).version == (1, 7)
     assert one(core, msg(p.Op.GET, seq=2)).value == b"b"
 
@@ -237,6 +241,6 @@ def test_duplicate_of_a_stale_write_adopts_nothing() -> None:
     one(core, msg(p.Op.SET, b"new", cid=4, seq=1, epoch=1, ver=9))
     assert one(core, msg(p.Op.SET, b"old", cid=3, seq=1, epoch=1, ver=8)).status == p.Status.STALE
     again = one(core, msg(p.Op.SET, b"old", cid=3, seq=1, epoch=1, ver=10))
-    assert (again.status, again.ver) == (p.Status.DUPLICATE, 9)
+    assert (again.status, again.flags, again.ver) == (p.Status.STALE, p.F_DUP, 9)
     assert core.backend.get(K).version == (1, 9)
     assert one(core, msg(p.Op.GET, seq=2)).value == b"new"

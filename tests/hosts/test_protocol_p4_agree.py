@@ -49,6 +49,7 @@ def test_constants_agree() -> None:
         "KVS_HDR_LEN": p.HEADER_LEN,
         "KVS_MAX_VALUE": p.MAX_VALUE,
         "KVS_F_TCP": p.F_TCP,
+        "KVS_F_DUP": p.F_DUP,
     }
     missing = sorted(set(expected) - set(consts))
     assert not missing, f"protocol.p4 does not declare {missing}"

@@ -99,8 +99,8 @@ def _example_messages() -> list[tuple[str, p.Message]]:
             p.Message(p.Op.SET_REPLY, k, status=p.Status.STALE, cid=cid, seq=8, epoch=2, ver=3),
         ),
         (
-            "set_reply_duplicate",
-            p.Message(p.Op.SET_REPLY, k, status=p.Status.DUPLICATE, cid=cid, seq=8),
+            "del_reply_repeated_not_found",
+            p.Message(p.Op.DEL_REPLY, k, status=p.Status.NOT_FOUND, cid=cid, seq=8, flags=p.F_DUP),
         ),
         (
             "set_reply_too_large",

@@ -36,6 +36,7 @@ extern "C" {
 #define KVS_MAX_MESSAGE    (KVS_HEADER_SIZE + KVS_MAX_VALUE)
 #define KVS_DEFAULT_VNODES 64      /* virtual nodes per server on the consistent-hash ring */
 #define KVS_F_TCP          0x0001u /* flags bit 0: the switch rewrote this copy from TCP to UDP */
+#define KVS_F_DUP          0x0002u /* flags bit 1: a reply repeating the first result of a request id */
 
 /* FNV-1a 64 and the splitmix64 finaliser used for the ring. */
 #define KVS_FNV_OFFSET 0xcbf29ce484222325ULL
@@ -91,7 +92,7 @@ typedef enum kvs_error {
 
 /* A static English description of an error code ("unknown error" for anything else). */
 const char *kvs_strerror(int err);
-/* The error a reply status maps to (DUPLICATE maps to KVS_OK: the first result is repeated). */
+/* The error a reply status maps to (DUPLICATE, reserved and no longer sent, maps to KVS_OK). */
 kvs_error kvs_status_error(uint8_t status);
 const char *kvs_op_name(int op);         /* "GET", ... or "?" */
 const char *kvs_status_name(int status); /* "OK", ... or "?" */
@@ -170,6 +171,7 @@ typedef struct kvs_client kvs_client;
 /* Extra facts about one completed request (any pointer argument of this type may be NULL). */
 typedef struct kvs_reply_info {
     uint8_t status; /* the reply's status */
+    uint16_t flags; /* the reply's flags: KVS_F_DUP when it repeats a request id's first result */
     uint16_t epoch; /* the reply's epoch and version (switch-stamped, 0 = unversioned) */
     uint32_t ver;
     uint32_t seq;      /* the request's sequence number */
@@ -189,9 +191,10 @@ int kvs_client_fd(const kvs_client *c);
  * into buf (capacity cap) and stores its length in *vlen; KVS_ERR_BUFFER_TOO_SMALL (with *vlen set
  * to the needed size) if it does not fit. Gets go over UDP to the key's origin; a reply from any
  * server is accepted when its (cid, seq, key, op) match. Retries resend the same request id, so a
- * retried Set is applied at most once per server (a DUPLICATE reply counts as success). As in the
- * Python client, a Set/Delete answered STALE also succeeds (a newer stamped write already won, so
- * this one is ordered before it); info->status tells DUPLICATE and STALE apart from OK.
+ * retried Set is applied at most once per server; the server answers a repeat with the first
+ * result, flagged KVS_F_DUP in info->flags (a retried Delete still says whether the key existed). As
+ * in the Python client, a Set/Delete answered STALE also succeeds (a newer stamped write already
+ * won, so this one is ordered before it); info->status tells STALE apart from OK.
  */
 kvs_error kvs_get(kvs_client *c, const void *key, size_t klen, void *buf, size_t cap, size_t *vlen,
                   kvs_reply_info *info);

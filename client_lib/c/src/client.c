@@ -228,6 +228,7 @@ static kvs_error finish(const kvs_header *rh, const uint8_t *value, void *buf, s
 {
     if (info != NULL) {
         info->status = rh->status;
+        info->flags = rh->flags;
         info->epoch = rh->epoch;
         info->ver = rh->ver;
         info->seq = rh->seq;

@@ -160,6 +160,8 @@ static void *serve(void *arg)
             sendto(fd, out, len, 0, (struct sockaddr *)&from, flen);
         }
         size_t len = make_reply(&h, f->mode == STATUS ? f->status : KVS_STATUS_OK, out);
+        if (f->mode == STATUS)
+            out[15] |= KVS_F_DUP; /* a repeated first result: the flags reach kvs_reply_info */
         sendto(fd, out, len, 0, (struct sockaddr *)&from, flen);
     }
     return NULL;
@@ -343,6 +345,7 @@ static void test_statuses(void **state)
         kvs_reply_info info;
         assert_int_equal(kvs_set(c, "k", 1, "v", 1, &info), cases[i].err);
         assert_int_equal(info.status, cases[i].status);
+        assert_int_equal(info.flags, KVS_F_DUP);
         kvs_client_free(c);
         fake_stop(&f);
     }
