@@ -93,7 +93,8 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(message)s",
         stream=sys.stdout,
     )
-    logging.getLogger("finsy").setLevel(logging.DEBUG if args.verbose else logging.ERROR)
+    # finsy logs a failed stream with a traceback; the period's own error line says it
+    logging.getLogger("finsy").setLevel(logging.DEBUG if args.verbose else logging.CRITICAL)
     if args.period <= 0 or (args.periods is not None and args.periods < 0):
         print("kvswitch controller: --period must be > 0 and --periods >= 0", file=sys.stderr)
         return 2

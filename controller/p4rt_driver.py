@@ -31,6 +31,7 @@ from typing import Any, Literal, Protocol, TypeVar
 import finsy as fy
 from bm_runtime.standard import Standard
 from finsy.proto import p4i
+from finsy.switch import SwitchFailFastError
 from thrift.protocol import TBinaryProtocol, TMultiplexedProtocol
 from thrift.transport import TSocket, TTransport
 
@@ -94,12 +95,16 @@ class _Loop:
 
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
+        self.closed = False
         self.thread = threading.Thread(
             target=self.loop.run_forever, name="kvswitch-p4rt", daemon=True
         )
         self.thread.start()
 
     def run(self, coro: Coroutine[Any, Any, T], timeout: float) -> T:
+        if self.closed:
+            coro.close()
+            raise DriverError("the P4Runtime connection is closed")
         future = asyncio.run_coroutine_threadsafe(coro, self.loop)
         try:
             return future.result(timeout)
@@ -108,8 +113,11 @@ class _Loop:
             raise DriverError(f"no answer from the switch within {timeout} s") from exc
 
     def close(self) -> None:
+        if self.closed:
+            return
         with contextlib.suppress(DriverError, RuntimeError):
             self.run(_cancel_tasks(), 5)
+        self.closed = True
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(timeout=5)
         if not self.thread.is_alive():
@@ -199,25 +207,45 @@ class P4RuntimeDriver(Driver):
         self.agent_errors = 0
         self.p4rt_writes = 0
         self._warned_hashpipe = False
+        self._set_pipeline = set_pipeline
         self._loop = _Loop()
+        self._thrift_lock = threading.Lock()
+        self._transport: TTransport.TTransportBase | None = None
+        self._switch = self._connect()
+
+    def _connect(self) -> fy.Switch:
+        """A primary P4Runtime connection (the pipeline set unless its cookie matches) and a
+        Thrift connection; on failure everything is closed and :class:`DriverError` raised."""
         options = fy.SwitchOptions(
-            p4info=program.p4info,  # type: ignore[arg-type]  # finsy takes a P4Info as well
-            p4blob=program.device_config if set_pipeline else None,
-            device_id=address.device_id,
+            p4info=self.program.p4info,  # type: ignore[arg-type]  # finsy takes a P4Info as well
+            p4blob=self.program.device_config if self._set_pipeline else None,
+            device_id=self.address.device_id,
             fail_fast=True,
         )
-        self._switch = fy.Switch("kvswitch", address.grpc_addr, options)
+        switch = fy.Switch("kvswitch", self.address.grpc_addr, options)
         try:
-            self._loop.run(self._switch.__aenter__(), address.timeout)
-        except Exception as exc:
+            self._loop.run(switch.__aenter__(), self.address.timeout)
+        except (Exception, SwitchFailFastError) as exc:
             self._loop.close()
-            raise DriverError(f"P4Runtime at {address.grpc_addr}: {exc}") from exc
-        self._thrift_lock = threading.Lock()
+            raise DriverError(f"P4Runtime at {self.address.grpc_addr}: {exc!r}") from exc
         try:
-            self._transport, self._thrift = _thrift_client(address)
-        except Exception:
+            self._transport, self._thrift = _thrift_client(self.address)
+        except DriverError:
+            self._switch = switch
             self.close()
             raise
+        return switch
+
+    @property
+    def connected(self) -> bool:
+        """The P4Runtime stream is up (and this controller the primary)."""
+        return bool(self._switch.is_up)
+
+    def reconnect(self) -> None:
+        """Drop both connections and open new ones (after the switch went away)."""
+        self.close()
+        self._loop = _Loop()
+        self._switch = self._connect()
 
     # -- Driver -------------------------------------------------------------------------------------
 
@@ -392,13 +420,13 @@ class P4RuntimeDriver(Driver):
         return [cells.get(i, 0) for i in range(self.names.register_size(name))]
 
     def close(self) -> None:
-        transport = getattr(self, "_transport", None)
-        if transport is not None:
-            transport.close()
+        if self._transport is not None:
+            self._transport.close()
+            self._transport = None
         try:
             self._loop.run(self._switch.__aexit__(None, None, None), 5)
-        except Exception as exc:  # closing: report, do not hide the caller's own error
-            LOG.debug("closing the P4Runtime connection: %s", exc)
+        except (Exception, SwitchFailFastError) as exc:  # closing: report, do not hide others
+            LOG.debug("closing the P4Runtime connection: %r", exc)
         self._loop.close()
 
     def __enter__(self) -> P4RuntimeDriver:
@@ -412,8 +440,10 @@ class P4RuntimeDriver(Driver):
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         try:
             return self._loop.run(coro, self.address.timeout)
-        except fy.P4ClientError as exc:
-            raise DriverError(f"P4Runtime: {exc}") from exc
+        except DriverError:
+            raise
+        except (Exception, SwitchFailFastError) as exc:  # P4ClientError, or the stream went down
+            raise DriverError(f"P4Runtime: {exc!r}") from exc
 
     async def _collect(self, entity: Any) -> list[Any]:
         return [e async for e in self._switch.read(entity)]

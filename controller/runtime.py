@@ -124,7 +124,8 @@ class Runtime:
 
     def start(self) -> None:
         """Epoch, static entries, and the plan the switch holds (see the module docstring)."""
-        self.epoch = next_epoch(self.driver.read_register(names.REG_EPOCH)[0], self._saved_epoch())
+        on_switch = self.driver.read_register(names.REG_EPOCH)[0]
+        self.epoch = next_epoch(on_switch, self._saved_epoch(), self.epoch)
         self._save_epoch()
         static = forwarding_ops(self.rack) + rack_setup(self.controller.rack, self.epoch)
         self.driver.apply(self.driver.reconcile([op for op in static if _switch_op(op)]))
@@ -190,7 +191,7 @@ class Runtime:
         except DriverError as exc:
             error = str(exc).splitlines()[0]
             LOG.error("period %d: %s", self.periods, exc)
-            self._resync()
+            self._after_error()
             report = None
         plan = self.controller.plan
         counts = OpCounts.of(ops)
@@ -225,11 +226,19 @@ class Runtime:
         self.controller.plan = self._empty()
         return report
 
-    def _resync(self) -> None:
+    def _after_error(self) -> None:
+        """Reconnect to a switch that went away (and start again: it may have restarted, then it
+        needs the pipeline, the static entries and a new epoch), or read the plan back from a
+        switch that refused a batch."""
         try:
-            self.controller.plan = self.recover()
+            if not self.driver.connected:
+                LOG.info("the switch went away: reconnecting")
+                self.driver.reconnect()
+                self.start()
+            else:
+                self.controller.plan = self.recover()
         except DriverError as exc:
-            LOG.error("cannot read the switch's hot keys back: %s", exc)
+            LOG.error("recovery failed (next period tries again): %s", exc)
 
     def _empty(self) -> Plan:
         return Plan(len(self.rack.servers), self.driver.slots)
