@@ -72,6 +72,7 @@ class Metrics:
     updates: int
     loads: list[int]
     agent_errors: int = 0
+    period_ms: float = 0.0  # time the period's reads, planning and batch took
     error: str = ""
 
     def line(self) -> str:
@@ -94,6 +95,7 @@ class Metrics:
             "updates": self.updates,
             "loads": self.loads,
             "agent_errors": self.agent_errors,
+            "period_ms": round(self.period_ms, 2),
             "error": self.error,
         }
 
@@ -125,8 +127,18 @@ class Runtime:
     def start(self) -> None:
         """Epoch, static entries, and the plan the switch holds (see the module docstring)."""
         on_switch = self.driver.read_register(names.REG_EPOCH)[0]
-        self.epoch = next_epoch(on_switch, self._saved_epoch(), self.epoch)
-        self._save_epoch()
+        saved = self._load_state()
+        self.epoch = next_epoch(on_switch, _state_int(saved, "epoch", EPOCH_MAX), self.epoch)
+        threshold = self.controller.threshold
+        saved_t = saved.get("threshold")
+        if (  # a restarted controller carries on with its T
+            threshold.value is None
+            and isinstance(saved_t, int | float)
+            and not isinstance(saved_t, bool)
+            and threshold.floor <= saved_t < float("inf")
+        ):
+            threshold.value = float(saved_t)
+        self._save_state()
         static = forwarding_ops(self.rack) + rack_setup(self.controller.rack, self.epoch)
         self.driver.apply(self.driver.reconcile([op for op in static if _switch_op(op)]))
         self.driver.apply([op for op in static if not _switch_op(op)])  # the epoch register
@@ -179,6 +191,7 @@ class Runtime:
 
     def period(self) -> Metrics:
         self.periods += 1
+        began = time.perf_counter()
         errors_before = self.driver.agent_errors
         error = ""
         ops: list[Operation] = []
@@ -207,8 +220,11 @@ class Runtime:
             updates=counts.table + counts.multicast + counts.register,
             loads=list(loads),
             agent_errors=self.driver.agent_errors - errors_before,
+            period_ms=(time.perf_counter() - began) * 1000.0,
             error=error,
         )
+        if report is not None:
+            self._save_state()
         LOG.info("%s", metrics.line())
         if self.metrics is not None:
             self.metrics.write(json.dumps(metrics.record()) + "\n")
@@ -245,21 +261,31 @@ class Runtime:
 
     # -- state file ---------------------------------------------------------------------------------
 
-    def _saved_epoch(self) -> int:
+    def _load_state(self) -> dict[str, Any]:
         if self.state_file is None or not self.state_file.exists():
-            return 0
+            return {}
         try:
-            epoch = json.loads(self.state_file.read_text()).get("epoch", 0)
-        except (OSError, ValueError, AttributeError) as exc:
+            state = json.loads(self.state_file.read_text())
+        except (OSError, ValueError) as exc:
             LOG.warning("state file %s unreadable (%s): ignored", self.state_file, exc)
-            return 0
-        return epoch if isinstance(epoch, int) and 0 <= epoch <= EPOCH_MAX else 0
+            return {}
+        return state if isinstance(state, dict) else {}
 
-    def _save_epoch(self) -> None:
-        if self.state_file is not None:
-            tmp = self.state_file.with_suffix(".tmp")
-            tmp.write_text(json.dumps({"epoch": self.epoch}) + "\n")
-            tmp.replace(self.state_file)
+    def _save_state(self) -> None:
+        """The epoch and the threshold, for a restarted controller."""
+        if self.state_file is None:
+            return
+        state: dict[str, Any] = {"epoch": self.epoch}
+        if self.controller.threshold.value is not None:
+            state["threshold"] = self.controller.threshold.value
+        tmp = self.state_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(state) + "\n")
+        tmp.replace(self.state_file)
+
+
+def _state_int(state: dict[str, Any], name: str, top: int) -> int:
+    value = state.get(name, 0)
+    return value if isinstance(value, int) and 0 <= value <= top else 0
 
 
 def _switch_op(op: Operation) -> bool:

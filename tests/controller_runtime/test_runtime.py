@@ -224,4 +224,11 @@ def test_epoch_state_file(
         state.write_text("not json")
         Runtime(drv, rackfile, ControllerConfig(k=8), state_file=state).start()
         assert drv.read_register(names.REG_EPOCH) == [43]  # from the switch
+        # the threshold survives a restart through the state file
+        state.write_text('{"epoch": 2, "threshold": 33.5}')
+        runtime = Runtime(drv, rackfile, ControllerConfig(k=8), state_file=state)
+        runtime.start()
+        assert runtime.epoch == 44 and runtime.controller.threshold.value == 33.5
+        runtime.period()
+        assert json.loads(state.read_text()) == {"epoch": 44, "threshold": 33.5}
     assert next_epoch(0xFFFF) == 1 and next_epoch(3, 9) == 10
