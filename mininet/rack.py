@@ -182,10 +182,13 @@ class P4Switch(Switch):
             )
         wait_tcp(self.grpc_port, self.proc, f"switch {self.name}")
 
-    def stop(self, deleteIntfs: bool = True) -> None:
+    def stop_process(self) -> None:
         if self.proc is not None:
             Procs.stop_one(Proc(self.name, self.proc))
             self.proc = None
+
+    def stop(self, deleteIntfs: bool = True) -> None:
+        self.stop_process()
         super().stop(deleteIntfs)
 
 
@@ -226,6 +229,7 @@ class RackOptions:
     observe_only: bool = False
     defines: list[str] = field(default_factory=list)
     bmv2_json: str | None = None
+    p4info: str | None = None
     controller: bool = True
     controller_args: list[str] = field(default_factory=list)
 
@@ -375,7 +379,7 @@ class Rack:
             "--grpc-addr", f"127.0.0.1:{self.grpc_port}", "--device-id", "0",
             "--thrift-port", str(self.thrift_port), "--target", o.target,
             "--period", str(o.period), "--k", str(o.k), "--policy", o.policy,
-            "--metrics", str(self.metrics_file),
+            "--metrics", str(self.metrics_file), "--state", str(self.out / "controller.state"),
         ]  # fmt: skip
         defines = o.defines or [f"HOT_KEYS={o.k}", f"MAX_SERVERS={o.servers}"]
         for d in defines:
@@ -384,6 +388,8 @@ class Rack:
             cmd.append("--observe-only")
         if o.bmv2_json:
             cmd += ["--bmv2-json", o.bmv2_json]
+        if o.p4info:
+            cmd += ["--p4info", o.p4info]
         return cmd + o.controller_args
 
     def start_controller(self) -> None:
@@ -431,7 +437,7 @@ class Rack:
         c, s = self.clients[0], self.servers[-1]
         deadline = time.monotonic() + timeout
         cmd = [PY, "-m", "kvswitch", "client", "--servers", f"{s.ip}:{KVS_PORT}",
-               "--timeout", "0.3", "--retries", "0", "get", "reachability-probe"]  # fmt: skip
+               "--timeout", "0.3", "--retries", "0", "get", "probe"]  # fmt: skip
         while time.monotonic() < deadline:
             assert self.controller is not None
             if self.controller.popen.poll() is not None:
@@ -449,6 +455,9 @@ class Rack:
             self.procs.stop_all()
         if self.net is not None:
             net, self.net = self.net, None
+            for sw in net.switches:  # before Mininet takes its interfaces away
+                if isinstance(sw, P4Switch):
+                    sw.stop_process()
             with contextlib.suppress(Exception):
                 net.stop()
         for sock in self.run_dir.glob("*.ctl") if self.run_dir.exists() else []:
@@ -562,6 +571,7 @@ def build_parser() -> argparse.ArgumentParser:
     a("--backend", choices=("memory", "memcached", "redis"), default="memory")
     a("--target", choices=("softswitch", "bmv2"), default="softswitch")
     a("--bmv2-json", help="p4c-compiled BMv2 JSON of p4src/kvswitch.p4 (--target bmv2)")
+    a("--p4info", help="the P4Info text file p4c wrote with it (--target bmv2)")
     a("--period", type=float, default=1.0, help="controller period in seconds")
     a("--k", type=int, default=64, help="hot-key slots the controller uses")
     a("--policy", default="balance", help="placement policy (ring, least-loaded, balance)")
@@ -603,14 +613,17 @@ def main(argv: list[str] | None = None) -> int:
         if shutil.which("simple_switch_grpc") is None:
             print("rack: --target bmv2 needs simple_switch_grpc on PATH", file=sys.stderr)
             return 2
-        if not args.bmv2_json:
-            print("rack: --target bmv2 needs --bmv2-json (p4c output)", file=sys.stderr)
+        if not args.bmv2_json or not args.p4info:
+            print(
+                "rack: --target bmv2 needs --bmv2-json and --p4info (p4c output)", file=sys.stderr
+            )
             return 2
     out = args.out or Path(f"/tmp/kvswitch-rack-{time.strftime('%Y%m%d-%H%M%S')}")
     opts = RackOptions(
         servers=args.servers, clients=args.clients, backend=args.backend, target=args.target,
         period=args.period, k=args.k, policy=args.policy, observe_only=args.observe_only,
-        defines=args.defines, bmv2_json=args.bmv2_json, controller=not args.no_controller,
+        defines=args.defines, bmv2_json=args.bmv2_json, p4info=args.p4info,
+        controller=not args.no_controller,
     )  # fmt: skip
     work = Workload(
         rate=args.rate, duration=args.duration, zipf=args.zipf, keys=args.keys,
