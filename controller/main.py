@@ -42,14 +42,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ap.add_argument("--rack", required=True, help="rack file (JSON) written by the topology")
     ap.add_argument("--p4", help="P4 source (software switch; default p4src/kvswitch.p4)")
-    ap.add_argument("-D", dest="defines", action="append", default=[], metavar="NAME=VAL")
-    ap.add_argument("-I", dest="includes", action="append", default=[], metavar="DIR")
+    ap.add_argument(
+        "-D", dest="defines", action="append", default=[], metavar="NAME=VAL", help="P4 define"
+    )
+    ap.add_argument(
+        "-I", dest="includes", action="append", default=[], metavar="DIR", help="P4 include dir"
+    )
     ap.add_argument("--bmv2-json", help="p4c-compiled BMv2 JSON (target bmv2)")
     ap.add_argument("--p4info", help="P4Info text file (target bmv2: the one p4c wrote)")
-    ap.add_argument("--grpc-addr", default="127.0.0.1:9559")
-    ap.add_argument("--device-id", type=int, default=0)
-    ap.add_argument("--thrift-host", default="127.0.0.1")
-    ap.add_argument("--thrift-port", type=int, default=9090)
+    ap.add_argument("--grpc-addr", default="127.0.0.1:9559", help="P4Runtime server")
+    ap.add_argument("--device-id", type=int, default=0, help="P4Runtime device id (default 0)")
+    ap.add_argument("--thrift-host", default="127.0.0.1", help="BMv2 Thrift runtime host")
+    ap.add_argument("--thrift-port", type=int, default=9090, help="BMv2 Thrift runtime port")
     ap.add_argument("--target", choices=("softswitch", "bmv2"), default="softswitch")
     ap.add_argument("--period", type=float, default=1.0, help="seconds per period (default 1)")
     ap.add_argument("--periods", type=int, help="stop after N periods (default: run until killed)")
@@ -61,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--t0", type=float, help="initial threshold (default: first period's mean)")
     ap.add_argument("--observe-only", action="store_true", help="report only; no hot keys")
     ap.add_argument("--metrics", help="append one JSON object per period to this file")
-    ap.add_argument("--state", help="state file keeping the last epoch across restarts")
+    ap.add_argument("--state", help="state file: last epoch and threshold, for restarts")
     ap.add_argument("--timeout", type=float, default=10.0, help="switch/agent timeout, seconds")
     ap.add_argument("--no-pipeline", action="store_true", help="do not set the pipeline")
     ap.add_argument("-v", "--verbose", action="store_true")
