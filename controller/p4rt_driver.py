@@ -325,25 +325,40 @@ class P4RuntimeDriver(Driver):
 
     # -- what the switch holds (a restarted controller's state) -----------------------------------
 
-    def read_plan(self) -> Plan:
-        """The hot keys the switch holds: HotkeyTable (slot, n) and ServermapTable ordinals."""
+    def read_plan(self) -> tuple[Plan, list[bytes]]:
+        """The hot keys the switch holds (HotkeyTable (slot, n) and ServermapTable ordinals) as a
+        plan, and the HotkeyTable keys that cannot be in one: an ordinal missing or pointing at no
+        server of the rack (or at another ``valid_ver`` cell than this rack's), a holder twice, a
+        slot out of range or taken by an earlier key."""
         server_of_ip = self.rack.server_of_ip()
+        m = len(self.rack)
         ordinals: dict[tuple[int, int], int] = {}
         for entry in self._read_table(names.SERVERMAP_TABLE):
-            server = server_of_ip.get(int(entry.action.args[names.PARAM_IP]))
-            if server is not None:
-                slot = int(entry.match[names.MATCH_SLOT])
-                ordinals[(slot, int(entry.match[names.MATCH_ORDINAL]))] = server
-        plan = Plan(len(self.rack), self._slots)
+            slot = int(entry.match[names.MATCH_SLOT])
+            server = server_of_ip.get(int(entry.action.args[names.PARAM_IP]), -1)
+            if int(entry.action.args[names.PARAM_VIDX]) != names.valid_base(slot, m) + server:
+                server = -1
+            ordinals[(slot, int(entry.match[names.MATCH_ORDINAL]))] = server
+        plan = Plan(m, self._slots)
+        broken: list[bytes] = []
+        taken: set[int] = set()
         for entry in self._read_table(names.HOTKEY_TABLE):
             key = _key_bytes(entry.match[names.MATCH_KEY])
             slot = int(entry.action.args[names.PARAM_SLOT])
             n = int(entry.action.args[names.PARAM_HOLDERS])
             holders = tuple(ordinals.get((slot, o), -1) for o in range(n))
-            if n < 1 or -1 in holders or len(set(holders)) != n:
-                raise DriverError(f"hot key {key.hex()} in slot {slot}: incomplete ServermapTable")
+            if (
+                not 1 <= n <= m
+                or -1 in holders
+                or len(set(holders)) != n
+                or not 0 <= slot < self._slots
+                or slot in taken
+            ):
+                broken.append(key)
+                continue
+            taken.add(slot)
             plan.keys[key] = KeyPlan(slot, holders)
-        return plan
+        return plan, broken
 
     def read_groups(self) -> dict[int, tuple[tuple[int, int], ...]]:
         """Multicast groups: group -> sorted (egress port, replication id)."""

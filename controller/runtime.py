@@ -157,8 +157,18 @@ class Runtime:
         )
 
     def recover(self) -> Plan:
-        """The switch's hot keys as a plan; entries and groups of no hot key are deleted."""
-        plan = self.driver.read_plan()
+        """The switch's hot keys as a plan. A HotkeyTable entry that is not a whole hot key
+        (see :meth:`P4RuntimeDriver.read_plan`) is deleted first, so its Gets go to the origin;
+        then entries and groups of no hot key are deleted and missing ones written."""
+        plan, broken = self.driver.read_plan()
+        if broken:
+            LOG.warning("recover: %d incomplete hot keys removed", len(broken))
+            self.driver.apply(
+                [
+                    TableEntry(EntryOp.DELETE, names.HOTKEY_TABLE, ((names.MATCH_KEY, key),))
+                    for key in broken
+                ]
+            )
         wanted = [
             op
             for op in diff(self._empty(), plan, self.controller.rack)

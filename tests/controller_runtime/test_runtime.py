@@ -153,6 +153,13 @@ def test_loop_replicates_and_redirects_then_restart(
                 ((names.PARAM_SLOT, 15), (names.PARAM_BASE, 45)),
             ),
             MulticastGroupSet(16, ((1, 0), (2, 1))),
+            TableEntry(  # a hot key whose ServermapTable entries never made it
+                EntryOp.ADD,
+                names.HOTKEY_TABLE,
+                ((names.MATCH_KEY, stray_key),),
+                names.ACT_SET_HOT,
+                ((names.PARAM_SLOT, 14), (names.PARAM_HOLDERS, 2)),
+            ),
         ]
     )
     drv.close()
@@ -162,7 +169,7 @@ def test_loop_replicates_and_redirects_then_restart(
     try:
         assert runtime2.epoch == 2
         assert runtime2.controller.plan.keys == plan_before
-        assert {t: drv2.read_entries(t) for t in before} == before  # the stray entry is gone
+        assert {t: drv2.read_entries(t) for t in before} == before  # the strays are gone
         assert drv2.read_groups() == before_groups
         sent = traffic(live_switch, rackfile, ring, 30)  # still redirected after the restart
         assert {port for port, _ in sent} == set(holders)
