@@ -216,6 +216,11 @@ class Runtime:
             LOG.error("period %d: %s", self.periods, exc)
             self._after_error()
             report = None
+        except Exception as exc:  # a bug must not end the rack's control: report, resync, go on
+            error = f"internal error: {exc!r}"
+            LOG.exception("period %d: internal error", self.periods)
+            self._after_error()
+            report = None
         plan = self.controller.plan
         counts = OpCounts.of(ops)
         loads = report.loads if report is not None else []

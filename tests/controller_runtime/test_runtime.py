@@ -21,7 +21,7 @@ from kvswitch.agent.server import AgentConfig, AgentServer
 from kvswitch.controller import names
 from kvswitch.controller.agents import AgentPool
 from kvswitch.controller.ops import EntryOp, MulticastGroupSet, TableEntry
-from kvswitch.controller.p4rt_driver import P4RuntimeDriver, Program
+from kvswitch.controller.p4rt_driver import DriverError, P4RuntimeDriver, Program
 from kvswitch.controller.period import ControllerConfig
 from kvswitch.controller.rackfile import RackFile
 from kvswitch.controller.runtime import Runtime, next_epoch
@@ -239,3 +239,38 @@ def test_epoch_state_file(
         runtime.period()
         assert json.loads(state.read_text()) == {"epoch": 44, "threshold": 33.5}
     assert next_epoch(0xFFFF) == 1 and next_epoch(3, 9) == 10
+
+
+def test_failed_period_reads_the_plan_back(
+    live_switch: LiveSwitch, program: Program, rackfile: RackFile, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch the switch refuses, or a bug in planning, ends the period with an error line; the
+    plan is read back from the switch and the next period goes on from there."""
+    agents = PacketAgents(live_switch.device, rackfile)
+    with P4RuntimeDriver(live_switch.address, program, rackfile.rack(), agents) as drv:
+        runtime = Runtime(drv, rackfile, ControllerConfig(k=8, t0=20.0))
+        runtime.start()
+        real_apply = drv.apply
+
+        def refuse(ops: object) -> None:
+            raise DriverError("P4Runtime: refused (test)")
+
+        monkeypatch.setattr(drv, "apply", refuse)
+        traffic(live_switch, rackfile, runtime.ring, 60)
+        failed = runtime.period()
+        assert failed.error == "P4Runtime: refused (test)" and failed.hot_keys == 0
+        assert runtime.controller.plan.keys == {}  # what the switch holds: nothing
+        monkeypatch.setattr(drv, "apply", real_apply)
+
+        def broken(*args: object) -> None:
+            raise RuntimeError("planning bug (test)")
+
+        monkeypatch.setattr(runtime.controller, "decide", broken)
+        traffic(live_switch, rackfile, runtime.ring, 60)
+        assert runtime.period().error.startswith("internal error: RuntimeError")
+        monkeypatch.undo()
+
+        traffic(live_switch, rackfile, runtime.ring, 60)
+        ok = runtime.period()
+        assert ok.error == "" and HOT in runtime.controller.plan.keys
+        assert drv.read_plan()[0].keys == runtime.controller.plan.keys
