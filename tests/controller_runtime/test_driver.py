@@ -28,7 +28,7 @@ def frame(rack: RackFile, src: Host, dst_ip: str, msg: p.Message) -> bytes:
             dst="02:00:00:00:00:fe",
         )
         / IP(src=src.ip_text, dst=dst_ip)
-        / UDP(sport=40000, dport=rack.kvs_port)
+        / UDP(sport=40000, dport=p.KVS_PORT)
         / msg.encode()
     )
 
