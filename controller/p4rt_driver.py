@@ -211,6 +211,7 @@ class P4RuntimeDriver(Driver):
         self._loop = _Loop()
         self._thrift_lock = threading.Lock()
         self._transport: TTransport.TTransportBase | None = None
+        self._thrift_broken = False
         self._switch = self._connect()
 
     def _connect(self) -> fy.Switch:
@@ -230,6 +231,7 @@ class P4RuntimeDriver(Driver):
             raise DriverError(f"P4Runtime at {self.address.grpc_addr}: {exc!r}") from exc
         try:
             self._transport, self._thrift = _thrift_client(self.address)
+            self._thrift_broken = False
         except DriverError:
             self._switch = switch
             self.close()
@@ -238,8 +240,8 @@ class P4RuntimeDriver(Driver):
 
     @property
     def connected(self) -> bool:
-        """The P4Runtime stream is up (and this controller the primary)."""
-        return bool(self._switch.is_up)
+        """The P4Runtime stream is up and the Thrift connection did not fail."""
+        return bool(self._switch.is_up) and not self._thrift_broken
 
     def reconnect(self) -> None:
         """Drop both connections and open new ones (after the switch went away)."""
@@ -501,6 +503,9 @@ class P4RuntimeDriver(Driver):
         with self._thrift_lock:
             try:
                 return getattr(self._thrift, method)(*args)
+            except (TTransport.TTransportException, OSError) as exc:
+                self._thrift_broken = True  # reconnected after the period (Runtime)
+                raise DriverError(f"Thrift {method}{args[1:2]}: {exc!r}") from exc
             except Exception as exc:
                 raise DriverError(f"Thrift {method}{args[1:2]}: {exc!r}") from exc
 

@@ -56,6 +56,7 @@ def rackfile(tmp_path: Path) -> RackFile:
 class LiveSwitch:
     device: Device
     address: SwitchAddress
+    thrift: ThriftServer
 
 
 @pytest.fixture
@@ -69,7 +70,8 @@ def live_switch() -> Iterator[LiveSwitch]:
     rt.start()
     thrift.start()
     try:
-        yield LiveSwitch(device, SwitchAddress(grpc_addr, 0, "127.0.0.1", thrift_port))
+        live = LiveSwitch(device, SwitchAddress(grpc_addr, 0, "127.0.0.1", thrift_port), thrift)
+        yield live
     finally:
-        thrift.stop()
+        live.thrift.stop()
         rt.stop(grace=0)

@@ -26,6 +26,7 @@ from kvswitch.controller.period import ControllerConfig
 from kvswitch.controller.rackfile import RackFile
 from kvswitch.controller.runtime import Runtime, next_epoch
 from softswitch.runtime.device import Device
+from softswitch.runtime.thrift_server import ThriftServer
 from tests.controller_runtime.conftest import RACK_JSON, LiveSwitch
 from tests.controller_runtime.test_driver import frame, get_frame
 
@@ -274,3 +275,30 @@ def test_failed_period_reads_the_plan_back(
         ok = runtime.period()
         assert ok.error == "" and HOT in runtime.controller.plan.keys
         assert drv.read_plan()[0].keys == runtime.controller.plan.keys
+
+
+def test_thrift_connection_lost_and_back(
+    live_switch: LiveSwitch, program: Program, rackfile: RackFile
+) -> None:
+    """The Thrift server goes away: periods fail with an error line; once it is back the runtime
+    reconnects both connections and starts again (new epoch), keeping the hot keys."""
+    agents = PacketAgents(live_switch.device, rackfile)
+    with P4RuntimeDriver(live_switch.address, program, rackfile.rack(), agents) as drv:
+        runtime = Runtime(drv, rackfile, ControllerConfig(k=8, t0=20.0))
+        runtime.start()
+        traffic(live_switch, rackfile, runtime.ring, 60)
+        assert runtime.period().error == ""
+        plan = dict(runtime.controller.plan.keys)
+        assert HOT in plan
+        live_switch.thrift.stop()
+        assert runtime.period().error.startswith("Thrift")
+        assert not drv.connected
+        live_switch.thrift = ThriftServer(
+            live_switch.device, live_switch.address.thrift_port, host="127.0.0.1"
+        )
+        live_switch.thrift.start()
+        back = runtime.period()  # fails, reconnects, starts again
+        assert runtime.epoch == 2 and drv.connected
+        assert runtime.controller.plan.keys == plan
+        traffic(live_switch, rackfile, runtime.ring, 60)
+        assert runtime.period().error == "", back
