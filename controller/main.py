@@ -65,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--t0", type=float, help="initial threshold (default: first period's mean)")
     ap.add_argument("--observe-only", action="store_true", help="report only; no hot keys")
     ap.add_argument("--metrics", help="append one JSON object per period to this file")
-    ap.add_argument("--state", help="state file: last epoch and threshold, for restarts")
+    ap.add_argument("--state", help="state file: epoch, threshold, last counts (restarts)")
     ap.add_argument("--timeout", type=float, default=10.0, help="switch/agent timeout, seconds")
     ap.add_argument("--no-pipeline", action="store_true", help="do not set the pipeline")
     ap.add_argument("-v", "--verbose", action="store_true")

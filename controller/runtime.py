@@ -138,6 +138,9 @@ class Runtime:
             and threshold.floor <= saved_t < float("inf")
         ):
             threshold.value = float(saved_t)
+        predictor = self.controller.predictor
+        if not predictor.prev:  # and with last period's counts, as if it had not stopped
+            predictor.prev = _observations(saved.get("observed"))
         self._save_state()
         static = forwarding_ops(self.rack) + rack_setup(self.controller.rack, self.epoch)
         self.driver.apply(self.driver.reconcile([op for op in static if _switch_op(op)]))
@@ -287,15 +290,31 @@ class Runtime:
         return state if isinstance(state, dict) else {}
 
     def _save_state(self) -> None:
-        """The epoch and the threshold, for a restarted controller."""
+        """The epoch, the threshold and last period's counts, for a restarted controller."""
         if self.state_file is None:
             return
         state: dict[str, Any] = {"epoch": self.epoch}
         if self.controller.threshold.value is not None:
             state["threshold"] = self.controller.threshold.value
+        if self.controller.predictor.prev:
+            state["observed"] = {k.hex(): v for k, v in self.controller.predictor.prev.items()}
         tmp = self.state_file.with_suffix(".tmp")
         tmp.write_text(json.dumps(state) + "\n")
         tmp.replace(self.state_file)
+
+
+def _observations(raw: Any) -> dict[bytes, float]:
+    """Saved per-key counts ({key hex: count}); anything malformed is left out."""
+    out: dict[bytes, float] = {}
+    if isinstance(raw, dict):
+        for key, count in raw.items():
+            try:
+                wire = bytes.fromhex(key)
+            except (TypeError, ValueError):
+                continue
+            if len(wire) == p.KEY_LEN and isinstance(count, int | float) and count >= 0:
+                out[wire] = float(count)
+    return out
 
 
 def _state_int(state: dict[str, Any], name: str, top: int) -> int:

@@ -239,6 +239,18 @@ def test_epoch_state_file(
         assert runtime.epoch == 44 and runtime.controller.threshold.value == 33.5
         runtime.period()
         assert json.loads(state.read_text()) == {"epoch": 44, "threshold": 33.5}
+        # and last period's counts: the restarted predictor goes on from them
+        traffic(live_switch, rackfile, runtime.ring, 60)
+        runtime.period()
+        saved = json.loads(state.read_text())["observed"]
+        assert saved[HOT.hex()] == 60.0 and len(saved) == 1 + len(COLD)
+        saved["zz"] = 1  # malformed entries are ignored
+        saved[p.pad_key(b"x").hex()] = "many"
+        state.write_text(json.dumps({"epoch": 1, "observed": saved}))
+        runtime = Runtime(drv, rackfile, ControllerConfig(k=8), state_file=state)
+        runtime.start()
+        assert runtime.controller.predictor.prev[HOT] == 60.0
+        assert len(runtime.controller.predictor.prev) == 1 + len(COLD)
     assert next_epoch(0xFFFF) == 1 and next_epoch(3, 9) == 10
 
 
