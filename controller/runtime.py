@@ -26,7 +26,14 @@ from typing import Any, TextIO
 from kvswitch import protocol as p
 from kvswitch.controller import names
 from kvswitch.controller.agents import AgentPool
-from kvswitch.controller.ops import EntryOp, MulticastGroupSet, OpCounts, Operation, TableEntry
+from kvswitch.controller.ops import (
+    EntryOp,
+    MulticastGroupSet,
+    OpCounts,
+    Operation,
+    PushRequest,
+    TableEntry,
+)
 from kvswitch.controller.p4rt_driver import DriverError, P4RuntimeDriver
 from kvswitch.controller.period import Controller, ControllerConfig, PeriodReport
 from kvswitch.controller.plan import Plan, diff, rack_setup
@@ -151,6 +158,7 @@ class Runtime:
             self.driver.apply(diff(self.controller.plan, self._empty(), self.controller.rack))
             self.controller.plan = self._empty()
         self.drop_stale_copies()
+        self.push_unconfirmed()
         LOG.info(
             "started: epoch %d, %d servers, %d slots, %d hot keys held",
             self.epoch,
@@ -183,6 +191,31 @@ class Runtime:
             LOG.info("recover: %d entries/groups fixed to match the hot keys", len(fixes))
             self.driver.apply(fixes)
         return plan
+
+    def push_unconfirmed(self) -> None:
+        """Push again every recovered key with a replica that is not valid (a push the previous
+        controller did not make or that was lost): without a write to the key, nothing else would
+        ever make that replica serve."""
+        plan = self.controller.plan
+        if not any(kp.replicas for kp in plan.keys.values()):
+            return
+        slot_ver = self.driver.read_register(names.REG_SLOT_VER)
+        origin_ver = self.driver.read_register(names.REG_ORIGIN_VER)
+        valid = self.driver.read_register(names.REG_VALID_VER)
+        m = len(self.rack.servers)
+        pushes: list[Operation] = []
+        for key, kp in plan.keys.items():
+            ver = slot_ver[kp.slot]
+            base = names.valid_base(kp.slot, m)
+            if kp.replicas and (
+                ver == 0
+                or origin_ver[kp.slot] != ver
+                or any(valid[base + s] != ver for s in kp.replicas)
+            ):
+                pushes.append(PushRequest(key, kp.origin, kp.replicas))
+        if pushes:
+            LOG.info("recover: pushing %d hot keys whose replicas are not valid", len(pushes))
+            self.driver.apply(pushes)
 
     def drop_stale_copies(self) -> None:
         """Agents drop copies of keys they neither originate nor replicate in the plan."""

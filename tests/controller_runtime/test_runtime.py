@@ -314,3 +314,29 @@ def test_thrift_connection_lost_and_back(
         assert runtime.controller.plan.keys == plan
         traffic(live_switch, rackfile, runtime.ring, 60)
         assert runtime.period().error == "", back
+
+
+def test_restart_pushes_what_was_never_pushed(
+    live_switch: LiveSwitch, program: Program, rackfile: RackFile
+) -> None:
+    """A controller dies between its batch and its pushes (here: it has no agents): the replicas
+    never become valid. The next controller pushes those keys again at start-up."""
+    config = ControllerConfig(k=8, t0=20.0)
+    with P4RuntimeDriver(live_switch.address, program, rackfile.rack()) as drv:
+        runtime = Runtime(drv, rackfile, config)
+        runtime.start()
+        traffic(live_switch, rackfile, runtime.ring, 60)
+        assert runtime.period().agent_errors >= 1
+        kp = runtime.controller.plan.keys[HOT]
+        assert kp.replicas
+    sent = traffic(live_switch, rackfile, runtime.ring, 6)
+    assert {port for port, _ in sent} == {rackfile.servers[kp.origin].port}  # none valid
+    agents = PacketAgents(live_switch.device, rackfile)
+    with P4RuntimeDriver(live_switch.address, program, rackfile.rack(), agents) as drv:
+        restarted = Runtime(drv, rackfile, config)
+        restarted.start()
+        assert agents.pushes == [(HOT, kp.origin, kp.replicas)]
+        sent = traffic(live_switch, rackfile, runtime.ring, 3 * len(kp.holders))
+        assert {port for port, _ in sent} == {rackfile.servers[s].port for s in kp.holders}
+        Runtime(drv, rackfile, config).start()  # all valid now: nothing pushed again
+        assert len(agents.pushes) == 1
