@@ -205,6 +205,7 @@ class P4RuntimeDriver(Driver):
             )
         self.stages = self.names.hashpipe_stages()
         self.agent_errors = 0
+        self.failed_pushes: dict[bytes, PushRequest] = {}  # by key; retried by the runtime
         self.p4rt_writes = 0
         self._warned_hashpipe = False
         self._set_pipeline = set_pipeline
@@ -510,11 +511,9 @@ class P4RuntimeDriver(Driver):
                 raise DriverError(f"Thrift {method}{args[1:2]}: {exc!r}") from exc
 
     def _agent_op(self, op: Operation) -> None:
-        if self.agents is None:
-            self.agent_errors += 1
-            LOG.warning("no agent control API: %s not sent", type(op).__name__)
-            return
         try:
+            if self.agents is None:
+                raise RuntimeError("no agent control API")
             if isinstance(op, PushRequest):
                 self.agents.push(op.key, op.origin, op.replicas)
             elif isinstance(op, RemoveRequest):
@@ -522,7 +521,12 @@ class P4RuntimeDriver(Driver):
                     self.agents.remove(op.key, server)
         except Exception as exc:  # the switch is already consistent; replicas stay invalid (safe)
             self.agent_errors += 1
+            if isinstance(op, PushRequest):
+                self.failed_pushes[op.key] = op
             LOG.warning("agent %s of key %s failed: %s", type(op).__name__, op.key.hex(), exc)
+        else:
+            if isinstance(op, PushRequest):
+                self.failed_pushes.pop(op.key, None)
 
 
 class AgentHooks(Protocol):

@@ -247,6 +247,7 @@ class Runtime:
             else:
                 report = self.controller.step(self.driver)
                 ops = report.ops
+                self._retry_pushes(ops)
         except DriverError as exc:
             error = str(exc).splitlines()[0]
             LOG.error("period %d: %s", self.periods, exc)
@@ -281,6 +282,22 @@ class Runtime:
             self.metrics.write(json.dumps(metrics.record()) + "\n")
             self.metrics.flush()
         return metrics
+
+    def _retry_pushes(self, done: list[Operation]) -> None:
+        """Push again the keys whose push failed in an earlier period and that are still hot with
+        replicas (to the replicas they have now); those this period pushed are not repeated."""
+        pushed = {op.key for op in done if isinstance(op, PushRequest)}
+        plan = self.controller.plan.keys
+        retry: list[Operation] = []
+        for key in list(self.driver.failed_pushes):
+            kp = plan.get(key)
+            if kp is None or not kp.replicas:
+                del self.driver.failed_pushes[key]
+            elif key not in pushed:
+                retry.append(PushRequest(key, kp.origin, kp.replicas))
+        if retry:
+            LOG.info("retrying %d pushes", len(retry))
+            self.driver.apply(retry)
 
     def _observe(self) -> PeriodReport:
         """Read and reset as a period does, plan, but install nothing (the "controller off" run)."""

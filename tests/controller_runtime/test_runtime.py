@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -340,3 +341,42 @@ def test_restart_pushes_what_was_never_pushed(
         assert {port for port, _ in sent} == {rackfile.servers[s].port for s in kp.holders}
         Runtime(drv, rackfile, config).start()  # all valid now: nothing pushed again
         assert len(agents.pushes) == 1
+
+
+def test_failed_push_retried_next_period(
+    live_switch: LiveSwitch,
+    program: Program,
+    rackfile: RackFile,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """An agent that refuses a push (down, busy): the key's replicas stay invalid and Gets go to
+    the origin; the next period pushes it again, and then its Gets are spread."""
+    caplog.set_level(logging.INFO, logger="kvswitch.controller")
+    agents = PacketAgents(live_switch.device, rackfile)
+    refusals = [1]
+    real_push = agents.push
+
+    def flaky_push(key: bytes, origin: int, replicas: tuple[int, ...]) -> None:
+        if refusals[0]:
+            refusals[0] -= 1
+            raise ConnectionRefusedError("agent down (test)")
+        real_push(key, origin, replicas)
+
+    agents.push = flaky_push  # type: ignore[method-assign]
+    with P4RuntimeDriver(live_switch.address, program, rackfile.rack(), agents) as drv:
+        # fixed threshold (bound 10), no smoothing: the same traffic keeps the same holders
+        config = ControllerConfig(k=8, t0=20.0, bound=10.0, alpha=1.0)
+        runtime = Runtime(drv, rackfile, config)
+        runtime.start()
+        traffic(live_switch, rackfile, runtime.ring, 60)
+        first = runtime.period()
+        before = runtime.controller.plan.keys[HOT]
+        assert first.agent_errors == 1 and HOT in drv.failed_pushes and agents.pushes == []
+        traffic(live_switch, rackfile, runtime.ring, 60)
+        second = runtime.period()
+        kp = runtime.controller.plan.keys[HOT]
+        assert kp == before and "retrying 1 pushes" in caplog.text  # not a push of the diff
+        assert second.agent_errors == 0 and not drv.failed_pushes
+        assert agents.pushes[-1] == (HOT, kp.origin, kp.replicas)
+        sent = traffic(live_switch, rackfile, runtime.ring, 3 * len(kp.holders))
+        assert {port for port, _ in sent} == {rackfile.servers[s].port for s in kp.holders}
