@@ -19,6 +19,7 @@ import random
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,23 +35,32 @@ def parse_servers(text: str) -> list[tuple[str, int]]:
     return out
 
 
-def worker(
-    servers: list[tuple[str, int]],
-    keys: list[str],
-    set_ratio: float,
-    end: float,
-    tag: str,
-    seed: int,
-    ops: list[dict[str, Any]],
-) -> None:
+@dataclass(frozen=True)
+class Plan:
+    servers: list[tuple[str, int]]
+    keys: list[str]
+    set_ratio: float
+    rate: float  # operations/s per thread, 0 = back to back
+    writes_end: float  # monotonic time after which only Gets are sent
+    end: float
+
+
+def worker(plan: Plan, tag: str, seed: int, ops: list[dict[str, Any]]) -> None:
     rng = random.Random(seed)
+    servers, keys, set_ratio, rate = plan.servers, plan.keys, plan.set_ratio, plan.rate
+    writes_end, end = plan.writes_end, plan.end
     n = 0
+    next_op = time.monotonic()
     with Client(servers, timeout=0.3, retries=3) as kv:
-        while time.monotonic() < end:
+        while (now := time.monotonic()) < end:
+            if rate > 0:
+                next_op += rng.expovariate(rate)
+                if next_op > now:
+                    time.sleep(next_op - now)
             key = rng.choice(keys)
             wire = pad_key(key.encode()).hex()
             n += 1
-            if rng.random() < set_ratio:
+            if time.monotonic() < writes_end and rng.random() < set_ratio:
                 value = f"{tag}-{n}".encode()
                 call = time.monotonic()
                 try:
@@ -75,21 +85,27 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--servers", required=True, help="IP:PORT,... in rack order")
     ap.add_argument("--threads", type=int, default=4)
     ap.add_argument("--keys", type=int, default=4)
-    ap.add_argument("--set-ratio", type=float, default=0.2)
+    ap.add_argument("--set-ratio", type=float, default=0.05)
+    ap.add_argument(
+        "--rate", type=float, default=100.0, help="operations/s per thread (0: no wait)"
+    )
     ap.add_argument("--duration", type=float, default=10.0)
+    ap.add_argument("--read-tail", type=float, default=0.0, help="then Gets only for S seconds")
     ap.add_argument("--client", type=int, default=0, help="this host's number (value tags)")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
     servers = parse_servers(args.servers)
     keys = [f"lin{i}" for i in range(args.keys)]
-    end = time.monotonic() + args.duration
+    writes_end = time.monotonic() + args.duration
+    end = writes_end + args.read_tail
+    plan = Plan(servers, keys, args.set_ratio, args.rate, writes_end, end)
     per_thread: list[list[dict[str, Any]]] = [[] for _ in range(args.threads)]
     threads = [
         threading.Thread(
             target=worker,
-            args=(servers, keys, args.set_ratio, end, f"c{args.client}t{t}", seed, per_thread[t]),
+            args=(plan, f"c{args.client}t{t}", args.client * 1000 + t, per_thread[t]),
         )
-        for t, seed in ((t, args.client * 1000 + t) for t in range(args.threads))
+        for t in range(args.threads)
     ]
     for t in threads:
         t.start()

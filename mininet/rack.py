@@ -473,17 +473,23 @@ class Rack:
     def loadgen_args(self, w: Workload, client_index: int) -> list[str]:
         return [
             str(find_loadgen()), "--servers", self.server_list(),
-            "--rate", str(max(1, w.rate // len(self.clients))), "--duration", str(w.duration),
-            "--zipf", str(w.zipf), "--keys", str(w.keys), "--write-ratio", str(w.write_ratio),
-            "--timeout-ms", "500", "--seed", str(client_index + 1), "--json", "--quiet",
+            "--rate", str(max(1, w.rate // self.loadgen_count(w))),
+            "--duration", str(w.duration + w.read_tail), "--zipf", str(w.zipf),
+            "--keys", str(w.keys), "--write-ratio", str(w.write_ratio), "--timeout-ms", "500",
+            "--seed", str(w.seed), "--json", "--quiet",
         ]  # fmt: skip
+
+    def loadgen_count(self, w: Workload) -> int:
+        return max(1, min(w.loadgens or len(self.clients), len(self.clients)))
 
     def history_args(self, w: Workload, client_index: int) -> list[str]:
         out = self.out / f"{self.clients[client_index].name}-history.jsonl"
         return [
             PY, str(HERE / "history.py"), "--servers", self.server_list(),
             "--threads", str(w.history_threads), "--keys", str(w.history_keys),
-            "--duration", str(w.duration), "--client", str(client_index), "--out", str(out),
+            "--rate", str(w.history_rate), "--set-ratio", str(w.history_set_ratio),
+            "--duration", str(w.duration), "--read-tail", str(w.read_tail),
+            "--client", str(client_index), "--out", str(out),
         ]  # fmt: skip
 
     def preload(self, w: Workload) -> None:
@@ -496,11 +502,13 @@ class Rack:
 
     def run(self, w: Workload) -> dict[str, Any]:
         """The workload: loadgens (and history clients) on the clients; returns the summary."""
+        summary: dict[str, Any] = {"loadgen": [], "history": [], "failed": []}
         if w.preload and w.rate > 0:
             self.preload(w)
+        summary["load_start"] = time.time()
         loadgens = [
             self.popen(c.name, self.loadgen_args(w, i), f"{c.name}-loadgen.json")
-            for i, c in enumerate(self.clients)
+            for i, c in enumerate(self.clients[: self.loadgen_count(w)])
             if w.rate > 0
         ]
         histories = [
@@ -508,11 +516,13 @@ class Rack:
             for i, c in enumerate(self.clients)
             if w.history_threads > 0
         ]
-        summary: dict[str, Any] = {"loadgen": [], "history": [], "failed": []}
         start = time.monotonic()
         restarted = False
         while any(p.popen.poll() is None for p in [*loadgens, *histories]):
             elapsed = time.monotonic() - start
+            if w.read_tail and "versions" not in summary and elapsed > w.duration + w.read_tail / 2:
+                # the Sets have stopped, the keys are still read (hot): what do the holders hold?
+                summary["versions"] = self.agent_versions()
             if w.restart_controller_at and not restarted and elapsed >= w.restart_controller_at:
                 self.echo(f"rack: controller killed (SIGKILL) at {elapsed:.1f} s, restarting")
                 self.kill_controller()
@@ -520,9 +530,10 @@ class Rack:
                 self.start_controller()
                 restarted = True
                 summary["restart_time"] = time.time()
-            if elapsed > w.duration + 120:
+            if elapsed > w.duration + w.read_tail + 120:
                 raise RuntimeError("the workload did not end")
             time.sleep(0.1)
+        summary["load_end"] = time.time()
         for p in [*loadgens, *histories]:
             if p.popen.returncode != 0:
                 summary["failed"].append({"name": p.name, "status": p.popen.returncode})
@@ -532,8 +543,9 @@ class Rack:
         summary["history"] = [str(self.out / f"{c.name}-history.jsonl") for c in self.clients][
             : len(histories)
         ]
-        time.sleep(w.settle)
-        summary["versions"] = self.agent_versions()
+        if "versions" not in summary:
+            time.sleep(w.settle)
+            summary["versions"] = self.agent_versions()
         return summary
 
     def agent_versions(self) -> dict[str, dict[str, list[Any]]]:
@@ -553,8 +565,13 @@ class Workload:
     keys: int = 1000
     write_ratio: float = 0.0
     preload: bool = True
+    seed: int = 1
+    loadgens: int = 1
     history_threads: int = 0
     history_keys: int = 4
+    history_rate: float = 100.0
+    history_set_ratio: float = 0.05
+    read_tail: float = 0.0
     restart_controller_at: float = 0.0
     restart_pause: float = 1.0
     settle: float = 1.0
@@ -576,6 +593,9 @@ def build_parser() -> argparse.ArgumentParser:
     a("--k", type=int, default=64, help="hot-key slots the controller uses")
     a("--policy", default="balance", help="placement policy (ring, least-loaded, balance)")
     a("--observe-only", action="store_true", help="controller reports but installs no hot keys")
+    a("--bound", type=float, help="the controller's max/mean bound (its default: 0.30)")
+    a("--controller-arg", action="append", default=[],
+      help="one more controller argument, e.g. --controller-arg=--gamma=0.5")  # fmt: skip
     a("-D", dest="defines", action="append", default=[],
       help="P4 define NAME=VAL (default: HOT_KEYS=<k> MAX_SERVERS=<servers>)")  # fmt: skip
     a("--no-controller", action="store_true", help="start no controller (nothing is forwarded)")
@@ -585,8 +605,14 @@ def build_parser() -> argparse.ArgumentParser:
     a("--keys", type=int, default=1000)
     a("--write-ratio", type=float, default=0.0)
     a("--no-preload", action="store_true", help="do not Set every key before the run")
+    a("--seed", type=int, default=1, help="the loadgens' seed (key popularity and sampling)")
+    a("--loadgens", type=int, default=1, help="clients running the loadgen (0 = all)")
     a("--history-threads", type=int, default=0, help="Python client threads per client host")
     a("--history-keys", type=int, default=4, help="keys the history clients share")
+    a("--history-rate", type=float, default=100.0, help="operations/s per history thread")
+    a("--history-set-ratio", type=float, default=0.05, help="share of Sets in the histories")
+    a("--read-tail", type=float, default=0.0,
+      help="seconds of Gets only after --duration (versions are read halfway through)")  # fmt: skip
     a("--restart-controller-at", type=float, default=0.0, help="SIGKILL + restart at S s")
     a("--hold", action="store_true", help="no workload: keep the rack up until Ctrl-C")
     a("--out", type=Path, help="folder for rack.json, metrics.jsonl, logs, summary.json")
@@ -624,11 +650,15 @@ def main(argv: list[str] | None = None) -> int:
         period=args.period, k=args.k, policy=args.policy, observe_only=args.observe_only,
         defines=args.defines, bmv2_json=args.bmv2_json, p4info=args.p4info,
         controller=not args.no_controller,
+        controller_args=[*([f"--bound={args.bound}"] if args.bound is not None else []),
+                         *args.controller_arg],
     )  # fmt: skip
     work = Workload(
         rate=args.rate, duration=args.duration, zipf=args.zipf, keys=args.keys,
         write_ratio=args.write_ratio, preload=not args.no_preload,
-        history_threads=args.history_threads, history_keys=args.history_keys,
+        seed=args.seed, loadgens=args.loadgens, history_threads=args.history_threads,
+        history_keys=args.history_keys, history_rate=args.history_rate,
+        history_set_ratio=args.history_set_ratio, read_tail=args.read_tail,
         restart_controller_at=args.restart_controller_at,
     )  # fmt: skip
     interrupted: list[int] = []

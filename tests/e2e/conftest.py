@@ -58,9 +58,11 @@ class RackRun:
     summary: dict[str, Any]
     metrics: list[dict[str, Any]]
 
-    def loaded(self) -> list[dict[str, Any]]:
-        """Periods in which the servers saw load (the first period may start before it)."""
-        return [m for m in self.metrics if sum(m["loads"]) > 0]
+    def during_load(self, period: float) -> list[dict[str, Any]]:
+        """The periods wholly inside the workload (not the preload, not the last partial one);
+        a period's ``time`` is when the controller read it, at its end."""
+        start, end = self.summary["load_start"], self.summary["load_end"]
+        return [m for m in self.metrics if start <= m["time"] - period and m["time"] <= end]
 
     def history(self) -> list[Op]:
         ops = []
