@@ -38,6 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--zipf", type=float, default=0.99)
     ap.add_argument("--keys", type=int, default=1000)
     ap.add_argument("--policy", default="balance")
+    ap.add_argument("--bound", type=float, default=0.1, help="T falls while max > (1+bound)*mean")
+    ap.add_argument("--gamma", type=float, default=0.5, help="T <- gamma*T per such period")
     ap.add_argument("--target", choices=("softswitch", "bmv2"), default="softswitch")
     ap.add_argument("--backend", choices=("memory", "memcached", "redis"), default="memory")
     ap.add_argument("--observe-only", action="store_true", help="controller off (baseline)")
@@ -97,6 +99,24 @@ def plot(rows: list[dict[str, Any]], names: list[str], path: Path, title: str) -
     plt.close(fig)
 
 
+def describe(rows: list[dict[str, Any]], summary_path: Path, period: float) -> str:
+    """lambda in the first period of the Zipf load and over its second half (the periods wholly
+    inside the load: not the preload before it, not the partial one after it)."""
+    try:
+        summary = json.loads(summary_path.read_text())
+        start, end = float(summary["load_start"]), float(summary["load_end"])
+    except (OSError, ValueError, KeyError):
+        return "lambda: the rack wrote no summary"
+    inside = [float(r["lambda"]) for r in rows if start <= r["time"] - period and r["time"] <= end]
+    if not inside:
+        return "lambda: no period lay wholly inside the load"
+    tail = inside[len(inside) // 2 :]
+    return (
+        f"lambda: {inside[0]:.3f} in the first period of load; mean {sum(tail) / len(tail):.3f} "
+        f"(lowest {min(tail):.3f}, highest {max(tail):.3f}) over the last {len(tail)} periods"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
     script = rack_script()
@@ -115,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
         str(args.clients), "--rate", str(args.rate), "--duration", str(args.duration),
         "--period", str(args.period), "--zipf", str(args.zipf), "--keys", str(args.keys),
         "--policy", args.policy, "--target", args.target, "--backend", args.backend,
-        "--out", str(out),
+        "--bound", str(args.bound), f"--controller-arg=--gamma={args.gamma}", "--out", str(out),
     ]  # fmt: skip
     if args.observe_only:
         cmd.append("--observe-only")
@@ -153,10 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     png = out / "demo.png"
     mode = "controller off" if args.observe_only else f"KVSwitch controller ({args.policy})"
     plot(rows, names, png, f"{args.servers} servers, Zipf {args.zipf}, {mode}")
-    lambdas = [float(r["lambda"]) for r in rows if sum(r.get("loads") or [0]) > 0]
-    if lambdas:
-        print(f"lambda: first loaded period {lambdas[0]:.3f}, last {lambdas[-1]:.3f}, "
-              f"lowest {min(lambdas):.3f}")  # fmt: skip
+    print(describe(rows, out / "summary.json", args.period))
     print(f"plot: {png}")
     print(f"files (rack.json, metrics.jsonl, logs): {out}")
     return 0

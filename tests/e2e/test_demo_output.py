@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from kvswitch.bench.demo import format_period, plot, read_metrics
+from kvswitch.bench.demo import describe, format_period, plot, read_metrics
 
 
 def row(period: int, loads: list[int]) -> dict[str, object]:
@@ -33,3 +33,14 @@ def test_plot_is_a_png(tmp_path: Path) -> None:
     png = tmp_path / "out" / "demo.png"
     plot([row(p, [p, 2 * p, 3]) for p in range(1, 6)], ["s1", "s2", "s3"], png, "test")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_summary_counts_only_periods_inside_the_load(tmp_path: Path) -> None:
+    rows = [row(p, [10, 10]) for p in range(1, 9)]  # times 101 .. 108, lambda 0.25 / period
+    summary = tmp_path / "summary.json"
+    assert describe(rows, summary, 1.0) == "lambda: the rack wrote no summary"
+    summary.write_text(json.dumps({"load_start": 102.0, "load_end": 107.5}))
+    # inside: periods 3..7 (times 103..107); second half: periods 5..7
+    text = describe(rows, summary, 1.0)
+    assert text.startswith(f"lambda: {0.25 / 3:.3f} in the first period of load")
+    assert f"highest {0.25 / 5:.3f}) over the last 3 periods" in text
