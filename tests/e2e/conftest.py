@@ -1,7 +1,8 @@
 """Running ``mininet/rack.py`` (as a subprocess: nothing imports mininet/) and reading its output.
 
 Every e2e test needs root, Debian's mininet and the controller (``kvswitch controller``); with
-``KVSWITCH_TARGET=bmv2`` also ``simple_switch_grpc`` and ``$KVSWITCH_BMV2_JSON`` (p4c's output).
+``KVSWITCH_TARGET=bmv2`` also ``simple_switch_grpc``, ``$KVSWITCH_BMV2_JSON`` and
+``$KVSWITCH_BMV2_P4INFO`` (p4c's output).
 """
 
 from __future__ import annotations
@@ -44,8 +45,11 @@ def skip_reason() -> str:
     if TARGET == "bmv2":
         if shutil.which("simple_switch_grpc") is None:
             return "KVSWITCH_TARGET=bmv2 but simple_switch_grpc is not installed"
-        if not os.environ.get("KVSWITCH_BMV2_JSON"):
-            return "KVSWITCH_TARGET=bmv2 needs KVSWITCH_BMV2_JSON (p4c-compiled kvswitch.p4)"
+        if not os.environ.get("KVSWITCH_BMV2_JSON") or not os.environ.get("KVSWITCH_BMV2_P4INFO"):
+            return (
+                "KVSWITCH_TARGET=bmv2 needs KVSWITCH_BMV2_JSON and KVSWITCH_BMV2_P4INFO "
+                "(p4c's BMv2 JSON and P4Info text of p4src/kvswitch.p4)"
+            )
     elif TARGET != "softswitch":
         return f"unknown KVSWITCH_TARGET={TARGET!r} (softswitch or bmv2)"
     return ""
@@ -89,6 +93,7 @@ def run_rack(out: Path, *args: str, timeout: float = 150) -> RackRun:
     cmd = [sys.executable, str(rack_script()), "--target", TARGET, "--out", str(out), *args]
     if TARGET == "bmv2":
         cmd += ["--bmv2-json", os.environ["KVSWITCH_BMV2_JSON"]]
+        cmd += ["--p4info", os.environ["KVSWITCH_BMV2_P4INFO"]]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     if done.returncode != 0:
         pytest.fail(f"rack.py exited with {done.returncode}:\n{done.stdout}\n{done.stderr}")
