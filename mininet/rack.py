@@ -118,11 +118,18 @@ class Procs:
     """Every process this run started, stopped by PID in reverse order of start."""
 
     items: list[Proc] = field(default_factory=list)
+    record: Path | None = None  # every PID started, one per line (checked after teardown)
 
     def add(self, name: str, popen: subprocess.Popen[Any], log: Path | None = None) -> Proc:
         proc = Proc(name, popen, log)
         self.items.append(proc)
+        self.note(popen.pid)
         return proc
+
+    def note(self, pid: int) -> None:
+        if self.record is not None:
+            with self.record.open("a") as f:
+                f.write(f"{pid}\n")
 
     @staticmethod
     def stop_one(proc: Proc, grace: float = 5.0) -> int | None:
@@ -159,6 +166,7 @@ class P4Switch(Switch):
         self, name: str, grpc_port: int = 9559, thrift_port: int = 9090, **params: Any
     ) -> None:
         self.log_path: Path = params.pop("log_path")
+        self.procs: Procs = params.pop("procs")
         params.update(inNamespace=False, dpid="1")
         super().__init__(name, **params)
         self.grpc_port, self.thrift_port = grpc_port, thrift_port
@@ -180,6 +188,7 @@ class P4Switch(Switch):
             self.proc = subprocess.Popen(
                 self.command(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
             )
+        self.procs.note(self.proc.pid)
         wait_tcp(self.grpc_port, self.proc, f"switch {self.name}")
 
     def stop_process(self) -> None:
@@ -269,6 +278,11 @@ class Rack:
 
     def start(self) -> None:
         self.out.mkdir(parents=True, exist_ok=True)
+        self.procs.record = self.out / "pids.txt"
+        self.procs.record.write_text("")
+        (self.out / "run.json").write_text(
+            json.dumps({"tag": self.tag, "switch": f"t{self.tag}", "run_dir": str(self.run_dir)})
+        )
         self.run_dir.mkdir(mode=0o700)
         switch_cls = SoftSwitch if self.opts.target == "softswitch" else Bmv2Switch
         setLogLevel("warning")
@@ -282,6 +296,7 @@ class Rack:
             grpc_port=self.grpc_port,
             thrift_port=self.thrift_port,
             log_path=self.out / "switch.log",
+            procs=self.procs,
         )
         for n in [*self.servers, *self.clients]:
             host = net.addHost(n.name, ip=f"{n.ip}/16", mac=n.mac)
@@ -451,6 +466,10 @@ class Rack:
     # -- teardown
 
     def close(self) -> None:
+        # a second Ctrl-C or SIGTERM must not cut the teardown short
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
         with contextlib.suppress(Exception):
             self.procs.stop_all()
         if self.net is not None:

@@ -87,14 +87,32 @@ class RackRun:
         return ops
 
 
-def run_rack(out: Path, *args: str, timeout: float = 150) -> RackRun:
-    """``mininet/rack.py ARGS --out OUT`` to completion; fails the test with its output if the
-    rack fails."""
+def rack_command(out: Path, *args: str) -> list[str]:
     cmd = [sys.executable, str(rack_script()), "--target", TARGET, "--out", str(out), *args]
     if TARGET == "bmv2":
         cmd += ["--bmv2-json", os.environ["KVSWITCH_BMV2_JSON"]]
         cmd += ["--p4info", os.environ["KVSWITCH_BMV2_P4INFO"]]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    return cmd
+
+
+def assert_torn_down(out: Path) -> None:
+    """Nothing the run created is left: processes (by the PIDs it recorded), the switch's
+    interfaces, the socket folder."""
+    run = json.loads((out / "run.json").read_text())
+    pids = [int(x) for x in (out / "pids.txt").read_text().split()]
+    assert pids, "the rack recorded no process"
+    alive = [pid for pid in pids if Path(f"/proc/{pid}").exists()]
+    assert not alive, f"processes left running: {alive}"
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+    assert f"{run['switch']}-eth" not in links, "switch interfaces left behind"
+    assert not Path(run["run_dir"]).exists(), f"{run['run_dir']} left behind"
+
+
+def run_rack(out: Path, *args: str, timeout: float = 150) -> RackRun:
+    """``mininet/rack.py ARGS --out OUT`` to completion; fails the test with its output if the
+    rack fails or leaves anything behind."""
+    done = subprocess.run(rack_command(out, *args), capture_output=True, text=True, timeout=timeout)
+    assert_torn_down(out)
     if done.returncode != 0:
         pytest.fail(f"rack.py exited with {done.returncode}:\n{done.stdout}\n{done.stderr}")
     summary = json.loads((out / "summary.json").read_text())

@@ -21,6 +21,7 @@ import pytest
 from kvswitch.bench.lincheck import check_history
 from kvswitch.controller.threshold import imbalance
 from kvswitch.protocol import HashRing, pad_key
+from tests.e2e.conftest import assert_torn_down, rack_command, skip_reason
 
 pytestmark = [pytest.mark.netns, pytest.mark.slow]
 
@@ -145,3 +146,16 @@ def test_controller_restart_recovers_without_stale_reads(rack: Any) -> None:
     assert len(epochs) == 2 and epochs[1] > epochs[0], epochs
     after = [m for m in run.metrics if m["time"] > run.summary["restart_time"]]
     assert any(m["replicas"] > 0 for m in after), after
+
+
+def test_failed_start_tears_everything_down(tmp_path: Any) -> None:
+    """The controller refuses its command line: the rack reports it and leaves nothing behind."""
+    why = skip_reason()
+    if why:
+        pytest.skip(f"e2e rack test {why}")
+    out = tmp_path / "rack"
+    args = [*BASE, "--duration", "1", "--controller-arg=--no-such-flag"]
+    done = subprocess.run(rack_command(out, *args), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "rack: controller exited with" in done.stderr
+    assert_torn_down(out)
