@@ -157,10 +157,13 @@ class Procs:
 
 
 class P4Switch(Switch):
-    """A P4 switch process in the root namespace with one raw-socket port per link.
+    """A P4 switch process in the root namespace with one raw-socket port per link, started
+    without a program (the controller sets it), with simple_switch_grpc's flags.
 
-    ``command()`` gives the target's command line; the P4Runtime and Thrift ports are the rack's.
+    ``program`` is the target's executable; the P4Runtime and Thrift ports are the rack's.
     """
+
+    program: tuple[str, ...] = ()
 
     def __init__(
         self, name: str, grpc_port: int = 9559, thrift_port: int = 9090, **params: Any
@@ -176,7 +179,13 @@ class P4Switch(Switch):
         return {intf.name: port for intf, port in self.ports.items() if intf.name != "lo"}
 
     def command(self) -> list[str]:
-        raise NotImplementedError
+        ordered = sorted(self.ports_by_intf().items(), key=lambda kv: kv[1])
+        port_args = [a for intf, port in ordered for a in ("-i", f"{port}@{intf}")]
+        return [
+            *self.program, "--no-p4", *port_args, "--device-id", "0",
+            "--thrift-port", str(self.thrift_port),
+            "--", "--grpc-server-addr", f"127.0.0.1:{self.grpc_port}",
+        ]  # fmt: skip
 
     def start(self, controllers: list[Any]) -> None:
         for intf in self.intfList():
@@ -202,25 +211,15 @@ class P4Switch(Switch):
 
 
 class SoftSwitch(P4Switch):
-    """``kvswitch switch`` (this project's software P4 target), started without a program."""
+    """``kvswitch switch``: this project's software P4 target."""
 
-    def command(self) -> list[str]:
-        port_args = [a for i, p in self._ordered() for a in ("-i", f"{p}@{i}")]
-        return [
-            PY, "-m", "kvswitch", "switch", "--no-p4", *port_args, "--device-id", "0",
-            "--thrift-port", str(self.thrift_port),
-            "--", "--grpc-server-addr", f"127.0.0.1:{self.grpc_port}",
-        ]  # fmt: skip
-
-    def _ordered(self) -> list[tuple[str, int]]:
-        return sorted(self.ports_by_intf().items(), key=lambda kv: kv[1])
+    program = (PY, "-m", "kvswitch", "switch")
 
 
-class Bmv2Switch(SoftSwitch):
-    """BMv2's ``simple_switch_grpc`` with the same flags (where it is installed)."""
+class Bmv2Switch(P4Switch):
+    """BMv2's ``simple_switch_grpc`` (where it is installed)."""
 
-    def command(self) -> list[str]:
-        return ["simple_switch_grpc", *super().command()[4:]]
+    program = ("simple_switch_grpc",)
 
 
 # ---------------------------------------------------------------- the rack
@@ -249,9 +248,14 @@ class Rack:
     def __init__(self, opts: RackOptions, out: Path) -> None:
         self.opts = opts
         self.out = out
-        self.tag = uuid.uuid4().hex[:4]
-        # unix socket paths must stay short (108 bytes): a fresh folder in /tmp for them
-        self.run_dir = Path(f"/tmp/kvswitch-{self.tag}")
+        # the tag names the switch (its interfaces are t<tag>-ethN) and the socket folder (unix
+        # socket paths must stay short: 108 bytes); it must not be another run's
+        while True:
+            self.tag = uuid.uuid4().hex[:6]
+            self.run_dir = Path(f"/tmp/kvswitch-{self.tag}")
+            if not self.run_dir.exists() and not Path(f"/sys/class/net/t{self.tag}-eth1").exists():
+                break
+        self.run_dir_made = False
         self.servers = servers_of(opts.servers)
         self.clients = clients_of(opts.clients, opts.servers + 1)
         self.procs = Procs()
@@ -284,6 +288,7 @@ class Rack:
             json.dumps({"tag": self.tag, "switch": f"t{self.tag}", "run_dir": str(self.run_dir)})
         )
         self.run_dir.mkdir(mode=0o700)
+        self.run_dir_made = True
         switch_cls = SoftSwitch if self.opts.target == "softswitch" else Bmv2Switch
         setLogLevel("warning")
         net = Mininet(
@@ -479,9 +484,7 @@ class Rack:
                     sw.stop_process()
             with contextlib.suppress(Exception):
                 net.stop()
-        for sock in self.run_dir.glob("*.ctl") if self.run_dir.exists() else []:
-            sock.unlink(missing_ok=True)
-        if self.run_dir.exists():
+        if self.run_dir_made:  # the agents' sockets, a redis working folder
             shutil.rmtree(self.run_dir, ignore_errors=True)
 
     # -- workloads
@@ -701,7 +704,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("rack: interrupted, torn down", file=sys.stderr)
         return 130
-    except RuntimeError as exc:
+    except (RuntimeError, OSError, subprocess.CalledProcessError) as exc:
         print(f"rack: {exc}", file=sys.stderr)
         return 1
     return 0
