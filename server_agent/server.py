@@ -10,6 +10,7 @@ the KVS port, as docs/protocol.md requires of replies.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import socket
@@ -48,20 +49,34 @@ class AgentServer:
         self.lock = threading.Lock()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
-        self.udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.udp.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
-        self.udp.bind((config.listen, config.port))
-        self.udp.settimeout(0.2)
+        self.udp, self._tcp = self._bind_kvs_port(config)
         self.port = self.udp.getsockname()[1]
-        self._tcp: socketserver.ThreadingTCPServer | None = None
         self._control: socketserver.ThreadingTCPServer | None = None
         self._control_unix: _UnixServer | None = None
-        if config.tcp:
-            self._tcp = _Server((config.listen, self.port), _KvsTcpHandler, self)
         if config.control_port is not None:
             self._control = _Server((config.listen, config.control_port), _ControlHandler, self)
         if config.control_unix is not None:
             self._control_unix = _UnixServer(config.control_unix, self)
+
+    def _bind_kvs_port(
+        self, config: AgentConfig
+    ) -> tuple[socket.socket, socketserver.ThreadingTCPServer | None]:
+        """The UDP socket and (with ``config.tcp``) the TCP server on the same port number. Port 0
+        picks a number free for both: UDP's free number may be taken for TCP, so try again."""
+        for attempt in range(20):
+            udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            udp.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+            try:
+                udp.bind((config.listen, config.port))
+                udp.settimeout(0.2)
+                if not config.tcp:
+                    return udp, None
+                return udp, _Server((config.listen, udp.getsockname()[1]), _KvsTcpHandler, self)
+            except OSError as exc:
+                udp.close()
+                if config.port != 0 or exc.errno != errno.EADDRINUSE or attempt == 19:
+                    raise
+        raise AssertionError("unreachable")
 
     @property
     def control_port(self) -> int | None:
