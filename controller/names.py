@@ -7,6 +7,7 @@ that the planner relies on are stated next to the names they concern.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Final
 
 # Tables (``@name`` in the P4 program, identical on v1model and TNA).
@@ -57,9 +58,19 @@ REG_GLOBAL_VER: Final = "global_ver"  # [1]
 REG_EPOCH: Final = "epoch"  # [1]
 
 
-def reg_hp_key(stage: int) -> str:
-    """HashPipe key register of ``stage`` (128-bit keys)."""
-    return f"hp_stage{stage}.hp_key"
+#: A HashPipe key is kept as this many 32-bit words, the first holding the key's first bytes
+#: (p4src/features/hashpipe.p4: BMv2's Thrift API carries register cells as signed 64-bit ints).
+HP_KEY_WORDS: Final = 4
+
+
+def reg_hp_key(stage: int, word: int) -> str:
+    """HashPipe key register ``word`` (0 = the key's first four bytes) of ``stage``."""
+    return f"hp_stage{stage}.hp_key{word}"
+
+
+def hp_key_from_words(words: Sequence[int]) -> bytes:
+    """The 16-byte key of a HashPipe slot from its ``HP_KEY_WORDS`` words, first word first."""
+    return b"".join(int(w).to_bytes(4, "big") for w in words)
 
 
 def reg_hp_cnt(stage: int) -> str:

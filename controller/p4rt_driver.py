@@ -11,10 +11,9 @@ batch is cut at each run of register writes: P4Runtime Write, Thrift writes, P4R
 which keeps the planner's order (make-before-use, break-before-delete). Pushes and removals then go
 to the agents' control API in the same order.
 
-Known BMv2 gap: Thrift carries register cells as signed 64-bit integers, so the 128-bit HashPipe key
-registers cannot be read over Thrift, and BMv2's P4Runtime has no register reads. On BMv2,
-:meth:`read_hashpipe` therefore returns nothing (hot keys are only found by the HotkeyTable
-counters of keys already hot); the software switch reads the keys over P4Runtime.
+HashPipe is read over Thrift on both targets: the P4 program keeps each 128-bit key as four 32-bit
+words (Thrift carries register cells as signed 64-bit integers, and BMv2's P4Runtime reads no
+registers).
 """
 
 from __future__ import annotations
@@ -170,7 +169,7 @@ class _Names:
 
     def hashpipe_stages(self) -> int:
         stages = 0
-        while self.full["register"].get(names.reg_hp_key(stages)):
+        while self.full["register"].get(names.reg_hp_cnt(stages)):
             stages += 1
         return stages
 
@@ -207,7 +206,6 @@ class P4RuntimeDriver(Driver):
         self.agent_errors = 0
         self.failed_pushes: dict[bytes, PushRequest] = {}  # by key; retried by the runtime
         self.p4rt_writes = 0
-        self._warned_hashpipe = False
         self._set_pipeline = set_pipeline
         self._loop = _Loop()
         self._thrift_lock = threading.Lock()
@@ -268,18 +266,20 @@ class P4RuntimeDriver(Driver):
         return out
 
     def read_hashpipe(self) -> list[tuple[bytes, int]]:
-        if self.address.target == "bmv2":
-            if not self._warned_hashpipe:
-                LOG.warning("BMv2: 128-bit HashPipe keys are not readable (see docs); none read")
-                self._warned_hashpipe = True
-            return []
         out: list[tuple[bytes, int]] = []
         for stage in range(self.stages):
-            counts = self._thrift_call(
-                "bm_register_read_all", 0, self.names("register", names.reg_hp_cnt(stage))
+            counts, *words = (
+                self._thrift_call("bm_register_read_all", 0, self.names("register", reg))
+                for reg in (
+                    names.reg_hp_cnt(stage),
+                    *(names.reg_hp_key(stage, w) for w in range(names.HP_KEY_WORDS)),
+                )
             )
-            keys = self._read_register(names.reg_hp_key(stage))
-            out += [(_key_bytes(keys[i]), c) for i, c in enumerate(counts) if c and i in keys]
+            out += [
+                (names.hp_key_from_words([word[i] for word in words]), c)
+                for i, c in enumerate(counts)
+                if c
+            ]
         return out
 
     def read_load_counters(self) -> list[int]:
@@ -295,7 +295,8 @@ class P4RuntimeDriver(Driver):
         for table in (names.HOTKEY_TABLE, names.LOADCOUNT_TABLE):
             self._thrift_call("bm_mt_reset_counters", 0, self.names("table", table))
         for stage in range(self.stages):
-            for reg in (names.reg_hp_key(stage), names.reg_hp_cnt(stage)):
+            keys = (names.reg_hp_key(stage, w) for w in range(names.HP_KEY_WORDS))
+            for reg in (*keys, names.reg_hp_cnt(stage)):
                 self._thrift_call("bm_register_reset", 0, self.names("register", reg))
 
     def apply(self, ops: Sequence[Operation]) -> None:

@@ -60,7 +60,8 @@ def test_registers_and_counters(target: SwitchTarget) -> None:
     ):
         assert reg in registers, reg
     for stage in range(HP_STAGES):
-        assert names.reg_hp_key(stage) in registers
+        for word in range(names.HP_KEY_WORDS):
+            assert names.reg_hp_key(stage, word) in registers
         assert names.reg_hp_cnt(stage) in registers
     counters = {c.preamble.alias: c for c in p4info.direct_counters}
     tables = {t.preamble.id: t.preamble.alias for t in p4info.tables}

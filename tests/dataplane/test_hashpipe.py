@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from kvswitch.controller import names
+
 from .base import (
     CLIENT,
     HP_SLOTS,
@@ -26,8 +28,14 @@ TRACE = 10_000
 def _registers(dp: Dataplane) -> tuple[list[list[bytes]], list[list[int]]]:
     keys = [
         [
-            int(v).to_bytes(16, "big")
-            for v in dp.sw.register_read(dp.register(f"hp_stage{s}.hp_key"))
+            names.hp_key_from_words(ws)
+            for ws in zip(
+                *(
+                    dp.sw.register_read(dp.register(names.reg_hp_key(s, w)))
+                    for w in range(names.HP_KEY_WORDS)
+                ),
+                strict=True,
+            )
         ]
         for s in range(HP_STAGES)
     ]

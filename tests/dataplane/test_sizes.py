@@ -36,7 +36,7 @@ def test_sizes_follow_defines(keys: int, servers: int, stages: int) -> None:
     assert hashpipe == {
         f"hp_stage{s}.{kind}": hashpipe_width(keys, stages)
         for s in range(stages)
-        for kind in ("hp_key", "hp_cnt")
+        for kind in ("hp_key0", "hp_key1", "hp_key2", "hp_key3", "hp_cnt")
     }
     assert registers["valid_ver"] == keys * servers
     assert registers["slot_ver"] == registers["origin_ver"] == registers["rr"] == keys

@@ -175,11 +175,10 @@ def test_model_and_software_switch_agree(switch: Any) -> None:
             assert sw.reg(name) == [int(x) for x in mine], name
         for s in range(D):
             assert sw.reg(names.reg_hp_cnt(s)) == [int(x) for x in model.hp_cnt[s]], s
+            words = [sw.reg(names.reg_hp_key(s, w)) for w in range(names.HP_KEY_WORDS)]
             keys = [
-                k if c else 0
-                for k, c in zip(
-                    sw.reg(names.reg_hp_key(s)), sw.reg(names.reg_hp_cnt(s)), strict=True
-                )
+                int.from_bytes(names.hp_key_from_words(ws), "big") if c else 0
+                for *ws, c in zip(*words, sw.reg(names.reg_hp_cnt(s)), strict=True)
             ]
             want = [
                 int(k) if c else 0 for k, c in zip(model.hp_key[s], model.hp_cnt[s], strict=True)
