@@ -18,7 +18,7 @@ import socket
 from collections.abc import Sequence
 
 from kvswitch import protocol as p
-from kvswitch.client.client import Addr, get_result, write_result
+from kvswitch.client.client import Addr, client_identity, get_result, write_result
 from kvswitch.client.errors import ClientClosed, Timeout
 
 _Waiter = tuple[int, "asyncio.Future[p.Message]"]
@@ -46,12 +46,7 @@ class AsyncClient:
         retries: int = 3,
         vnodes: int = p.DEFAULT_VNODES,
     ) -> None:
-        if not servers:
-            raise ValueError("a client needs at least one server")
-        self.servers = [(str(h), int(port)) for h, port in servers]
-        self.cid = cid if cid is not None else random.SystemRandom().randrange(1, 1 << 32)
-        if not 0 < self.cid < 1 << 32:
-            raise ValueError("cid must be in 1 .. 2^32-1")
+        self.servers, self.cid = client_identity(servers, cid)
         self.timeout = timeout
         self.retries = retries
         self.ring = p.HashRing(len(self.servers), vnodes)

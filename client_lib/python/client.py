@@ -105,12 +105,7 @@ class Client:
         tcp_writes: bool = False,
         bind: Addr = ("0.0.0.0", 0),
     ) -> None:
-        if not servers:
-            raise ValueError("a client needs at least one server")
-        self.servers = [(str(h), int(port)) for h, port in servers]
-        self.cid = cid if cid is not None else random.SystemRandom().randrange(1, 1 << 32)
-        if not 0 < self.cid < 1 << 32:
-            raise ValueError("cid must be in 1 .. 2^32-1")
+        self.servers, self.cid = client_identity(servers, cid)
         self.timeout = timeout
         self.retries = retries
         self.tcp_writes = tcp_writes
@@ -332,6 +327,16 @@ class Client:
                 pend.done.put(pend)
             else:
                 pend.event.set()
+
+
+def client_identity(servers: Sequence[Addr], cid: int | None) -> tuple[list[Addr], int]:
+    """The checked server list and client id of a new client (a random id when ``cid`` is None)."""
+    if not servers:
+        raise ValueError("a client needs at least one server")
+    chosen = cid if cid is not None else random.SystemRandom().randrange(1, 1 << 32)
+    if not 0 < chosen < 1 << 32:
+        raise ValueError("cid must be in 1 .. 2^32-1")
+    return [(str(h), int(port)) for h, port in servers], chosen
 
 
 def _read_exactly(conn: socket.socket, n: int) -> bytes:
