@@ -1270,22 +1270,10 @@ class Translator:
             )
         bind = []
         lvals = []
-        for (pname, direction, pt), a in zip(info.params, args, strict=True):
-            if direction in ("out", "inout"):
-                lv = self.expr(a, scope)
-                if not lv.lvalue:
-                    raise self.err(
-                        a, f"argument for {direction} parameter {pname} must be an lvalue"
-                    )
-                self.convert(lv, pt, a)
-                lvals.append((lv, a))
-                bind.append(
-                    (pname, direction, pt, self.copy_in(lv) if direction == "inout" else None)
-                )
-            else:
-                e = self.convert(self.expr(a, scope, pt), pt, a)
-                bind.append((pname, direction, pt, self.copy_in(e)))
-                lvals.append((None, a))
+        for param, a in zip(info.params, args, strict=True):
+            binding, lv = self.bind_argument(param, a, scope)
+            bind.append(binding)
+            lvals.append((lv, a))
         has_out = any(d in ("out", "inout") for _p, d, _t in info.params)
         guard = has_out and self.contains(info.tree.children[3], "exit_stmt")
         if guard:
@@ -1303,6 +1291,21 @@ class Translator:
                 self.assign_to(lv, E(local, lv.type), a)
         if guard:
             self.em.indent -= 1
+
+    def bind_argument(
+        self, param: tuple[str, str, P4Type], a: Any, scope: Scope
+    ) -> tuple[tuple[str, str, P4Type, str | None], E | None]:
+        """One action argument: its binding for :meth:`inline_action` (copy-in value, None for
+        ``out``) and, for ``out``/``inout``, the lvalue to copy back to."""
+        pname, direction, pt = param
+        if direction in ("out", "inout"):
+            lv = self.expr(a, scope)
+            if not lv.lvalue:
+                raise self.err(a, f"argument for {direction} parameter {pname} must be an lvalue")
+            self.convert(lv, pt, a)
+            return (pname, direction, pt, self.copy_in(lv) if direction == "inout" else None), lv
+        e = self.convert(self.expr(a, scope, pt), pt, a)
+        return (pname, direction, pt, self.copy_in(e)), None
 
     def zero(self, t: P4Type) -> str:
         if isinstance(t, BoolT):
@@ -1372,22 +1375,9 @@ class Translator:
         lvals: list[E | None] = []
         for i, (pname, direction, pt) in enumerate(info.params):
             if i < len(bound):
-                a = bound[i]
-                if direction in ("out", "inout"):
-                    lv = self.expr(a, scope)
-                    if not lv.lvalue:
-                        raise self.err(
-                            a, f"argument for {direction} parameter {pname} must be an lvalue"
-                        )
-                    self.convert(lv, pt, a)
-                    bind.append(
-                        (pname, direction, pt, self.copy_in(lv) if direction == "inout" else None)
-                    )
-                    lvals.append(lv)
-                else:
-                    e = self.convert(self.expr(a, scope, pt), pt, a)
-                    bind.append((pname, direction, pt, self.copy_in(e)))
-                    lvals.append(None)
+                binding, lv = self.bind_argument((pname, direction, pt), bound[i], scope)
+                bind.append(binding)
+                lvals.append(lv)
             else:
                 bind.append((pname, "", pt, f"{p}[{i - len(bound)}]"))
                 lvals.append(None)
