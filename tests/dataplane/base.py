@@ -306,7 +306,10 @@ class Dataplane:
             "HotkeyTable", {"key": k}, "set_hot", {"slot": slot, "n": len(holders)}
         )
         self.sw.table_add(
-            "KeyindexTable", {"key": k}, "set_key_index", {"slot": slot, "base": base, "floor": floor}
+            "KeyindexTable",
+            {"key": k},
+            "set_key_index",
+            {"slot": slot, "base": base, "floor": floor},
         )
         for ordinal, server in enumerate(holders):
             self.sw.table_add(
