@@ -18,6 +18,7 @@ from softswitch.errors import P4Error, SwitchError
 from softswitch.frontend.checker import Checker
 from softswitch.frontend.parser import parse
 from softswitch.frontend.preprocessor import Preprocessor
+from softswitch.tna import TnaPipeline
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +48,8 @@ def load_program(
 
 
 class Switch:
-    """A v1model software switch (BMv2 simple_switch semantics) for one P4 program."""
+    """A software switch for one P4 program: v1model (BMv2 simple_switch semantics) or TNA (one
+    Tofino pipe), chosen by the program's ``main`` package."""
 
     def __init__(self, program: Program) -> None:
         self.program = program
@@ -56,7 +58,10 @@ class Switch:
         self._p4info: Any = None
         self._aliases: dict[str, dict[str, str]] = {}
         self._start = time.monotonic()
-        self._objs = (program.hdr_cls(), program.meta_cls(), program.sm_cls())
+        # the packet path: v1model's below, or TNA's (softswitch/tna.py)
+        self._tna = TnaPipeline(self) if program.arch == "tna" else None
+        if self._tna is None:
+            self._objs = (program.hdr_cls(), program.meta_cls(), program.sm_cls())
         self.internal_errors = 0
         self._field_lists: dict[int, list[str]] = {}
         self.mirror_sessions: dict[int, tuple[int | None, int]] = {}
@@ -219,6 +224,17 @@ class Switch:
             if group_id not in self.mc_groups:
                 raise SwitchError(f"no multicast group {group_id}")
             return list(self.mc_groups[group_id])
+
+    # ------------------------------------------------------------------ TNA port metadata
+    def port_metadata_set(self, port: int, data: bytes) -> None:
+        """TNA: the PORT_METADATA_SIZE bits (8 bytes on Tofino 1) the ingress parser reads after
+        the intrinsic metadata of packets from ``port`` (zero unless set)."""
+        if self._tna is None:
+            raise SwitchError("port metadata is a TNA feature; this program is v1model")
+        if not 0 <= port < DROP_PORT or len(data) > 8:
+            raise SwitchError("port metadata: a port 0..510 and at most 8 bytes")
+        with self._lock:
+            self._tna.set_port_metadata(port, bytes(data))
 
     # ------------------------------------------------------------------ meters
     def meter_set_rates(
@@ -391,9 +407,10 @@ class Switch:
             raise SwitchError(f"ingress port {ingress_port} out of range")
         with self._lock:
             try:
-                return self._process(
-                    ingress_port, packet if type(packet) is bytes else bytes(packet)
-                )
+                data = packet if type(packet) is bytes else bytes(packet)
+                if self._tna is not None:
+                    return self._tna.process(ingress_port, data)
+                return self._process(ingress_port, data)
             except Exception:  # a bug of the engine must not take the switch down: drop, log
                 self.internal_errors += 1
                 log.exception("softswitch: packet dropped after an internal error")
