@@ -335,6 +335,33 @@ class Switch:
             self._check_index(x, index)
             return arr[index]
 
+    def direct_register_read(self, table: str, handle: int) -> int:
+        """TNA: the DirectRegister value of one entry of ``table`` (its initial value until an
+        action of the entry runs a DirectRegisterAction)."""
+        with self._lock:
+            x, t = self._direct_register(table)
+            t.get(handle)
+            return int(self.program.ns[x.pyname].get(handle, getattr(x, "init", 0)))
+
+    def direct_register_write(self, table: str, handle: int, value: int) -> None:
+        with self._lock:
+            x, t = self._direct_register(table)
+            t.get(handle)
+            if not isinstance(value, int) or value < 0 or value >> x.width:
+                raise SwitchError(f"{x.name}: value {value!r} does not fit bit<{x.width}>")
+            self.program.ns[x.pyname][handle] = value
+
+    def _direct_register(self, table: str) -> tuple[Any, Table]:
+        t = self._table(table)
+        regs = [
+            x
+            for x in self.program.externs.values()
+            if x.kind == "direct_register" and x.table == t.name
+        ]
+        if not regs:
+            raise SwitchError(f"table {t.name} has no direct register")
+        return regs[0], t
+
     def _check_index(self, x: Any, index: int) -> None:
         if not isinstance(index, int) or not 0 <= index < x.size:
             raise SwitchError(f"{x.name}: index {index!r} out of range 0..{x.size - 1}")

@@ -528,6 +528,8 @@ class Builder:
                     ti.counters = self.direct_extern(val, scope, "direct_counter", full)
                 elif pname == "meters":
                     ti.meter = self.direct_extern(val, scope, "direct_meter", full)
+                elif pname == "registers":  # TNA's DirectRegister, run by its actions
+                    self.direct_extern(val, scope, "direct_register", full)
                 elif pname == "implementation":
                     raise self.err(
                         val,

@@ -173,7 +173,7 @@ class TnaExterns:
         handler = getattr(self, f"i_{tn}", None)
         if handler is None:
             raise self.err(node, f"extern {tn} is not supported by this target")
-        if node.children[4] is not None and tn != "RegisterAction":
+        if node.children[4] is not None and not tn.endswith("RegisterAction"):
             raise self.err(node.children[4], f"extern {tn} has no abstract methods to implement")
         x = TnaExtern(
             "",
@@ -186,7 +186,14 @@ class TnaExterns:
             type_args=list(t.type_args),
         )
         handler(x, node, args, scope)
-        if x.kind in ("register", "counter", "direct_counter", "meter", "direct_meter"):
+        if x.kind in (
+            "register",
+            "counter",
+            "direct_counter",
+            "meter",
+            "direct_meter",
+            "direct_register",
+        ):
             if full in b.prog.externs:
                 raise self.err(node, f"duplicate name {full}")
             b.prog.externs[full] = x
@@ -219,26 +226,36 @@ class TnaExterns:
             x.init = self.b.const_int(args[1], scope) & mask(t.width)
         self.tr.ns[x.pyname] = [x.init] * x.size
 
+    def i_DirectRegister(self, x: TnaExtern, node: Tree, args: list[Any], scope: Scope) -> None:
+        self._nargs(node, args, (0, 1), "DirectRegister<T>([initial_value])")
+        t = self._bit_arg(x, 0, node, "T (this target's registers hold bit<>)")
+        x.kind, x.width = "direct_register", t.width
+        if args:
+            x.init = self.b.const_int(args[0], scope) & mask(t.width)
+        self.tr.ns[x.pyname] = {}  # table entry handle -> value
+
     def i_RegisterAction(self, x: TnaExtern, node: Tree, args: list[Any], scope: Scope) -> None:
-        self._nargs(node, args, (1,), "RegisterAction<T, I, U>(reg)")
-        if len(x.type_args) != 3:
-            raise self.err(node, "RegisterAction<T, I, U> takes three type arguments")
+        direct = x.tna_type == "DirectRegisterAction"
+        reg_type = "DirectRegister" if direct else "Register"
+        self._nargs(node, args, (1,), f"{x.tna_type}(reg)")
+        if len(x.type_args) != (2 if direct else 3):
+            raise self.err(node, f"{x.tna_type} takes {2 if direct else 3} type arguments")
         a = args[0]
         s = scope.lookup(self.b.ck.name_of(a.children[0])) if a.data == "var" else None
         reg = s.value if s is not None and s.kind == "extern" else None
-        if not (isinstance(reg, TnaExtern) and reg.tna_type == "Register"):
-            raise self.err(a, "a RegisterAction is declared over a Register instance")
+        if not (isinstance(reg, TnaExtern) and reg.tna_type == reg_type):
+            raise self.err(a, f"a {x.tna_type} is declared over a {reg_type} instance")
         if reg.ctl not in ("", x.ctl):
             raise self.err(
                 node,
-                f"RegisterAction {x.name} is declared outside its register's control "
+                f"{x.tna_type} {x.name} is declared outside its register's control "
                 f"({reg.name} belongs to {reg.ctl}): a stateful ALU sits beside its register",
             )
-        for i, what in ((0, "value"), (1, "index")):
+        for i, what in ((0, "value"), (1, "index"))[: 1 if direct else 2]:
             if x.type_args[i] != reg.type_args[i]:
                 raise self.err(
                     node,
-                    f"RegisterAction {what} type {x.type_args[i].show()} differs from register "
+                    f"{x.tna_type} {what} type {x.type_args[i].show()} differs from register "
                     f"{reg.name}'s {reg.type_args[i].show()}",
                 )
         x.kind, x.register = "register_action", reg
@@ -366,6 +383,7 @@ class TnaExterns:
             x.size = self.b.const_int(args[0], scope)  # the mirror/resubmit/digest type
 
     i_Mirror = i_Resubmit = i_Digest = _typed_session
+    i_DirectRegisterAction = i_RegisterAction
 
     # ------------------------------------------------------------------ methods
     def method(
@@ -391,6 +409,11 @@ class TnaExterns:
         if method not in allowed:
             raise self.err(node, f"{x.tna_type}.{method} is not supported by this target")
 
+    def m_DirectRegister(
+        self, tr: Translator, node: Tree, x: TnaExtern, method: str, args: list[Any], scope: Scope
+    ) -> E | None:
+        return self.m_Register(tr, node, x, method, args, scope)
+
     def m_Register(
         self, tr: Translator, node: Tree, x: TnaExtern, method: str, args: list[Any], scope: Scope
     ) -> E | None:
@@ -403,22 +426,35 @@ class TnaExterns:
     def m_RegisterAction(
         self, tr: Translator, node: Tree, x: TnaExtern, method: str, args: list[Any], scope: Scope
     ) -> E | None:
-        if method != "execute" or len(args) != 1:
-            raise self.err(node, "RegisterAction supports execute(index)")
+        direct = x.tna_type == "DirectRegisterAction"
+        if method != "execute" or len(args) != (0 if direct else 1):
+            raise self.err(node, f"{x.tna_type} supports execute({'' if direct else 'index'})")
         if tr.in_parser:
             raise self.err(
-                node, "RegisterAction.execute in a parser: stateful ALUs are in the stages"
+                node, f"{x.tna_type}.execute in a parser: stateful ALUs are in the stages"
             )
         reg = x.register
         assert reg is not None and x.apply is not None
-        vt, it_t, ut = x.type_args
-        i = tr.convert(tr.expr(args[0], scope, it_t), it_t, args[0])
+        vt, ut = x.type_args[0], x.type_args[-1]
         uid = next(tr.uid)
         ri, v, rv = f"_ri{uid}", f"_ra{uid}_v", f"_ra{uid}_rv"
         R, n = reg.pyname, reg.size
-        tr.em(f"{ri} = {i.code}")
         # the site marker: `_ra<uid>_v = ...` is the register's one read (checked per path below)
-        tr.em(f"{v} = {R}[{ri}] if {ri} < {n} else 0")
+        if direct:
+            te = tr.table_entry
+            if te is None or te[0].name != reg.table:
+                raise self.err(
+                    node, f"{x.name}.execute() belongs in an action of {reg.name}'s table"
+                )
+            e = te[1]
+            tr.em(f"{v} = {R}.get({e}.handle, {reg.init}) if {e} is not None else {reg.init}")
+            store = f"if {e} is not None: {R}[{e}.handle] = {v}"
+        else:
+            it_t = x.type_args[1]
+            i = tr.convert(tr.expr(args[0], scope, it_t), it_t, args[0])
+            tr.em(f"{ri} = {i.code}")
+            tr.em(f"{v} = {R}[{ri}] if {ri} < {n} else 0")
+            store = f"if {ri} < {n}: {R}[{ri}] = {v}"
         tr.em(f"{rv} = {tr.zero(ut)}")
         tree, decl_scope = x.apply
         params = [] if tree.children[3] is None else list(tree.children[3].children)
@@ -436,7 +472,7 @@ class TnaExterns:
                 raise self.err(p, f"apply parameter must be {want_dir} {want.show()}")
             sc.names[self.b.ck.name_of(p.children[3])] = Sym("var", pt, code=code, lvalue=True)
         tr.action_body(tree.children[4], sc)
-        tr.em(f"if {ri} < {n}: {R}[{ri}] = {v}")
+        tr.em(store)
         self.sites[uid] = (node, reg)
         return E(rv, ut)
 
@@ -578,6 +614,8 @@ class TnaExterns:
             data = tr.convert(data, x.type_args[0], args[0])
         tr.emit_digest(data, args[0])
         return None
+
+    m_DirectRegisterAction = m_RegisterAction
 
     # ------------------------------------------------------------------ rules
     def check_paths(self, func_src: str, role: str, gress_of: dict[str, str]) -> None:

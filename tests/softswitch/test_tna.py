@@ -274,3 +274,19 @@ def test_port_metadata_is_tna_only(v1) -> None:
     )
     with pytest.raises(SwitchError, match="TNA"):
         sw.port_metadata_set(1, b"\x00")
+
+
+def test_digest_pack_in_the_ingress_deparser(tna) -> None:
+    extra = "struct learn_t { bit<8> op; PortId_t port; }"
+    ingress = "apply { ig_tm_md.ucast_egress_port = 1; ig_dprsr_md.digest_type = 1; }"
+    ig_deparser = """
+    Digest<learn_t>() learn;
+    apply {
+        if (ig_dprsr_md.digest_type == 1) { learn.pack({hdr.d.op, 9w3}); }
+        pkt.emit(hdr);
+    }
+    """
+    sw = Switch.from_source(tna(HEADERS, ingress, ig_deparser=ig_deparser, extra=extra))
+    sw.process(2, pkt(42))
+    assert sw.digests_pop() == [("learn_t", {"op": 42, "port": 3})]
+    assert [d.preamble.name for d in sw.p4info.digests] == ["learn_t"]

@@ -394,3 +394,24 @@ def test_register_actions_stay_out_of_deparsers(tna) -> None:
     """
     with pytest.raises(P4Error, match=r"RegisterAction\.execute in the ingress_deparser"):
         Switch.from_source(tna(HEADERS, "apply { }", ig_deparser=ig_deparser), "d.p4")
+
+
+def test_direct_register_per_table_entry(tna) -> None:
+    ingress = """
+    DirectRegister<bit<32>>(32w100) seen;
+    DirectRegisterAction<bit<32>, bit<32>>(seen) bump = {
+        void apply(inout bit<32> value, out bit<32> rv) { value = value + 1; rv = value; }
+    };
+    action hit() { hdr.d.r = bump.execute(); ig_tm_md.ucast_egress_port = 1; }
+    table t { key = { hdr.d.op : exact; } actions = { hit; } registers = seen; }
+    apply { t.apply(); }
+    """
+    sw = Switch.from_source(tna(HEADERS, ingress))
+    h1 = sw.table_add("t", {"hdr.d.op": 1}, "hit")
+    h2 = sw.table_add("t", {"hdr.d.op": 2}, "hit")
+    rs = [out_fields(sw.process(1, pkt(op))[0][1])[1] for op in (1, 1, 2, 1)]
+    assert rs == [101, 102, 101, 103]
+    assert sw.direct_register_read("t", h1) == 103
+    assert sw.direct_register_read("t", h2) == 101
+    sw.direct_register_write("t", h2, 7)
+    assert out_fields(sw.process(1, pkt(2))[0][1])[1] == 8
