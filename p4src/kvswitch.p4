@@ -13,6 +13,7 @@
 #include "features/checksums.p4"
 #include "features/forwarding.p4"
 #include "features/hot_keys.p4"
+#include "features/key_index.p4"
 #include "features/replicas.p4"
 #include "features/hashpipe.p4"
 #include "features/multicast.p4"
@@ -35,7 +36,7 @@ control KvsIngress(inout headers_t hdr, inout kvs_meta_t meta, inout standard_me
             mark_to_drop(std);
         } else {
             forwarding.apply(hdr, std);
-            kvs_check.apply(hdr, meta, std);
+            kvs_check.apply(hdr, meta, std.parser_error == error.NoError, std.packet_length);
             if (meta.kvs_ok) {
                 KvsOp op = hdr.kvs.op;
                 bool request = op == KvsOp.GET || op == KvsOp.SET || op == KvsOp.DEL;

@@ -35,7 +35,9 @@ LEVELS = {
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kvswitch switch", description=__doc__.split("\n\n")[0])
-    p.add_argument("program", nargs="?", help="P4-16 v1model program (source)")
+    p.add_argument(
+        "program", nargs="?", help="P4-16 program (source): v1model or TNA, from its main package"
+    )
     p.add_argument("-i", "--interface", action="append", default=[], metavar="PORT@IFACE")
     p.add_argument("--device-id", type=int, default=0)
     p.add_argument("--thrift-port", type=int, default=9090)
