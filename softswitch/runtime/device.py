@@ -16,8 +16,10 @@ from typing import Any
 from finsy.proto import p4i
 
 from softswitch import Switch, SwitchError
+from softswitch.frontend.bmv2_json import looks_like_bmv2_json
 from softswitch.runtime.bundle import Bundle
 from softswitch.runtime.p4info_index import P4InfoIndex, TableInfo
+from softswitch.switch import load_json_program
 
 # Engine match values: exact -> int, lpm -> (value, prefix_len), ternary -> (value, mask),
 # range -> (low, high), optional -> int | None.
@@ -175,6 +177,20 @@ class Device:
         """Compile a bundle into a new pipeline (not yet installed)."""
         switch = bundle.compile()
         return Pipeline(switch, P4InfoIndex(switch.p4info), bundle.to_bytes(), cookie, bundle)
+
+    def load_json(self, data: bytes, p4info: p4i.P4Info | None = None, cookie: int = 0) -> Pipeline:
+        """A pipeline from p4c-bm2-ss's BMv2 JSON; ``p4info`` gives the control-plane ids."""
+        switch = Switch(load_json_program(data, "device config (BMv2 JSON)", p4info))
+        return Pipeline(switch, P4InfoIndex(switch.p4info), bytes(data), cookie)
+
+    def load_config(
+        self, data: bytes, p4info: p4i.P4Info | None = None, cookie: int = 0
+    ) -> Pipeline:
+        """A pipeline from a device config: BMv2 JSON (as for simple_switch_grpc) or a source
+        bundle (raises BundleError, P4Error)."""
+        if looks_like_bmv2_json(data):
+            return self.load_json(data, p4info, cookie)
+        return self.load(Bundle.from_bytes(data), cookie)
 
     def install(self, pipe: Pipeline | None) -> None:
         with self.lock:

@@ -17,7 +17,7 @@ import grpc
 from finsy.proto import p4d, p4i, p4r, p4r_grpc, rpc_code, rpc_status
 
 from softswitch import P4Error
-from softswitch.runtime.bundle import Bundle, BundleError
+from softswitch.runtime.bundle import BundleError
 from softswitch.runtime.device import (
     ControlError,
     Device,
@@ -308,8 +308,9 @@ class P4RuntimeServicer(p4r_grpc.P4RuntimeServicer):
         if not config.HasField("p4info") or not config.p4_device_config:
             raise ControlError("INVALID_ARGUMENT", "config needs both p4info and p4_device_config")
         try:
-            bundle = Bundle.from_bytes(config.p4_device_config)
-            pipe = self.device.load(bundle, config.cookie.cookie)
+            pipe = self.device.load_config(
+                config.p4_device_config, config.p4info, config.cookie.cookie
+            )
         except BundleError as exc:
             raise ControlError("INVALID_ARGUMENT", str(exc)) from None
         except P4Error as exc:

@@ -494,7 +494,11 @@ class StandardHandler:
 
     def bm_get_config(self) -> str:
         pipe = self.device.pipeline
-        return bmv2_json(pipe.index) if pipe is not None else "{}"
+        if pipe is None:
+            return "{}"
+        if pipe.bundle is None:  # loaded from p4c's BMv2 JSON: hand it back, as BMv2 does
+            return pipe.device_config.decode()
+        return bmv2_json(pipe.index)
 
     def bm_get_config_md5(self) -> bytes:
         return hashlib.md5(self.bm_get_config().encode()).digest()

@@ -130,6 +130,7 @@ def test_pcap_files_and_capture(tmp_path: Path) -> None:
     for i, f in enumerate(frames):
         writer.write(f, ts_ns=(1000 + i) * 10**9)
     writer.close()
+    PcapWriter(tmp_path / "p0_in.pcap").close()  # every port needs its input, as on BMv2
     caps = tmp_path / "caps"
     args = ["--use-files", "0", "-i", "0@p0", "-i", "1@p1", "--pcap", str(caps)]
     args += ["--log-console", "-L", "debug", str(PROGRAM)]
@@ -152,6 +153,7 @@ def test_pcap_files_and_capture(tmp_path: Path) -> None:
         ["--no-p4", str(PROGRAM)],
         ["-i", "bogus"],
         ["-i", "1@no-such-if0", str(PROGRAM)],
+        ["--use-files", "0", "-i", "1@no-such-file", str(PROGRAM)],
         [str(PROGRAM.parent / "missing.p4")],
     ],
 )
