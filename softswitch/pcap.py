@@ -42,7 +42,8 @@ def read_pcap(path: str | Path, partial: bool = False) -> Iterator[PcapRecord]:
             raise SwitchError(f"{path}: not a pcap file")
         endian, scale = _MAGICS[head[:4]]
         linktype = struct.unpack(endian + "I", head[20:24])[0]
-        if linktype != LINKTYPE_ETHERNET:
+        # BMv2's --use-files writes link type 0 (pcap_open_dead(0, 0)) for Ethernet frames
+        if linktype not in (LINKTYPE_ETHERNET, 0):
             raise SwitchError(f"{path}: link type {linktype} is not Ethernet")
         rec = struct.Struct(endian + "IIII")
         while True:
@@ -107,10 +108,12 @@ def merge_inputs(inputs: dict[int, Path]) -> Iterator[tuple[int, int, bytes]]:
     replays them (``PcapFilesReader::scan``): the earliest timestamp first, compared in
     microseconds (libpcap hands nanosecond files over in microseconds), ties to the lowest port
     number (BMv2 keeps its interfaces in a map ordered by port), each file in its own order."""
-    streams = [
-        ((r.ts_ns // 1000, port, r.ts_ns, r.data) for r in read_pcap(path))
-        for port, path in sorted(inputs.items())
-    ]
+
+    def stream(port: int, path: Path) -> Iterator[tuple[int, int, int, bytes]]:
+        for r in read_pcap(path):
+            yield r.ts_ns // 1000, port, r.ts_ns, r.data
+
+    streams = [stream(port, path) for port, path in sorted(inputs.items())]
     for _us, port, ts_ns, data in heapq.merge(*streams, key=lambda r: (r[0], r[1])):
         yield ts_ns, port, data
 

@@ -97,6 +97,19 @@ def _param(name: str) -> str:
     return _ident(name, "p_")
 
 
+def _sans_source_info(a: dict[str, Any]) -> Any:
+    """An action's body and parameters without p4c's source positions (for comparisons)."""
+
+    def strip(x: Any) -> Any:
+        if isinstance(x, dict):
+            return {k: strip(v) for k, v in x.items() if k != "source_info"}
+        if isinstance(x, list):
+            return [strip(v) for v in x]
+        return x
+
+    return strip((a["primitives"], a["runtime_data"]))
+
+
 @dataclass
 class X:
     """A translated expression: P4 text, kind (bits | bool | int | error) and width."""
@@ -125,6 +138,7 @@ class Translator:
         self.stacks: dict[str, str] = {}  # json stack name -> p4 path
         self.actions: dict[int, dict[str, Any]] = {a["id"]: a for a in doc.get("actions", [])}
         self.action_ident: dict[int, str] = {}
+        self.action_by_name: dict[str, dict[str, Any]] = {}
         self.calcs = {c["name"]: c for c in doc.get("calculations", [])}
         self.registers = {r["name"]: r for r in doc.get("register_arrays", [])}
         self.counters = {c["name"]: c for c in doc.get("counter_arrays", [])}
@@ -727,6 +741,13 @@ class Translator:
             return "NoAction"
         ident = _ident(a["name"], "a_")
         self.action_ident[aid] = ident
+        # p4c may write one action several times (a copy per table): declare it once
+        twin = self.action_by_name.get(a["name"])
+        if twin is not None:
+            if _sans_source_info(twin) != _sans_source_info(a):
+                raise self.fail(f"action {a['name']}", "two different actions with this name")
+            return ident
+        self.action_by_name[a["name"]] = a
         env = self.action_env(a, None)
         params = ", ".join(f"bit<{x.width}> {x.text}" for x in env.values())
         body = self.action_body(a, env)
@@ -834,6 +855,7 @@ class Translator:
         return "        const entries = {\n" + "\n".join(rows) + "\n        }"
 
     def control(self, pipe: dict[str, Any], name: str) -> None:
+        self.action_ident, self.action_by_name = {}, {}  # actions are declared per control
         tables = {t["name"]: t for t in pipe["tables"]}
         conds = {c["name"]: c for c in pipe["conditionals"]}
         if pipe.get("action_profiles"):

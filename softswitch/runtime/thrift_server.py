@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from bm_runtime.simple_pre import SimplePre
 from bm_runtime.simple_pre.ttypes import InvalidMcOperation as PreError
@@ -61,6 +62,17 @@ LOG = logging.getLogger("softswitch.thrift")
 BMV2_PRIORITY_BASE = (1 << 31) - 1
 
 TableCode = TableOperationErrorCode
+
+
+def action_data_out(action: Any, params: dict[str, int]) -> list[bytes]:
+    """Action data as BMv2 returns it: each value in its shortest big-endian form (at least one
+    byte), not padded to the parameter's width."""
+    if action is None:
+        return []
+    return [
+        (v := params.get(p.name, 0)).to_bytes(max(1, (v.bit_length() + 7) // 8), "big")
+        for p in action.params
+    ]
 
 
 def engine_priority(table: TableInfo, options: BmAddEntryOptions | None) -> int:
@@ -325,12 +337,9 @@ class StandardHandler:
 
     def mt_entry(self, pipe: Pipeline, table: TableInfo, rec: EntryRecord) -> BmMtEntry:
         action = pipe.index.action(rec.action)
-        data = (
-            [to_bytes(rec.params.get(p.name, 0), p.bitwidth) for p in action.params]
-            if action
-            else []
-        )
-        prio = BMV2_PRIORITY_BASE - rec.key[1] if table.needs_priority else 0
+        data = action_data_out(action, rec.params)
+        # BMv2 reports -1 for tables without priorities (its CLI then prints none)
+        prio = BMV2_PRIORITY_BASE - rec.key[1] if table.needs_priority else -1
         return BmMtEntry(
             match_key=self.match_params(table, rec),
             options=BmAddEntryOptions(priority=prio),
@@ -375,11 +384,7 @@ class StandardHandler:
             table = self.table(pipe, table_name)
             default = pipe.switch.table_get_default(table.name)
             action = pipe.index.action(default[0])
-            data = (
-                [to_bytes(default[1].get(p.name, 0), p.bitwidth) for p in action.params]
-                if action
-                else []
-            )
+            data = action_data_out(action, default[1])
             return BmActionEntry(
                 action_type=BmActionEntryType.ACTION_DATA, action_name=default[0], action_data=data
             )
