@@ -259,6 +259,10 @@ class Switch:
                 raise SwitchError(f"{x.name}: rates and bursts must not be negative")
             self.program.ns[x.pyname].set_rates(index, committed, peak)
 
+    def meter_size(self, name: str) -> int:
+        with self._lock:
+            return int(self._extern(name, ("meter",)).size)
+
     def meter_reset(self, name: str, index: int | None = None) -> None:
         """Back to unconfigured (every packet GREEN), one index or all."""
         with self._lock:
@@ -327,6 +331,12 @@ class Switch:
             if len(entries) > vs.size:
                 raise SwitchError(f"value set {vs.name} holds at most {vs.size} members")
             vs.entries = entries
+
+    def value_set_width(self, name: str) -> int:
+        with self._lock:
+            return self.program.value_sets[
+                self._resolve("value set", self.program.value_sets, name)
+            ].width
 
     def value_set_get(self, name: str) -> list[tuple[int, int]]:
         with self._lock:

@@ -299,8 +299,10 @@ class Table:
     def clear(self) -> None:
         if self.const_entries:
             raise SwitchError(f"table {self.name} has const entries; it cannot be modified")
-        for handle in self.entries:
-            self._release(handle)
+        # BMv2 resets the match unit: handles start again from 0, version 0
+        self.next_slot = 0
+        self.free_slots.clear()
+        self.slot_versions.clear()
         self.entries.clear()
         self.by_key.clear()
         self.exact.clear()

@@ -770,6 +770,8 @@ class Translator:
             raise self.fail(what, f"table type {t['type']!r} (action profiles) is not supported")
         if t.get("direct_meters"):
             raise self.fail(what, "direct meters are not supported")
+        if t.get("support_timeout"):
+            raise self.fail(what, "support_timeout (entry ageing) is not supported")
         keys = []
         for k in t["key"]:
             mt = k["match_type"]

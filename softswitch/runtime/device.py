@@ -67,6 +67,11 @@ class Pipeline:
     defaults: dict[int, tuple[str, dict[str, int]]] = field(default_factory=dict)
     mc_groups: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
     mc_metadata: dict[int, bytes] = field(default_factory=dict)  # P4Runtime's opaque metadata
+    # per group, per replica: "port" (bytes) or "egress_port" (uint32), as the client wrote it;
+    # a read answers in the same field, as BMv2's P4Runtime server does
+    mc_port_fields: dict[int, list[str]] = field(default_factory=dict)
+    # meter rates as the Thrift client set them ((meter or table, index or handle) -> rates)
+    meter_rates: dict[tuple[str, int], list[Any]] = field(default_factory=dict)
     # table id -> the program's own default action, for resets
     initial_defaults: dict[int, tuple[str, dict[str, int]]] = field(default_factory=dict)
 
@@ -140,15 +145,23 @@ class Pipeline:
 
     # ---- multicast groups ----
 
-    def mc_set(self, group: int, replicas: list[tuple[int, int]], metadata: bytes = b"") -> None:
+    def mc_set(
+        self,
+        group: int,
+        replicas: list[tuple[int, int]],
+        metadata: bytes = b"",
+        port_fields: list[str] | None = None,
+    ) -> None:
         engine_call(self.switch.mc_group_set, group, list(replicas))
         self.mc_groups[group] = list(replicas)
         self.mc_metadata[group] = metadata
+        self.mc_port_fields[group] = list(port_fields or ["port"] * len(replicas))
 
     def mc_delete(self, group: int) -> None:
         engine_call(self.switch.mc_group_delete, group)
         self.mc_groups.pop(group, None)
         self.mc_metadata.pop(group, None)
+        self.mc_port_fields.pop(group, None)
 
 
 PacketSink = Callable[[int, bytes], None]
