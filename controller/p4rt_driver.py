@@ -206,6 +206,7 @@ class P4RuntimeDriver(Driver):
         self.stages = self.names.hashpipe_stages()
         self.agent_errors = 0
         self.failed_pushes: dict[bytes, PushRequest] = {}  # by key; retried by the runtime
+        self.deferred_removals: list[RemoveRequest] = []  # run by the next apply()
         self.p4rt_writes = 0
         self._set_pipeline = set_pipeline
         self._loop = _Loop()
@@ -315,10 +316,22 @@ class P4RuntimeDriver(Driver):
 
     def apply(self, ops: Sequence[Operation]) -> None:
         """One P4Runtime Write for the switch part (cut at register writes on BMv2, which go over
-        Thrift), then the agents' pushes and removals, all in the given order."""
+        Thrift), then the agents' pushes, all in the given order.
+
+        Removals wait one batch (one period): they run at the start of the next call, before its
+        tables can point at those servers again. A Get routed to a leaving replica just before the
+        tables changed may still be on its way; removing the copy under it, with an old UPDATE of
+        the key arriving after, would let that Get read an older value (found by the exhaustive
+        explorer, preset ``hotset-undrained``). A period is far longer than a rack's delays."""
+        deferred, self.deferred_removals = self.deferred_removals, []
+        for op in deferred:
+            self._agent_op(op)
         batch: list[Any] = []
         groups: set[int] | None = None
         for op in ops:
+            if isinstance(op, RemoveRequest):
+                self.deferred_removals.append(op)
+                continue
             if isinstance(op, RegisterWrite) and self.address.target == "bmv2":
                 self._write(batch)
                 batch = []
