@@ -10,6 +10,7 @@
 #include "shared/protocol.p4"
 #include "shared/headers.p4"
 #include "shared/parser.p4"
+#include "shared/parser_v1model.p4"
 #include "features/checksums.p4"
 #include "features/forwarding.p4"
 #include "features/hot_keys.p4"

@@ -1407,6 +1407,12 @@ class Translator:
             )
         outs: list[tuple[E, str]] = []
         for (pname, direction, pt), a, local in zip(params, args, inst["py"], strict=True):
+            if isinstance(pt, ExternT) and pt.name == "packet_out":
+                # a deparser's sub-control emits into the same output (both name it `_out`)
+                s = scope.lookup(self.ck.name_of(a.children[0])) if a.data == "var" else None
+                if s is None or s.kind != "packet_out":
+                    raise self.err(a, "pass the packet_out to a sub-control")
+                continue
             e = self.expr(a, scope, pt)
             e = self.convert(e, pt, a, f"argument {pname}: ")
             if direction in ("out", "inout") and not e.lvalue:

@@ -662,6 +662,9 @@ class TnaExterns:
                             "packet; merge the two RegisterActions or move one into another branch",
                         )
                     seen = {**seen, reg.name: uid}
+                elif isinstance(st, ast.If) and isinstance(st.test, ast.Constant):
+                    # a condition known at load time (e.g. a constructor parameter): one branch
+                    seen = walk(st.body if st.test.value else st.orelse, seen)
                 elif isinstance(st, ast.If):
                     a = walk(st.body, seen)
                     b = walk(st.orelse, seen)
