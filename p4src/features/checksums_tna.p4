@@ -20,7 +20,21 @@
 parser KvsIpv4Verify(packet_in pkt, in headers_t hdr, out bool ok) {
     Checksum() ipv4_csum;
 
+    // (options apart: a list without a varbit is packed in one step)
     state start {
+        transition select(hdr.ipv4_options.isValid()) {
+            true: with_options;
+            default: no_options;
+        }
+    }
+
+    state no_options {
+        ipv4_csum.add({IPV4_CSUM_FIELDS, hdr.ipv4.hdr_checksum});
+        ok = ipv4_csum.verify();
+        transition accept;
+    }
+
+    state with_options {
         ipv4_csum.add({IPV4_CSUM_FIELDS, hdr.ipv4.hdr_checksum, hdr.ipv4_options.options});
         ok = ipv4_csum.verify();
         transition accept;
@@ -33,9 +47,11 @@ parser KvsL4Residual(packet_in pkt, in headers_t hdr, in kvs_meta_t meta, out bi
 
     state start {
         residual = 0;
-        transition select(hdr.kvs.isValid(), hdr.udp.isValid(), hdr.tcp.isValid()) {
-            (true, true, _): udp_residual;
-            (true, _, true): tcp_residual;
+        transition select(hdr.kvs.isValid(), hdr.udp.isValid(), hdr.tcp.isValid(),
+                          hdr.tcp_options.isValid()) {
+            (true, true, _, _): udp_residual;
+            (true, _, true, false): tcp_residual;
+            (true, _, true, true): tcp_options_residual;
             default: accept;
         }
     }
@@ -49,6 +65,13 @@ parser KvsL4Residual(packet_in pkt, in headers_t hdr, in kvs_meta_t meta, out bi
 
     state tcp_residual {
         l4_csum.subtract({hdr.tcp.checksum});
+        l4_csum.subtract({TCP_CSUM_HEAD, TCP_CSUM_TAIL});
+        residual = l4_csum.get();
+        transition accept;
+    }
+
+    state tcp_options_residual {
+        l4_csum.subtract({hdr.tcp.checksum});
         l4_csum.subtract({TCP_CSUM_HEAD, hdr.tcp_options.options, TCP_CSUM_TAIL});
         residual = l4_csum.get();
         transition accept;
@@ -61,15 +84,19 @@ control KvsChecksumUpdate(inout headers_t hdr, in kvs_meta_t meta, in bit<16> re
     Checksum() tcp_csum;
 
     apply {
-        if (hdr.ipv4.isValid()) {
+        if (hdr.ipv4_options.isValid()) {
             hdr.ipv4.hdr_checksum = ipv4_csum.update({IPV4_CSUM_FIELDS, hdr.ipv4_options.options});
+        } else if (hdr.ipv4.isValid()) {
+            hdr.ipv4.hdr_checksum = ipv4_csum.update({IPV4_CSUM_FIELDS});
         }
         if (meta.l4_dirty && hdr.kvs.isValid()) {
             if (hdr.udp.isValid()) {
                 hdr.udp.checksum = udp_csum.update({UDP_CSUM_FIELDS, residual});
-            } else if (hdr.tcp.isValid()) {
+            } else if (hdr.tcp_options.isValid()) {
                 hdr.tcp.checksum = tcp_csum.update(
                     {TCP_CSUM_HEAD, hdr.tcp_options.options, TCP_CSUM_TAIL, residual});
+            } else if (hdr.tcp.isValid()) {
+                hdr.tcp.checksum = tcp_csum.update({TCP_CSUM_HEAD, TCP_CSUM_TAIL, residual});
             }
         }
     }
