@@ -18,6 +18,7 @@ SERVEROFFSET_TABLE: Final = "ServeroffsetTable"  # server -> offset in the key's
 MULTIGROUP_TABLE: Final = "MultigroupTable"  # key -> multicast group of its replicas
 PORTTOSERVER_TABLE: Final = "PorttoserverTable"  # egress port -> server address (static)
 LOADCOUNT_TABLE: Final = "LoadcountTable"  # egress: direct counter per server
+HOSTPORT_TABLE: Final = "HostportTable"  # source address -> its port, server or not (trust.p4)
 
 # Direct counters.
 HOTKEY_COUNTER: Final = "hotkey_counter"
@@ -44,6 +45,8 @@ ACT_SET_GROUP: Final = "set_mcast_group"  # (group)
 PARAM_GROUP: Final = "group"
 ACT_SET_REPLICA: Final = "set_replica"  # PorttoserverTable: (ip, mac)
 ACT_COUNT_LOAD: Final = "count_load"  # LoadcountTable
+ACT_SET_SOURCE: Final = "set_source"  # HostportTable: (port, server); server = 1 for a server
+PARAM_SERVER: Final = "server"
 
 # Match fields.
 MATCH_KEY: Final = "key"
@@ -52,6 +55,7 @@ MATCH_ORDINAL: Final = "ordinal"
 MATCH_SERVER_IP: Final = "server_ip"
 MATCH_PORT: Final = "port"
 MATCH_DST: Final = "dst_addr"
+MATCH_SRC: Final = "src_addr"
 
 # Registers.
 REG_RR: Final = "rr"  # [K] next round-robin ordinal of a slot

@@ -1,7 +1,8 @@
 // KVSwitch data plane, v1model top level (BMv2 simple_switch_grpc and the project's software
 // switch). Includes, instantiates and orders the feature controls; everything else lives in
 // shared/ (protocol, sizes, headers, parser) and features/ (one feature per file).
-// Build options: -DHOT_KEYS=.. -DMAX_SERVERS=.. -DHP_STAGES=.. (see shared/sizes.p4).
+// Build options: -DHOT_KEYS=.. -DMAX_SERVERS=.. -DHP_STAGES=.. (see shared/sizes.p4); test-only
+// -DKVS_TEST_NO_TRUST_* (features/trust.p4).
 #include <core.p4>
 #include <v1model.p4>
 
@@ -13,6 +14,7 @@
 #include "shared/parser_v1model.p4"
 #include "features/checksums.p4"
 #include "features/forwarding.p4"
+#include "features/trust.p4"
 #include "features/hot_keys.p4"
 #include "features/key_index.p4"
 #include "features/replicas.p4"
@@ -23,6 +25,7 @@
 control KvsIngress(inout headers_t hdr, inout kvs_meta_t meta, inout standard_metadata_t std) {
     Forwarding() forwarding;
     KvsCheck() kvs_check;
+    Trust() trust;
     HotKeys() hot_keys;
     KeyIndex() key_index;
     Replicas() replicas;
@@ -38,6 +41,12 @@ control KvsIngress(inout headers_t hdr, inout kvs_meta_t meta, inout standard_me
         } else {
             forwarding.apply(hdr, std);
             kvs_check.apply(hdr, meta, std.parser_error == error.NoError, std.packet_length);
+            // Who may send what (docs/protocol.md "Trust"): may drop and clear meta.kvs_ok.
+            bool refused = false;
+            trust.apply(hdr, meta, std.ingress_port, refused);
+            if (refused) {
+                mark_to_drop(std);
+            }
             if (meta.kvs_ok) {
                 KvsOp op = hdr.kvs.op;
                 bool request = op == KvsOp.GET || op == KvsOp.SET || op == KvsOp.DEL;

@@ -15,6 +15,7 @@
 #include "features/checksums_tna.p4"
 #include "shared/parser_tna.p4"
 #include "features/forwarding_tna.p4"
+#include "features/trust.p4"
 #include "features/hot_keys_tna.p4"
 #include "features/key_index.p4"
 #include "features/replicas_tna.p4"
@@ -29,6 +30,7 @@ control KvsIngress(inout kvs_tna_headers_t hdr, inout kvs_tna_meta_t meta,
                    inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
     Forwarding() forwarding;
     KvsCheck() kvs_check;
+    Trust() trust;
     HotKeys() hot_keys;
     KeyIndex() key_index;
     Replicas() replicas;
@@ -46,6 +48,12 @@ control KvsIngress(inout kvs_tna_headers_t hdr, inout kvs_tna_meta_t meta,
             // Tofino's ingress does not know the frame length: docs/tofino.md
             kvs_check.apply(hdr.h, meta.kvs, ig_prsr_md.parser_err == PARSER_ERROR_OK,
                             32w0xFFFFFFFF);
+            // Who may send what (docs/protocol.md "Trust"): may drop and clear meta.kvs_ok.
+            bool refused = false;
+            trust.apply(hdr.h, meta.kvs, ig_intr_md.ingress_port, refused);
+            if (refused) {
+                fwd_drop(meta.fwd);
+            }
             if (meta.kvs.kvs_ok) {
                 KvsOp op = hdr.h.kvs.op;
                 bool request = op == KvsOp.GET || op == KvsOp.SET || op == KvsOp.DEL;

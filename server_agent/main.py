@@ -9,7 +9,7 @@ import sys
 
 from kvswitch import protocol as p
 from kvswitch.agent.backends import BackendError, make_backend, parse_hostport
-from kvswitch.agent.core import AgentCore, RecentIds
+from kvswitch.agent.core import TEST_NO_TRUST, AgentCore, RecentIds
 from kvswitch.agent.server import AgentConfig, AgentServer
 
 
@@ -24,11 +24,23 @@ def build_parser() -> argparse.ArgumentParser:
         "--switch-addr", help="switch address (ip[:port]) for CONFIRM, SYNC and SYNC_DONE"
     )
     ap.add_argument("--control-port", type=int, help="TCP port of the JSON-lines control API")
+    ap.add_argument(
+        "--control-listen",
+        default="127.0.0.1",
+        help="address of the TCP control API (default 127.0.0.1; never one clients can reach)",
+    )
     ap.add_argument("--control-unix", help="Unix socket path of the same control API")
     ap.add_argument("--no-tcp", action="store_true", help="serve UDP only")
     ap.add_argument("--max-value", type=int, default=p.MAX_VALUE, help="largest value accepted")
     ap.add_argument("--ids-per-client", type=int, default=1024, help="request ids kept per client")
     ap.add_argument("--ids-clients", type=int, default=1024, help="clients whose ids are kept")
+    ap.add_argument(
+        "--test-no-trust",
+        action="append",
+        default=[],
+        choices=TEST_NO_TRUST,
+        help="TESTS ONLY: switch one trust rule off (the adversarial suite shows it matters)",
+    )
     return ap
 
 
@@ -39,7 +51,11 @@ def main(argv: list[str] | None = None) -> int:
         backend.get(bytes(p.KEY_LEN))  # fail now, clearly, if the backend is unreachable
         switch = parse_hostport(args.switch_addr, p.KVS_PORT) if args.switch_addr else None
         core = AgentCore(
-            backend, switch, args.max_value, RecentIds(args.ids_per_client, args.ids_clients)
+            backend,
+            switch,
+            args.max_value,
+            RecentIds(args.ids_per_client, args.ids_clients),
+            no_trust=frozenset(args.test_no_trust),
         )
         server = AgentServer(
             core,
@@ -47,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.listen,
                 args.port,
                 args.control_port,
+                control_listen=args.control_listen,
                 control_unix=args.control_unix,
                 tcp=not args.no_tcp,
             ),
@@ -56,6 +73,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     signal.signal(signal.SIGTERM, lambda *_: server.request_stop())
     control = f", control on {server.control_port}" if server.control_port else ""
+    if args.test_no_trust:
+        control += f", TEST BUILD: trust rules off: {','.join(sorted(set(args.test_no_trust)))}"
     if args.control_unix:
         control += f", control on unix:{args.control_unix}"
     print(

@@ -15,6 +15,7 @@ from softswitch.engine.program import Builder, Program
 from softswitch.engine.runtime import AssertFailed
 from softswitch.engine.tables import Entry, Table
 from softswitch.errors import P4Error, SwitchError
+from softswitch.frontend.bmv2_json import Bmv2JsonError, bmv2_json_to_p4
 from softswitch.frontend.checker import Checker
 from softswitch.frontend.parser import parse
 from softswitch.frontend.preprocessor import Preprocessor
@@ -45,6 +46,19 @@ def load_program(
     ck = Checker(tree, pre)
     ck.collect()
     return Builder(ck).build()
+
+
+def load_json_program(data: bytes | str, filename: str, p4info: Any = None) -> Program:
+    """A BMv2 JSON (p4c-bm2-ss) loaded into the same :class:`Program` as P4 source.
+
+    ``p4info``, when given, supplies the control-plane ids and counter units (BMv2's JSON has
+    neither). Anything the engine cannot run raises :class:`Bmv2JsonError`."""
+    source = bmv2_json_to_p4(data, filename, p4info)
+    try:
+        return load_program(source, filename + ".p4")
+    except P4Error as exc:
+        line = source.splitlines()[exc.line - 1].strip() if exc.line > 0 else ""
+        raise Bmv2JsonError(f"cannot run this JSON: {exc.msg} (in: {line})", filename) from None
 
 
 class Switch:
@@ -86,6 +100,16 @@ class Switch:
         except OSError as e:
             raise P4Error(f"cannot read {p}: {e.strerror}", str(p), 0, 0) from None
         return cls(load_program(text, str(p), defines, include_dirs))
+
+    @classmethod
+    def from_json(cls, path: str | Path, p4info: Any = None) -> Switch:
+        """A switch running the BMv2 JSON that p4c-bm2-ss wrote (``p4info``: optional ids)."""
+        p = Path(path)
+        try:
+            data = p.read_bytes()
+        except OSError as e:
+            raise Bmv2JsonError(f"cannot read: {e.strerror}", str(p)) from None
+        return cls(load_json_program(data, str(p), p4info))
 
     @classmethod
     def from_source(
@@ -251,6 +275,10 @@ class Switch:
                 raise SwitchError(f"{x.name}: rates and bursts must not be negative")
             self.program.ns[x.pyname].set_rates(index, committed, peak)
 
+    def meter_size(self, name: str) -> int:
+        with self._lock:
+            return int(self._extern(name, ("meter",)).size)
+
     def meter_reset(self, name: str, index: int | None = None) -> None:
         """Back to unconfigured (every packet GREEN), one index or all."""
         with self._lock:
@@ -319,6 +347,12 @@ class Switch:
             if len(entries) > vs.size:
                 raise SwitchError(f"value set {vs.name} holds at most {vs.size} members")
             vs.entries = entries
+
+    def value_set_width(self, name: str) -> int:
+        with self._lock:
+            return self.program.value_sets[
+                self._resolve("value set", self.program.value_sets, name)
+            ].width
 
     def value_set_get(self, name: str) -> list[tuple[int, int]]:
         with self._lock:

@@ -283,6 +283,13 @@ class Dataplane:
                 "set_next_hop",
                 {"port": host.port, "dmac": mac_int(host.mac), "smac": mac_int(SWITCH_MAC)},
             )
+        for host in [*SERVERS, CLIENT]:
+            self.sw.table_add(
+                "HostportTable",
+                {"src_addr": (ip_int(host.ip), 32)},
+                "set_source",
+                {"port": host.port, "server": int(host in SERVERS)},
+            )
         for offset, server in enumerate(SERVERS):
             self.sw.table_add(
                 "ServeroffsetTable",

@@ -20,17 +20,17 @@ from .base import (
     tcp_packet,
     udp_packet,
 )
-from .conftest import ARCHS, _build_target
+from .conftest import _build_target
 
 ORIGINS = {"hot-0": SERVERS[0], "hot-1": SERVERS[0], "hot-2": SERVERS[1], "hot-3": SERVERS[1]}
 KINDS = ("tables", "actions", "registers", "counters", "direct_counters", "meters", "digests")
 
 
 @pytest.fixture(scope="module")
-def planes() -> dict[str, Dataplane]:
+def planes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Dataplane]:
     out = {}
-    for arch in ARCHS:
-        plane = Dataplane(_build_target(arch))
+    for arch, build in (("v1model", "source"), ("tna", "tna")):
+        plane = Dataplane(_build_target(build, tmp_path_factory.mktemp(build)))
         plane.reset()
         plane.setup_rack()
         out[arch] = plane

@@ -16,6 +16,7 @@ TABLE_KEYS = {
     names.MULTIGROUP_TABLE: [names.MATCH_KEY],
     names.PORTTOSERVER_TABLE: [names.MATCH_PORT],
     names.LOADCOUNT_TABLE: [names.MATCH_DST],
+    names.HOSTPORT_TABLE: [names.MATCH_SRC],
 }
 
 TABLE_ACTIONS = {
@@ -32,6 +33,7 @@ TABLE_ACTIONS = {
     names.MULTIGROUP_TABLE: (names.ACT_SET_GROUP, [names.PARAM_GROUP]),
     names.PORTTOSERVER_TABLE: (names.ACT_SET_REPLICA, [names.PARAM_IP, names.PARAM_MAC]),
     names.LOADCOUNT_TABLE: (names.ACT_COUNT_LOAD, []),
+    names.HOSTPORT_TABLE: (names.ACT_SET_SOURCE, [names.PARAM_PORT, names.PARAM_SERVER]),
 }
 
 
