@@ -1611,8 +1611,9 @@ class Translator:
         name = next(k for k, v in e.type.members.items() if v == e.const)
         return name
 
-    def emit_digest(self, data: E, node: Any) -> None:
-        """Queue a digest of the struct ``data`` (v1model's digest(), TNA's Digest.pack)."""
+    def emit_digest(self, data: E, node: Any, name: str = "") -> None:
+        """Queue a digest of the struct ``data`` (v1model's digest(), named by the struct; TNA's
+        Digest.pack, named by the Digest instance)."""
         t = data.type
         if isinstance(t, ListT):
             raise self.err(node, "digest data must be a struct (declare one for the list)")
@@ -1621,11 +1622,12 @@ class Translator:
         for fname, ft in t.fields:
             if bit_width_of(ft) is None:
                 raise self.err(node, f"digest field {fname} must be bit<>/bool/enum")
-        self.digest_types[t.name] = t
+        name = name or t.name
+        self.digest_types[name] = t
         dv = self.tmp("dg")
         self.em(f"{dv} = {data.code}")
         values = ", ".join(f"{dv}.{f}" for f, _t in t.fields)
-        self.em(f"_G.digests.append(({t.name!r}, ({values}{',' if t.fields else ''})))")
+        self.em(f"_G.digests.append(({name!r}, ({values}{',' if t.fields else ''})))")
 
     def extern_func(
         self, node: Tree, name: str, args: list[Any], targs: list[Tree], scope: Scope

@@ -616,7 +616,7 @@ class TnaExterns:
         data = tr.expr(args[0], scope)
         if x.type_args:
             data = tr.convert(data, x.type_args[0], args[0])
-        tr.emit_digest(data, args[0])
+        tr.emit_digest(data, args[0], x.name)
         return None
 
     m_DirectRegisterAction = m_RegisterAction

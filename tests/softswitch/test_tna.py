@@ -288,5 +288,9 @@ def test_digest_pack_in_the_ingress_deparser(tna) -> None:
     """
     sw = Switch.from_source(tna(HEADERS, ingress, ig_deparser=ig_deparser, extra=extra))
     sw.process(2, pkt(42))
-    assert sw.digests_pop() == [("learn_t", {"op": 42, "port": 3})]
-    assert [d.preamble.name for d in sw.p4info.digests] == ["learn_t"]
+    # named by the Digest instance, as bf-p4c's P4Info names it; the struct is its type
+    assert sw.digests_pop() == [("ID.learn", {"op": 42, "port": 3})]
+    [digest] = sw.p4info.digests
+    assert digest.preamble.name == "ID.learn"
+    assert digest.type_spec.struct.name == "learn_t"
+    assert [m.name for m in sw.p4info.type_info.structs["learn_t"].members] == ["op", "port"]
