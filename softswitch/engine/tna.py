@@ -774,7 +774,8 @@ def build_tna(b: Builder) -> Program:
             if key in types and types[key] is not t:
                 raise b.err(
                     p,
-                    f"{pname_}: {t.show()} differs from {types[key].show()} of the other {side}ress blocks",
+                    f"{pname_}: {t.show()} differs from {types[key].show()} of the other "
+                    f"{'ingress' if side == 'ig' else 'egress'} blocks",
                 )
             types[key] = t
             keys.append(key)

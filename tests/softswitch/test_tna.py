@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from softswitch import Switch, SwitchError
+from softswitch import P4Error, Switch, SwitchError
 
 HEADERS = """
 header d_t { bit<8> op; bit<8> a; bit<16> b; bit<16> rid; bit<8> first; bit<8> port; }
@@ -294,3 +294,12 @@ def test_digest_pack_in_the_ingress_deparser(tna) -> None:
     assert digest.preamble.name == "ID.learn"
     assert digest.type_spec.struct.name == "learn_t"
     assert [m.name for m in sw.p4info.type_info.structs["learn_t"].members] == ["op", "port"]
+
+
+def test_blocks_of_one_gress_share_their_types(tna) -> None:
+    src = tna(HEADERS, "apply { }").replace(
+        "control Ig(inout headers_t hdr, inout meta_t meta,",
+        "struct other_t { bit<8> x; }\ncontrol Ig(inout headers_t hdr, inout other_t meta,",
+    )
+    with pytest.raises(P4Error, match="other_t differs from meta_t of the other ingress blocks"):
+        Switch.from_source(src, "types.p4")
