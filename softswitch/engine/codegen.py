@@ -1446,7 +1446,9 @@ class Translator:
             )
         codes = ["_pkt", "_off", "_plen"]
         outs = []
-        for (pname, direction, pt), a in zip(params, args, strict=True):
+        inline = inst.get("inline")
+        locals_: list[str] = []
+        for (pname, direction, pt), a, local in zip(params, args, inst["py"], strict=True):
             if isinstance(pt, ExternT) and pt.name == "packet_in":
                 s = scope.lookup(self.ck.name_of(a.children[0])) if a.data == "var" else None
                 if s is None or s.kind != "packet_in":
@@ -1458,6 +1460,16 @@ class Translator:
             codes.append(e.code)
             if direction in ("out", "inout") and not isinstance(pt, (StructLikeT, StackT)):
                 outs.append(e)
+                locals_.append(local)
+            if inline is not None:
+                self.em(f"{local} = {e.code}")
+        if inline is not None:
+            # the sub-parser's code in place: same packet, offset and error handling as here
+            pad = "    " * (self.em.indent - 1)
+            self.em.lines.extend(pad + line for line in inline)
+            for e, local in zip(outs, locals_, strict=True):
+                self.assign_to(e, E(local, e.type), node)
+            return
         r = self.tmp("sp")
         self.em(f"{r} = {inst['func']}({', '.join(codes)})")
         self.em(f"_off = {r}[0]")
