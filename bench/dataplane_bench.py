@@ -32,10 +32,13 @@ def _ip(text: str) -> int:
     return int.from_bytes(bytes(int(x) for x in text.split(".")), "big")
 
 
-def build_switch(defines: dict[str, str] | None = None) -> Any:
+PROGRAMS = {"v1model": "kvswitch.p4", "tna": "kvswitch_tna.p4"}
+
+
+def build_switch(defines: dict[str, str] | None = None, arch: str = "v1model") -> Any:
     from softswitch import Switch  # imported here: the engine is optional for `kvswitch bench`
 
-    source = p4src_dir() / "kvswitch.p4"
+    source = p4src_dir() / PROGRAMS[arch]
     return Switch.from_file(str(source), defines=defines, include_dirs=[str(source.parent)])
 
 
@@ -69,7 +72,12 @@ def install_rack(sw: Any) -> None:
     holders = SERVERS[:3]
     base = HOT_SLOT * MAX_SERVERS
     sw.table_add("HotkeyTable", {"key": key}, "set_hot", {"slot": HOT_SLOT, "n": len(holders)})
-    sw.table_add("KeyindexTable", {"key": key}, "set_key_index", {"slot": HOT_SLOT, "base": base})
+    sw.table_add(
+        "KeyindexTable",
+        {"key": key},
+        "set_key_index",
+        {"slot": HOT_SLOT, "base": base, "floor": 0},
+    )
     for ordinal, (ip, mac, port) in enumerate(holders):
         sw.table_add(
             "ServermapTable",
@@ -101,11 +109,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--runs", type=int, default=5, help="runs per packet kind (best and median)"
     )
     parser.add_argument("--profile", type=int, default=5000, help="packets to profile (0: none)")
+    parser.add_argument(
+        "--arch", choices=sorted(PROGRAMS), default="v1model", help="the build: kvswitch(_tna).p4"
+    )
     args = parser.parse_args(list(argv) if argv is not None else None)
 
     started = time.perf_counter()
     try:
-        sw = build_switch()
+        sw = build_switch(arch=args.arch)
     except ImportError as exc:
         print(f"software switch engine not available: {exc}")
         return 2

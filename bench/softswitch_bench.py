@@ -75,7 +75,11 @@ def profile_stages(sw: Switch, port: int, packet: bytes, packets: int = 5000) ->
     sees it; the profiler's overhead inflates every figure about equally) and in the switch itself
     (traffic manager, replication, glue)."""
     prog = sw.program
-    codes = {stage: getattr(prog, stage).__code__ for stage in STAGES}
+    if prog.arch == "tna":
+        funcs = {role.replace("_", " "): fn for role, fn in prog.tna.funcs.items()}
+    else:
+        funcs = {STAGE_LABELS[stage]: getattr(prog, stage) for stage in STAGES}
+    codes = {label: fn.__code__ for label, fn in funcs.items()}
     prof = cProfile.Profile()
     prof.enable()
     for _ in range(packets):
@@ -85,11 +89,11 @@ def profile_stages(sw: Switch, port: int, packet: bytes, packets: int = 5000) ->
     result: dict[str, float] = {}
     total = 0.0
     for (file, line, func), (_cc, _nc, _tt, ct, _callers) in stats.items():
-        if func.endswith("_process") and file.endswith("switch.py"):
+        if func == "process" and file.endswith("switch.py"):
             total = ct
-        for stage, code in codes.items():
+        for label, code in codes.items():
             if (file, line, func) == (code.co_filename, code.co_firstlineno, code.co_name):
-                result[STAGE_LABELS[stage]] = ct / packets * 1e9
+                result[label] = ct / packets * 1e9
     result["switch (traffic manager, copies, glue)"] = max(
         total / packets * 1e9 - sum(result.values()), 0.0
     )

@@ -28,7 +28,10 @@
 #ifndef KVSWITCH_TRUST_P4
 #define KVSWITCH_TRUST_P4
 
-control Trust(inout headers_t hdr, inout kvs_meta_t meta, inout standard_metadata_t std) {
+// `refused`: the caller drops the packet (v1model: mark_to_drop; TNA: its forwarding decision), so
+// both builds share this control.
+control Trust(inout headers_t hdr, inout kvs_meta_t meta, in PortId_t ingress_port,
+              inout bool refused) {
     bool known = false;
     bool is_server = false;
     PortId_t host_port = 0;
@@ -54,14 +57,14 @@ control Trust(inout headers_t hdr, inout kvs_meta_t meta, inout standard_metadat
     }
 
     action refuse() {
-        mark_to_drop(std);
+        refused = true;
         meta.kvs_ok = false;
     }
 
     apply {
         if (hdr.ipv4.isValid()) {
             hostport_table.apply();
-            bool spoofed = known && host_port != std.ingress_port;
+            bool spoofed = known && host_port != ingress_port;
             bool from_server = known && is_server && !spoofed;
             bool to_kvs = hdr.udp.isValid() && hdr.udp.dst_port == KVS_PORT;
 #ifndef KVS_TEST_NO_TRUST_SOURCE

@@ -233,6 +233,11 @@ class Dataplane:
     groups: set[int] = field(default_factory=set)
     handles: dict[tuple[str, bytes], int] = field(default_factory=dict)
 
+    @property
+    def arch(self) -> str:
+        """The build under test: v1model or tna (P4Info's pkg_info.arch)."""
+        return str(self.sw.p4info.pkg_info.arch)
+
     # -- state ---------------------------------------------------------------------------------
     def names(self, kind: str) -> list[str]:
         return [entity.preamble.name for entity in getattr(self.sw.p4info, kind)]

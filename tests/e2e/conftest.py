@@ -2,7 +2,8 @@
 
 Every e2e test needs root, Debian's mininet and the controller (``kvswitch controller``); with
 ``KVSWITCH_TARGET=bmv2`` also ``simple_switch_grpc``, ``$KVSWITCH_BMV2_JSON`` and
-``$KVSWITCH_BMV2_P4INFO`` (p4c's output).
+``$KVSWITCH_BMV2_P4INFO`` (p4c's output). ``KVSWITCH_ARCH=tna`` runs the rack on the TNA build
+(``p4src/kvswitch_tna.p4``, software switch only).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from kvswitch.bench.lincheck import Op
 from kvswitch.paths import repo_root
 
 TARGET = os.environ.get("KVSWITCH_TARGET", "softswitch")
+ARCH = os.environ.get("KVSWITCH_ARCH", "v1model")  # the data-plane build: v1model or tna
 
 
 def rack_script() -> Path:
@@ -42,6 +44,8 @@ def skip_reason() -> str:
         return "needs ethtool"
     if importlib.util.find_spec("kvswitch.controller.main") is None:
         return "needs the controller runtime (kvswitch controller) which is not in this build"
+    if ARCH not in ("v1model", "tna"):
+        return f"unknown KVSWITCH_ARCH={ARCH!r} (v1model or tna)"
     if TARGET == "bmv2":
         if shutil.which("simple_switch_grpc") is None:
             return "KVSWITCH_TARGET=bmv2 but simple_switch_grpc is not installed"
@@ -50,6 +54,8 @@ def skip_reason() -> str:
                 "KVSWITCH_TARGET=bmv2 needs KVSWITCH_BMV2_JSON and KVSWITCH_BMV2_P4INFO "
                 "(p4c's BMv2 JSON and P4Info text of p4src/kvswitch.p4)"
             )
+        if ARCH != "v1model":
+            return f"KVSWITCH_ARCH={ARCH}: BMv2 runs v1model programs only"
     elif TARGET != "softswitch":
         return f"unknown KVSWITCH_TARGET={TARGET!r} (softswitch or bmv2)"
     return ""
@@ -88,7 +94,17 @@ class RackRun:
 
 
 def rack_command(out: Path, *args: str) -> list[str]:
-    cmd = [sys.executable, str(rack_script()), "--target", TARGET, "--out", str(out), *args]
+    cmd = [
+        sys.executable,
+        str(rack_script()),
+        "--target",
+        TARGET,
+        "--arch",
+        ARCH,
+        "--out",
+        str(out),
+    ]
+    cmd += args
     if TARGET == "bmv2":
         cmd += ["--bmv2-json", os.environ["KVSWITCH_BMV2_JSON"]]
         cmd += ["--p4info", os.environ["KVSWITCH_BMV2_P4INFO"]]
@@ -115,6 +131,7 @@ def run_rack(out: Path, *args: str, timeout: float = 150) -> RackRun:
     assert_torn_down(out)
     if done.returncode != 0:
         pytest.fail(f"rack.py exited with {done.returncode}:\n{done.stdout}\n{done.stderr}")
+    assert f"{TARGET}, {ARCH})" in done.stdout, f"not the {ARCH} build on {TARGET}:\n{done.stdout}"
     summary = json.loads((out / "summary.json").read_text())
     metrics_path = out / "metrics.jsonl"
     metrics = [json.loads(x) for x in metrics_path.read_text().splitlines() if x.strip()]
