@@ -145,8 +145,11 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout kvs_fwd_t fwd
         bool from_origin = sender_ok && sm_hit && sm_ip == hdr.ipv4.src_addr;
         write = op == KvsOp.SET || op == KvsOp.DEL;
         sync = op == KvsOp.SYNC && from_origin && hdr.udp.isValid();
-        bool acked = (op == KvsOp.SET_REPLY || op == KvsOp.DEL_REPLY || op == KvsOp.SYNC_DONE)
-                     && hdr.kvs.status == KvsStatus.OK;
+        // rule 2 as in replicas.p4: OK or STALE write replies (both carry the origin's version)
+        bool write_reply = op == KvsOp.SET_REPLY || op == KvsOp.DEL_REPLY;
+        bool acked = (write_reply && (hdr.kvs.status == KvsStatus.OK
+                                      || hdr.kvs.status == KvsStatus.STALE))
+                     || (op == KvsOp.SYNC_DONE && hdr.kvs.status == KvsStatus.OK);
         origin_report = from_origin && current && (acked || op == KvsOp.GET_REPLY);
 
         gv = 0;
