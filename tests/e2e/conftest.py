@@ -93,14 +93,14 @@ class RackRun:
         return ops
 
 
-def rack_command(out: Path, *args: str) -> list[str]:
+def rack_command(out: Path, *args: str, arch: str = ARCH) -> list[str]:
     cmd = [
         sys.executable,
         str(rack_script()),
         "--target",
         TARGET,
         "--arch",
-        ARCH,
+        arch,
         "--out",
         str(out),
     ]
@@ -124,14 +124,16 @@ def assert_torn_down(out: Path) -> None:
     assert not Path(run["run_dir"]).exists(), f"{run['run_dir']} left behind"
 
 
-def run_rack(out: Path, *args: str, timeout: float = 150) -> RackRun:
+def run_rack(out: Path, *args: str, timeout: float = 150, arch: str = ARCH) -> RackRun:
     """``mininet/rack.py ARGS --out OUT`` to completion; fails the test with its output if the
     rack fails or leaves anything behind."""
-    done = subprocess.run(rack_command(out, *args), capture_output=True, text=True, timeout=timeout)
+    done = subprocess.run(
+        rack_command(out, *args, arch=arch), capture_output=True, text=True, timeout=timeout
+    )
     assert_torn_down(out)
     if done.returncode != 0:
         pytest.fail(f"rack.py exited with {done.returncode}:\n{done.stdout}\n{done.stderr}")
-    assert f"{TARGET}, {ARCH})" in done.stdout, f"not the {ARCH} build on {TARGET}:\n{done.stdout}"
+    assert f"{TARGET}, {arch})" in done.stdout, f"not the {arch} build on {TARGET}:\n{done.stdout}"
     summary = json.loads((out / "summary.json").read_text())
     metrics_path = out / "metrics.jsonl"
     metrics = [json.loads(x) for x in metrics_path.read_text().splitlines() if x.strip()]
@@ -143,4 +145,6 @@ def rack(tmp_path: Path) -> Any:
     why = skip_reason()
     if why:
         pytest.skip(f"e2e rack test {why}")
-    return lambda *args, timeout=150: run_rack(tmp_path / "rack", *args, timeout=timeout)
+    return lambda *args, timeout=150, arch=ARCH: run_rack(
+        tmp_path / "rack", *args, timeout=timeout, arch=arch
+    )
