@@ -71,13 +71,6 @@ class SwitchAdapter:
                 "set_next_hop",
                 {"port": port, "dmac": mac, "smac": SWITCH_MAC},
             )
-            # trust.p4: who is a server (their SYNC/SYNC_DONE/CONFIRM), as the controller installs
-            sw.table_add(
-                names.HOSTPORT_TABLE,
-                {names.MATCH_SRC: (host_ip, 32)},
-                names.ACT_SET_SOURCE,
-                {names.PARAM_PORT: port, names.PARAM_SERVER: int(host_ip != CLIENT_IP)},
-            )
 
     def reg(self, name: str) -> list[int]:
         return [int(x) for x in self.sw.register_read(self.regs[name])]
