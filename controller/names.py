@@ -22,14 +22,18 @@ HOSTPORT_TABLE: Final = "HostportTable"  # source address -> its port, server or
 
 # Direct counters.
 HOTKEY_COUNTER: Final = "hotkey_counter"
+
+# Indexed counters.
+HOTKEY_WRITES: Final = "hotkey_writes"  # [K] Sets and Deletes per hot-key slot
 LOAD_COUNTER: Final = "load_counter"
 
 # Actions and their parameters (docs/dataplane.md "Tables and what the controller installs").
 ACT_SET_HOT: Final = "set_hot"  # (slot, n)
 PARAM_SLOT: Final = "slot"
 PARAM_HOLDERS: Final = "n"  # holders including the origin
-ACT_SET_BASE: Final = "set_key_index"  # (slot, base)
+ACT_SET_BASE: Final = "set_key_index"  # (slot, base, floor)
 PARAM_BASE: Final = "base"
+PARAM_FLOOR: Final = "floor"  # confirms of versions <= floor are ignored (rule 3)
 ACT_SET_SERVER: Final = "set_server"  # (vidx, ip, mac, port); vidx = base + offset(server)
 PARAM_VIDX: Final = "vidx"
 PARAM_IP: Final = "ip"

@@ -198,9 +198,12 @@ class Runtime:
                     for key in broken
                 ]
             )
+        # floor = the newest version handed out: confirms sent before this controller took over
+        # cannot validate anything; replicas not yet valid are pushed again (push_unconfirmed)
+        floor = self.driver.read_version()
         wanted = [
             op
-            for op in diff(self._empty(), plan, self.controller.rack)
+            for op in diff(self._empty(), plan, self.controller.rack, floor)
             if isinstance(op, MulticastGroupSet)
             or (isinstance(op, TableEntry) and op.table != names.HOTKEY_TABLE)
         ]

@@ -2,8 +2,8 @@
 
     kvswitch switch [options] [PROGRAM.p4] [-- --grpc-server-addr ADDR --cpu-port N]
 
-This target takes P4 source (``-D NAME=VAL`` and ``-I DIR`` as for a compiler) where
-simple_switch_grpc takes a compiled JSON; everything else is spelled the same.
+This target takes the BMv2 JSON that p4c-bm2-ss writes, as simple_switch_grpc does, or P4 source
+(``-D NAME=VAL`` and ``-I DIR`` as for a compiler); everything else is spelled the same.
 """
 
 from __future__ import annotations
@@ -35,7 +35,12 @@ LEVELS = {
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kvswitch switch", description=__doc__.split("\n\n")[0])
-    p.add_argument("program", nargs="?", help="P4-16 v1model program (source)")
+    p.add_argument(
+        "program",
+        nargs="?",
+        help="P4-16 program (v1model or TNA, from its main package) as source, or the BMv2 JSON "
+        "p4c-bm2-ss wrote (*.json)",
+    )
     p.add_argument("-i", "--interface", action="append", default=[], metavar="PORT@IFACE")
     p.add_argument("--device-id", type=int, default=0)
     p.add_argument("--thrift-port", type=int, default=9090)
@@ -109,8 +114,11 @@ def main(argv: list[str] | None = None) -> int:
     device = Device(device_id=args.device_id, cpu_port=targs.cpu_port)
     if args.program:
         try:
-            bundle = Bundle.from_file(args.program, parse_defines(args.defines), args.includes)
-            device.install(device.load(bundle))
+            if args.program.endswith(".json"):
+                device.install(device.load_json(Path(args.program).read_bytes()))
+            else:
+                bundle = Bundle.from_file(args.program, parse_defines(args.defines), args.includes)
+                device.install(device.load(bundle))
         except (OSError, ValueError, P4Error) as exc:
             print(f"kvswitch switch: cannot load {args.program}: {exc}", file=sys.stderr)
             return 1

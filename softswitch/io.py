@@ -9,7 +9,6 @@ With ``--use-files`` (BMv2's option) a port ``N@NAME`` reads ``NAME_in.pcap`` an
 from __future__ import annotations
 
 import contextlib
-import heapq
 import logging
 import selectors
 import socket
@@ -18,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from softswitch.pcap import PcapWriter, read_pcap
+from softswitch.pcap import PcapWriter, merge_inputs
 
 LOG = logging.getLogger("softswitch.io")
 
@@ -87,6 +86,8 @@ class PortIO:
     def add_file_port(self, num: int, name: str) -> None:
         if num in self.ports:
             raise ValueError(f"port {num} given twice")
+        if not Path(f"{name}_in.pcap").is_file():  # BMv2 opens every input at start-up too
+            raise ValueError(f"--use-files: {name}_in.pcap (input of port {num}) does not exist")
         port = Port(num, name, pcap_out=PcapWriter(f"{name}_out.pcap", flush=True))
         self.ports[num] = port
 
@@ -128,13 +129,15 @@ class PortIO:
             )
 
     def run_files(self) -> None:
-        """Feed every ``NAME_in.pcap`` of the file ports through the switch, in timestamp order."""
-        streams = []
-        for port in self.ports.values():
-            path = Path(f"{port.name}_in.pcap")
-            if port.sock is None and path.exists():
-                streams.append((r.ts_ns, port.num, r.data) for r in read_pcap(path))
-        for _ts, num, frame in heapq.merge(*streams, key=lambda r: r[0]):
+        """Feed every ``NAME_in.pcap`` of the file ports through the switch, in BMv2's order
+        (:func:`softswitch.pcap.merge_inputs`). The switch keeps running afterwards, as BMv2
+        does: its state stays readable over Thrift and P4Runtime until it is stopped."""
+        inputs = {
+            port.num: Path(f"{port.name}_in.pcap")
+            for port in self.ports.values()
+            if port.sock is None and Path(f"{port.name}_in.pcap").exists()
+        }
+        for _ts, num, frame in merge_inputs(inputs):
             if self.stopped.is_set():
                 return
             try:

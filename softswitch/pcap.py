@@ -42,7 +42,8 @@ def read_pcap(path: str | Path, partial: bool = False) -> Iterator[PcapRecord]:
             raise SwitchError(f"{path}: not a pcap file")
         endian, scale = _MAGICS[head[:4]]
         linktype = struct.unpack(endian + "I", head[20:24])[0]
-        if linktype != LINKTYPE_ETHERNET:
+        # BMv2's --use-files writes link type 0 (pcap_open_dead(0, 0)) for Ethernet frames
+        if linktype not in (LINKTYPE_ETHERNET, 0):
             raise SwitchError(f"{path}: link type {linktype} is not Ethernet")
         rec = struct.Struct(endian + "IIII")
         while True:
@@ -102,23 +103,34 @@ def write_pcap(path: str | Path, packets: Iterable[bytes | tuple[int, bytes]]) -
             w.write(data, ts)
 
 
+def merge_inputs(inputs: dict[int, Path]) -> Iterator[tuple[int, int, bytes]]:
+    """``(ts_ns, port, frame)`` of every port's input pcap, in the order BMv2's ``--use-files``
+    replays them (``PcapFilesReader::scan``): the earliest timestamp first, compared in
+    microseconds (libpcap hands nanosecond files over in microseconds), ties to the lowest port
+    number (BMv2 keeps its interfaces in a map ordered by port), each file in its own order."""
+
+    def stream(port: int, path: Path) -> Iterator[tuple[int, int, int, bytes]]:
+        for r in read_pcap(path):
+            yield r.ts_ns // 1000, port, r.ts_ns, r.data
+
+    streams = [stream(port, path) for port, path in sorted(inputs.items())]
+    for _us, port, ts_ns, data in heapq.merge(*streams, key=lambda r: (r[0], r[1])):
+        yield ts_ns, port, data
+
+
 def run_pcap_files(sw: Switch, directory: str | Path, ports: Iterable[int]) -> dict[int, int]:
-    """Process ``<port>_in.pcap`` of every port (merged by timestamp, ties in port order) and write
+    """Process ``<port>_in.pcap`` of every port (in :func:`merge_inputs` order) and write
     ``<port>_out.pcap`` for every port (empty when nothing left by it). Packets sent to a port not
     in ``ports`` are dropped, as BMv2 drops packets for ports without an interface.
 
     Returns the number of packets written per port."""
     d = Path(directory)
     ports = sorted(set(ports))
-    streams = []
-    for port in ports:
-        path = d / f"{port}_in.pcap"
-        if path.exists():
-            streams.append(((r.ts_ns, port, i, r.data) for i, r in enumerate(read_pcap(path))))
+    inputs = {port: d / f"{port}_in.pcap" for port in ports}
     writers = {port: PcapWriter(d / f"{port}_out.pcap") for port in ports}
     written = dict.fromkeys(ports, 0)
     try:
-        for ts, port, _seq, data in heapq.merge(*streams):
+        for ts, port, data in merge_inputs({p: f for p, f in inputs.items() if f.exists()}):
             for eport, out in sw.process(port, data):
                 if eport in writers:
                     writers[eport].write(out, ts)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import bisect
+import heapq
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,7 +59,11 @@ class Table:
     ternary: list[Entry] = field(default_factory=list)
     # (normalised key, priority or None) -> handle: the duplicate check of an insert, in O(1)
     by_key: dict[tuple[Any, int | None], int] = field(default_factory=dict)
-    next_handle: int = 1
+    # Handles as BMv2's match units give them: the lowest free slot index, with the slot's
+    # version (bumped by each delete) in bits 24-31; the first entry gets 0.
+    next_slot: int = 0
+    free_slots: list[int] = field(default_factory=list)
+    slot_versions: dict[int, int] = field(default_factory=dict)
     default_bytes: int = 0
     default_packets: int = 0
     kind: str = "empty"
@@ -208,8 +213,11 @@ class Table:
         ident = self._ident(norm, priority)
         if ident in self.by_key:
             raise SwitchError(f"table {self.name}: duplicate entry for this key")
-        h = self.next_handle
-        self.next_handle += 1
+        if self.free_slots:
+            slot = heapq.heappop(self.free_slots)
+        else:
+            slot, self.next_slot = self.next_slot, self.next_slot + 1
+        h = (self.slot_versions.get(slot, 0) << 24) | slot
         e = Entry(h, given, act.name, dict(params or {}), priority, act.index, args, norm=norm)
         self.entries[h] = e
         self.by_key[ident] = h
@@ -281,10 +289,20 @@ class Table:
         self._remove(e)
         del self.entries[handle]
         del self.by_key[self._ident(e.norm, e.priority)]
+        self._release(handle)
+
+    def _release(self, handle: int) -> None:
+        slot = handle & 0xFFFFFF
+        self.slot_versions[slot] = ((handle >> 24) + 1) & 0xFF
+        heapq.heappush(self.free_slots, slot)
 
     def clear(self) -> None:
         if self.const_entries:
             raise SwitchError(f"table {self.name} has const entries; it cannot be modified")
+        # BMv2 resets the match unit: handles start again from 0, version 0
+        self.next_slot = 0
+        self.free_slots.clear()
+        self.slot_versions.clear()
         self.entries.clear()
         self.by_key.clear()
         self.exact.clear()

@@ -117,7 +117,17 @@ def bmv2_json(index: P4InfoIndex) -> str:
             {"name": r.name, "id": i, "size": r.size, "bitwidth": r.bitwidth}
             for i, r in enumerate(index.registers.values())
         ],
-        "meter_arrays": [],
+        "meter_arrays": [
+            {
+                "name": m.preamble.name,
+                "id": i,
+                "is_direct": False,
+                "size": m.size,
+                "rate_count": 2,
+                "type": "bytes" if m.spec.unit == 1 else "packets",
+            }
+            for i, m in enumerate(index.info.meters)
+        ],
         "calculations": [],
         "parse_vsets": [],
         "learn_lists": [],

@@ -16,8 +16,10 @@ from typing import Any
 from finsy.proto import p4i
 
 from softswitch import Switch, SwitchError
+from softswitch.frontend.bmv2_json import looks_like_bmv2_json
 from softswitch.runtime.bundle import Bundle
 from softswitch.runtime.p4info_index import P4InfoIndex, TableInfo
+from softswitch.switch import load_json_program
 
 # Engine match values: exact -> int, lpm -> (value, prefix_len), ternary -> (value, mask),
 # range -> (low, high), optional -> int | None.
@@ -65,6 +67,11 @@ class Pipeline:
     defaults: dict[int, tuple[str, dict[str, int]]] = field(default_factory=dict)
     mc_groups: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
     mc_metadata: dict[int, bytes] = field(default_factory=dict)  # P4Runtime's opaque metadata
+    # per group, per replica: "port" (bytes) or "egress_port" (uint32), as the client wrote it;
+    # a read answers in the same field, as BMv2's P4Runtime server does
+    mc_port_fields: dict[int, list[str]] = field(default_factory=dict)
+    # meter rates as the Thrift client set them ((meter or table, index or handle) -> rates)
+    meter_rates: dict[tuple[str, int], list[Any]] = field(default_factory=dict)
     # table id -> the program's own default action, for resets
     initial_defaults: dict[int, tuple[str, dict[str, int]]] = field(default_factory=dict)
 
@@ -138,15 +145,23 @@ class Pipeline:
 
     # ---- multicast groups ----
 
-    def mc_set(self, group: int, replicas: list[tuple[int, int]], metadata: bytes = b"") -> None:
+    def mc_set(
+        self,
+        group: int,
+        replicas: list[tuple[int, int]],
+        metadata: bytes = b"",
+        port_fields: list[str] | None = None,
+    ) -> None:
         engine_call(self.switch.mc_group_set, group, list(replicas))
         self.mc_groups[group] = list(replicas)
         self.mc_metadata[group] = metadata
+        self.mc_port_fields[group] = list(port_fields or ["port"] * len(replicas))
 
     def mc_delete(self, group: int) -> None:
         engine_call(self.switch.mc_group_delete, group)
         self.mc_groups.pop(group, None)
         self.mc_metadata.pop(group, None)
+        self.mc_port_fields.pop(group, None)
 
 
 PacketSink = Callable[[int, bytes], None]
@@ -175,6 +190,20 @@ class Device:
         """Compile a bundle into a new pipeline (not yet installed)."""
         switch = bundle.compile()
         return Pipeline(switch, P4InfoIndex(switch.p4info), bundle.to_bytes(), cookie, bundle)
+
+    def load_json(self, data: bytes, p4info: p4i.P4Info | None = None, cookie: int = 0) -> Pipeline:
+        """A pipeline from p4c-bm2-ss's BMv2 JSON; ``p4info`` gives the control-plane ids."""
+        switch = Switch(load_json_program(data, "device config (BMv2 JSON)", p4info))
+        return Pipeline(switch, P4InfoIndex(switch.p4info), bytes(data), cookie)
+
+    def load_config(
+        self, data: bytes, p4info: p4i.P4Info | None = None, cookie: int = 0
+    ) -> Pipeline:
+        """A pipeline from a device config: BMv2 JSON (as for simple_switch_grpc) or a source
+        bundle (raises BundleError, P4Error)."""
+        if looks_like_bmv2_json(data):
+            return self.load_json(data, p4info, cookie)
+        return self.load(Bundle.from_bytes(data), cookie)
 
     def install(self, pipe: Pipeline | None) -> None:
         with self.lock:

@@ -17,7 +17,7 @@ import grpc
 from finsy.proto import p4d, p4i, p4r, p4r_grpc, rpc_code, rpc_status
 
 from softswitch import P4Error
-from softswitch.runtime.bundle import Bundle, BundleError
+from softswitch.runtime.bundle import BundleError
 from softswitch.runtime.device import (
     ControlError,
     Device,
@@ -308,8 +308,9 @@ class P4RuntimeServicer(p4r_grpc.P4RuntimeServicer):
         if not config.HasField("p4info") or not config.p4_device_config:
             raise ControlError("INVALID_ARGUMENT", "config needs both p4info and p4_device_config")
         try:
-            bundle = Bundle.from_bytes(config.p4_device_config)
-            pipe = self.device.load(bundle, config.cookie.cookie)
+            pipe = self.device.load_config(
+                config.p4_device_config, config.p4info, config.cookie.cookie
+            )
         except BundleError as exc:
             raise ControlError("INVALID_ARGUMENT", str(exc)) from None
         except P4Error as exc:
@@ -511,27 +512,28 @@ class P4RuntimeServicer(p4r_grpc.P4RuntimeServicer):
             if prev is None:
                 raise ControlError("NOT_FOUND", f"multicast group {gid} does not exist")
             old_meta = pipe.mc_metadata.get(gid, b"")
+            old_fields = pipe.mc_port_fields.get(gid)
             engine_call(pipe.mc_delete, gid)
-            return lambda: engine_call(pipe.mc_set, gid, prev, old_meta)
+            return lambda: engine_call(pipe.mc_set, gid, prev, old_meta, old_fields)
         if op == p4r.Update.INSERT and prev is not None:
             raise ControlError("ALREADY_EXISTS", f"multicast group {gid} exists")
         if op == p4r.Update.MODIFY and prev is None:
             raise ControlError("NOT_FOUND", f"multicast group {gid} does not exist")
         replicas = []
+        fields = []
         for r in mge.replicas:
-            port = (
-                decode_uint(r.port, 32, "replica port")
-                if r.WhichOneof("port_kind") == "port"
-                else r.egress_port
-            )
+            kind = r.WhichOneof("port_kind") or "egress_port"
+            port = decode_uint(r.port, 32, "replica port") if kind == "port" else r.egress_port
             if (port, r.instance) in replicas:
                 raise ControlError("INVALID_ARGUMENT", f"replica ({port}, {r.instance}) twice")
             replicas.append((port, r.instance))
+            fields.append(kind)
         prev_meta = pipe.mc_metadata.get(gid, b"")
-        engine_call(pipe.mc_set, gid, replicas, mge.metadata)
+        prev_fields = pipe.mc_port_fields.get(gid)
+        engine_call(pipe.mc_set, gid, replicas, mge.metadata, fields)
         if prev is None:
             return lambda: engine_call(pipe.mc_delete, gid)
-        return lambda: engine_call(pipe.mc_set, gid, prev, prev_meta)
+        return lambda: engine_call(pipe.mc_set, gid, prev, prev_meta, prev_fields)
 
     def array_of(self, group: dict[int, ArrayInfo], obj_id: int, what: str) -> ArrayInfo:
         obj = group.get(obj_id)
@@ -662,8 +664,10 @@ class P4RuntimeServicer(p4r_grpc.P4RuntimeServicer):
                             multicast_group_id=g,
                             metadata=pipe.mc_metadata.get(g, b""),
                             replicas=[
-                                p4r.Replica(port=encode_uint(port), instance=rid)
-                                for port, rid in pipe.mc_groups[g]
+                                replica_as_written(port, rid, kind)
+                                for (port, rid), kind in zip(
+                                    pipe.mc_groups[g], pipe.mc_port_fields[g], strict=True
+                                )
                             ],
                         )
                     )
@@ -1026,7 +1030,13 @@ def carry_over(old: Pipeline, new: Pipeline) -> None:
             if tnew is not None:
                 engine_call(new.set_default, tnew, action, params)
         for gid, replicas in old.mc_groups.items():
-            engine_call(new.mc_set, gid, replicas, old.mc_metadata.get(gid, b""))
+            engine_call(
+                new.mc_set,
+                gid,
+                replicas,
+                old.mc_metadata.get(gid, b""),
+                old.mc_port_fields.get(gid),
+            )
         for reg in old.index.registers.values():
             if new.index.register(reg.name) is not None:
                 for i, v in enumerate(engine_call(old.switch.register_read, reg.name)):
@@ -1037,6 +1047,14 @@ def carry_over(old: Pipeline, new: Pipeline) -> None:
 
 
 # ---------------------------------------------------------------- server
+
+
+def replica_as_written(port: int, rid: int, kind: str) -> p4r.Replica:
+    """A replica in the field its writer used: ``egress_port`` (uint32, P4Runtime before 1.4,
+    p4runtime-shell 0.0.6) or ``port`` (bytes)."""
+    if kind == "egress_port":
+        return p4r.Replica(egress_port=port, instance=rid)
+    return p4r.Replica(port=encode_uint(port), instance=rid)
 
 
 class P4RuntimeServer:

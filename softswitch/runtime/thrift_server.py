@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from bm_runtime.simple_pre import SimplePre
 from bm_runtime.simple_pre.ttypes import InvalidMcOperation as PreError
@@ -35,21 +36,43 @@ from bm_runtime.standard.ttypes import (
     BmMatchParamRange,
     BmMatchParamTernary,
     BmMatchParamType,
+    BmMeterRateConfig,
     BmMtEntry,
     CounterOperationErrorCode,
+    CrcErrorCode,
+    DevMgrErrorCode,
     DevMgrPortInfo,
+    IdLookupErrorCode,
     InvalidCounterOperation,
+    InvalidCrcOperation,
+    InvalidDevMgrOperation,
+    InvalidIdLookup,
+    InvalidLearnOperation,
+    InvalidMeterOperation,
+    InvalidParseVSetOperation,
     InvalidRegisterOperation,
+    InvalidSwapOperation,
     InvalidTableOperation,
+    LearnOperationErrorCode,
+    MeterOperationErrorCode,
+    ParseVSetOperationErrorCode,
     RegisterOperationErrorCode,
+    SwapOperationErrorCode,
     TableOperationErrorCode,
 )
 from sswitch_runtime import SimpleSwitch
-from sswitch_runtime.ttypes import InvalidMirroringOperation, MirroringOperationErrorCode
+from sswitch_runtime.ttypes import (
+    InvalidMirroringOperation,
+    MirroringOperationErrorCode,
+    MirroringSessionConfig,
+)
 from thrift.protocol import TBinaryProtocol
+from thrift.Thrift import TApplicationException
 from thrift.TMultiplexedProcessor import TMultiplexedProcessor
 from thrift.transport import TSocket, TTransport
 
+from softswitch import SwitchError
+from softswitch.frontend.bmv2_json import Bmv2JsonError
 from softswitch.runtime.bmv2_json import bmv2_json
 from softswitch.runtime.device import ControlError, Device, EntryRecord, MatchValue, Pipeline
 from softswitch.runtime.p4info_index import ActionInfo, ArrayInfo, TableInfo
@@ -61,6 +84,17 @@ LOG = logging.getLogger("softswitch.thrift")
 BMV2_PRIORITY_BASE = (1 << 31) - 1
 
 TableCode = TableOperationErrorCode
+
+
+def action_data_out(action: Any, params: dict[str, int]) -> list[bytes]:
+    """Action data as BMv2 returns it: each value in its shortest big-endian form (at least one
+    byte), not padded to the parameter's width."""
+    if action is None:
+        return []
+    return [
+        (v := params.get(p.name, 0)).to_bytes(max(1, (v.bit_length() + 7) // 8), "big")
+        for p in action.params
+    ]
 
 
 def engine_priority(table: TableInfo, options: BmAddEntryOptions | None) -> int:
@@ -134,6 +168,7 @@ class StandardHandler:
         self.pre = pre or PreState()
         self.ports = ports or dict
         self.started = time.time()
+        self.pending: Pipeline | None = None  # bm_load_new_config, until bm_swap_configs
 
     # ---- helpers ----
 
@@ -222,6 +257,230 @@ class StandardHandler:
             pipe = self.pipe()
             table = self.table(pipe, table_name)
             self.control(lambda: pipe.clear(table))
+            if reset_default_entry:
+                self.reset_default(pipe, table)
+
+    def reset_default(self, pipe: Pipeline, table: TableInfo) -> None:
+        if table.const_default_action_id:
+            raise table_error(TableCode.DEFAULT_ACTION_IS_CONST)
+        action, params = pipe.initial_defaults[table.id]
+        self.control(lambda: pipe.set_default(table, action, params))
+        pipe.defaults.pop(table.id, None)
+
+    def bm_mt_reset_default_entry(self, cxt_id: int, table_name: str) -> None:
+        """Back to the program's own default action (``table_reset_default``)."""
+        with self.device.lock:
+            pipe = self.pipe()
+            self.reset_default(pipe, self.table(pipe, table_name))
+
+    def bm_mt_set_entry_ttl(
+        self, cxt_id: int, table_name: str, entry_handle: int, timeout_ms: int
+    ) -> None:
+        # Tables with support_timeout do not load on this target, so every table answers as
+        # a BMv2 table without ageing does.
+        with self.device.lock:
+            pipe = self.pipe()
+            self.entry(pipe, self.table(pipe, table_name), entry_handle)
+            raise table_error(TableCode.AGEING_DISABLED)
+
+    def not_indirect(self, cxt_id: int, table_name: str, *args: Any) -> Any:
+        """``bm_mt_indirect_*``: this target has no action profiles, so no table is indirect."""
+        with self.device.lock:
+            self.table(self.pipe(), table_name)
+            raise table_error(TableCode.WRONG_TABLE_TYPE)
+
+    bm_mt_indirect_add_entry = not_indirect
+    bm_mt_indirect_modify_entry = not_indirect
+    bm_mt_indirect_delete_entry = not_indirect
+    bm_mt_indirect_set_entry_ttl = not_indirect
+    bm_mt_indirect_set_default_member = not_indirect
+    bm_mt_indirect_reset_default_entry = not_indirect
+    bm_mt_indirect_ws_add_entry = not_indirect
+    bm_mt_indirect_ws_modify_entry = not_indirect
+    bm_mt_indirect_ws_set_default_group = not_indirect
+
+    def no_action_profile(self, *args: Any) -> Any:
+        """``bm_mt_act_prof_*``: programs with action profiles do not load, so no name exists."""
+        raise table_error(TableCode.INVALID_ACTION_PROFILE_NAME)
+
+    bm_mt_act_prof_add_member = no_action_profile
+    bm_mt_act_prof_delete_member = no_action_profile
+    bm_mt_act_prof_modify_member = no_action_profile
+    bm_mt_act_prof_create_group = no_action_profile
+    bm_mt_act_prof_delete_group = no_action_profile
+    bm_mt_act_prof_add_member_to_group = no_action_profile
+    bm_mt_act_prof_remove_member_from_group = no_action_profile
+    bm_mt_act_prof_get_members = no_action_profile
+    bm_mt_act_prof_get_member = no_action_profile
+    bm_mt_act_prof_get_groups = no_action_profile
+    bm_mt_act_prof_get_group = no_action_profile
+
+    # ---- meters ----
+
+    def meter(self, pipe: Pipeline, name: str, index: int | None) -> int:
+        """The meter array's size; BMv2's error for an unknown name or a bad index."""
+        try:
+            size = pipe.switch.meter_size(name)
+        except SwitchError:
+            raise InvalidMeterOperation(code=MeterOperationErrorCode.INVALID_METER_NAME) from None
+        if index is not None and not 0 <= index < size:
+            raise InvalidMeterOperation(code=MeterOperationErrorCode.INVALID_INDEX)
+        return size
+
+    @staticmethod
+    def two_rates(rates: list[BmMeterRateConfig]) -> tuple[tuple[float, int], tuple[float, int]]:
+        if len(rates) != 2:
+            raise InvalidMeterOperation(code=MeterOperationErrorCode.BAD_RATES_LIST)
+        (c, p) = rates
+        if c.units_per_micros < 0 or p.units_per_micros < 0:
+            raise InvalidMeterOperation(code=MeterOperationErrorCode.INVALID_INFO_RATE_VALUE)
+        if c.burst_size < 0 or p.burst_size < 0:
+            raise InvalidMeterOperation(code=MeterOperationErrorCode.INVALID_BURST_SIZE_VALUE)
+        if c.units_per_micros > p.units_per_micros:
+            raise InvalidMeterOperation(code=MeterOperationErrorCode.INVALID_INFO_RATE_VALUE)
+        return (c.units_per_micros, c.burst_size), (p.units_per_micros, p.burst_size)
+
+    def bm_meter_set_rates(
+        self, cxt_id: int, meter_array_name: str, index: int, rates: list[BmMeterRateConfig]
+    ) -> None:
+        committed, peak = self.two_rates(rates)
+        with self.device.lock:
+            pipe = self.pipe()
+            self.meter(pipe, meter_array_name, index)
+            pipe.switch.meter_set_rates(meter_array_name, index, committed, peak)
+            pipe.meter_rates[(meter_array_name, index)] = list(rates)
+
+    def bm_meter_array_set_rates(
+        self, cxt_id: int, meter_array_name: str, rates: list[BmMeterRateConfig]
+    ) -> None:
+        committed, peak = self.two_rates(rates)
+        with self.device.lock:
+            pipe = self.pipe()
+            for i in range(self.meter(pipe, meter_array_name, None)):
+                pipe.switch.meter_set_rates(meter_array_name, i, committed, peak)
+                pipe.meter_rates[(meter_array_name, i)] = list(rates)
+
+    def bm_meter_get_rates(
+        self, cxt_id: int, meter_array_name: str, index: int
+    ) -> list[BmMeterRateConfig]:
+        with self.device.lock:
+            pipe = self.pipe()
+            self.meter(pipe, meter_array_name, index)
+            return pipe.meter_rates.get((meter_array_name, index), [])
+
+    def bm_mt_set_meter_rates(
+        self, cxt_id: int, table_name: str, entry_handle: int, rates: list[BmMeterRateConfig]
+    ) -> None:
+        committed, peak = self.two_rates(rates)
+        with self.device.lock:
+            pipe = self.pipe()
+            table = self.table(pipe, table_name)
+            rec = self.entry(pipe, table, entry_handle)
+            try:
+                pipe.switch.direct_meter_set_rates(table.name, rec.handle, committed, peak)
+            except SwitchError:
+                raise table_error(TableCode.METERS_DISABLED) from None
+            pipe.meter_rates[(table.name, rec.handle)] = list(rates)
+
+    def bm_mt_get_meter_rates(
+        self, cxt_id: int, table_name: str, entry_handle: int
+    ) -> list[BmMeterRateConfig]:
+        with self.device.lock:
+            pipe = self.pipe()
+            table = self.table(pipe, table_name)
+            rec = self.entry(pipe, table, entry_handle)
+            if pipe.switch.program.tables[table.name].meter is None:
+                raise table_error(TableCode.METERS_DISABLED)
+            return pipe.meter_rates.get((table.name, rec.handle), [])
+
+    # ---- parser value sets ----
+
+    def vset(self, name: str) -> tuple[Pipeline, int]:
+        pipe = self.device.pipeline
+        if pipe is None:
+            raise InvalidParseVSetOperation(code=ParseVSetOperationErrorCode.ERROR)
+        try:
+            return pipe, pipe.switch.value_set_width(name)
+        except SwitchError:
+            raise InvalidParseVSetOperation(
+                code=ParseVSetOperationErrorCode.INVALID_PARSE_VSET_NAME
+            ) from None
+
+    def bm_parse_vset_add(self, cxt_id: int, parse_vset_name: str, value: bytes) -> None:
+        with self.device.lock:
+            pipe, width = self.vset(parse_vset_name)
+            v = int.from_bytes(value, "big") & ((1 << width) - 1)
+            members = [m for m, _ in pipe.switch.value_set_get(parse_vset_name)]
+            if v not in members:
+                pipe.switch.value_set_set(parse_vset_name, [*members, v])
+
+    def bm_parse_vset_remove(self, cxt_id: int, parse_vset_name: str, value: bytes) -> None:
+        with self.device.lock:
+            pipe, width = self.vset(parse_vset_name)
+            v = int.from_bytes(value, "big") & ((1 << width) - 1)
+            members = [m for m, _ in pipe.switch.value_set_get(parse_vset_name)]
+            pipe.switch.value_set_set(parse_vset_name, [m for m in members if m != v])
+
+    def bm_parse_vset_get(self, cxt_id: int, parse_vset_name: str) -> list[bytes]:
+        with self.device.lock:
+            pipe, width = self.vset(parse_vset_name)
+            return [to_bytes(m, width) for m, _ in pipe.switch.value_set_get(parse_vset_name)]
+
+    def bm_parse_vset_clear(self, cxt_id: int, parse_vset_name: str) -> None:
+        with self.device.lock:
+            pipe, _ = self.vset(parse_vset_name)
+            pipe.switch.value_set_set(parse_vset_name, [])
+
+    # ---- what this target does not model: BMv2's error for it ----
+
+    def bm_learning_ack(self, cxt_id: int, list_id: int, *args: Any) -> None:
+        # digests are read in-process or over P4Runtime; BMv2's learning lists are not served
+        raise InvalidLearnOperation(code=LearnOperationErrorCode.INVALID_LIST_ID)
+
+    bm_learning_ack_buffer = bm_learning_ack
+    bm_learning_set_timeout = bm_learning_ack
+    bm_learning_set_buffer_size = bm_learning_ack
+
+    def bm_set_crc16_custom_parameters(self, cxt_id: int, calc_name: str, config: Any) -> None:
+        # crc16_custom / crc32_custom use BMv2's default parameters; no calculation is named
+        raise InvalidCrcOperation(code=CrcErrorCode.INVALID_CALCULATION_NAME)
+
+    bm_set_crc32_custom_parameters = bm_set_crc16_custom_parameters
+
+    def bm_get_id_from_name(self, cxt_id: int, resource_type: int, resource_name: str) -> int:
+        raise InvalidIdLookup(code=IdLookupErrorCode.INVALID_RESOURCE_TYPE)
+
+    def bm_dev_mgr_add_port(self, iface_name: str, port_num: int, pcap_path: str) -> None:
+        # ports are fixed at start-up (-i), as with BMv2's --use-files
+        raise InvalidDevMgrOperation(code=DevMgrErrorCode.ERROR)
+
+    def bm_dev_mgr_remove_port(self, port_num: int) -> None:
+        raise InvalidDevMgrOperation(code=DevMgrErrorCode.ERROR)
+
+    def bm_serialize_state(self) -> str:
+        raise TApplicationException(
+            TApplicationException.UNKNOWN_METHOD, "bm_serialize_state is not supported"
+        )
+
+    def bm_load_new_config(self, config_str: str) -> None:
+        """Load a BMv2 JSON beside the running one; ``bm_swap_configs`` installs it."""
+        with self.device.lock:
+            if self.pending is not None:
+                raise InvalidSwapOperation(code=SwapOperationErrorCode.ONGOING_SWAP)
+            try:
+                self.pending = self.device.load_json(config_str.encode())
+            except Bmv2JsonError as exc:
+                raise TApplicationException(TApplicationException.UNKNOWN, str(exc)) from None
+
+    def bm_swap_configs(self) -> None:
+        with self.device.lock:
+            if self.pending is None:
+                raise InvalidSwapOperation(code=SwapOperationErrorCode.NO_ONGOING_SWAP)
+            self.device.install(self.pending)
+            self.pending = None
+            self.pre.groups.clear()
+            self.pre.nodes.clear()
+            self.pre.assoc.clear()
 
     def bm_mt_add_entry(
         self,
@@ -325,12 +584,9 @@ class StandardHandler:
 
     def mt_entry(self, pipe: Pipeline, table: TableInfo, rec: EntryRecord) -> BmMtEntry:
         action = pipe.index.action(rec.action)
-        data = (
-            [to_bytes(rec.params.get(p.name, 0), p.bitwidth) for p in action.params]
-            if action
-            else []
-        )
-        prio = BMV2_PRIORITY_BASE - rec.key[1] if table.needs_priority else 0
+        data = action_data_out(action, rec.params)
+        # BMv2 reports -1 for tables without priorities (its CLI then prints none)
+        prio = BMV2_PRIORITY_BASE - rec.key[1] if table.needs_priority else -1
         return BmMtEntry(
             match_key=self.match_params(table, rec),
             options=BmAddEntryOptions(priority=prio),
@@ -375,11 +631,7 @@ class StandardHandler:
             table = self.table(pipe, table_name)
             default = pipe.switch.table_get_default(table.name)
             action = pipe.index.action(default[0])
-            data = (
-                [to_bytes(default[1].get(p.name, 0), p.bitwidth) for p in action.params]
-                if action
-                else []
-            )
+            data = action_data_out(action, default[1])
             return BmActionEntry(
                 action_type=BmActionEntryType.ACTION_DATA, action_name=default[0], action_data=data
             )
@@ -494,7 +746,11 @@ class StandardHandler:
 
     def bm_get_config(self) -> str:
         pipe = self.device.pipeline
-        return bmv2_json(pipe.index) if pipe is not None else "{}"
+        if pipe is None:
+            return "{}"
+        if pipe.bundle is None:  # loaded from p4c's BMv2 JSON: hand it back, as BMv2 does
+            return pipe.device_config.decode()
+        return bmv2_json(pipe.index)
 
     def bm_get_config_md5(self) -> bytes:
         return hashlib.md5(self.bm_get_config().encode()).digest()
@@ -651,19 +907,62 @@ class PreHandler:
 
 
 class SimpleSwitchHandler:
-    """The ``simple_switch`` service: clocks; mirroring and queues are not modelled."""
+    """The ``simple_switch`` service: clocks, mirroring sessions (the engine's clone sessions);
+    egress queues are not modelled (depth and rate calls are accepted and change nothing)."""
 
-    def __init__(self) -> None:
+    def __init__(self, device: Device | None = None) -> None:
         self.started = time.time()
+        self.device = device
+
+    def mirror(self, call: str, *args: Any, **kwargs: Any) -> Any:
+        """An engine mirroring call; BMv2's SESSION_NOT_FOUND for anything it refuses."""
+        pipe = self.device.pipeline if self.device is not None else None
+        try:
+            if pipe is None:
+                raise SwitchError("no pipeline")
+            return getattr(pipe.switch, call)(*args, **kwargs)
+        except SwitchError:
+            raise InvalidMirroringOperation(
+                code=MirroringOperationErrorCode.SESSION_NOT_FOUND
+            ) from None
+
+    def mirroring_session_add(self, mirror_id: int, config: MirroringSessionConfig) -> None:
+        self.mirror("mirroring_session_set", mirror_id, port=config.port, mc_group=config.mgid)
+
+    def mirroring_session_delete(self, mirror_id: int) -> None:
+        self.mirror("mirroring_session_delete", mirror_id)
+
+    def mirroring_session_get(self, mirror_id: int) -> MirroringSessionConfig:
+        port, mgid = self.mirror("mirroring_session_get", mirror_id)
+        return MirroringSessionConfig(port=port, mgid=mgid or None)
+
+    def mirroring_mapping_add(self, mirror_id: int, egress_port: int) -> int:
+        self.mirroring_session_add(mirror_id, MirroringSessionConfig(port=egress_port))
+        return 0
+
+    def mirroring_mapping_delete(self, mirror_id: int) -> int:
+        self.mirroring_session_delete(mirror_id)
+        return 0
+
+    def mirroring_mapping_get_egress_port(self, mirror_id: int) -> int:
+        port = self.mirroring_session_get(mirror_id).port
+        return -1 if port is None else port
+
+    def no_queues(self, *args: int) -> int:
+        """``set_[all_]egress_queue_{depth,rate}[s]``: queues are not modelled (no effect)."""
+        LOG.info("egress queues are not modelled: queue setting %s not applied", args)
+        return 0
+
+    set_egress_queue_depth = no_queues
+    set_all_egress_queue_depths = no_queues
+    set_egress_queue_rate = no_queues
+    set_all_egress_queue_rates = no_queues
 
     def get_time_elapsed_us(self) -> int:
         return int((time.time() - self.started) * 1e6)
 
     def get_time_since_epoch_us(self) -> int:
         return int(time.time() * 1e6)
-
-    def mirroring_session_get(self, mirror_id: int) -> None:
-        raise InvalidMirroringOperation(code=MirroringOperationErrorCode.SESSION_NOT_FOUND)
 
 
 class ThriftServer:
@@ -685,7 +984,9 @@ class ThriftServer:
         )
         processor.registerProcessor("simple_pre", SimplePre.Processor(pre_handler))
         processor.registerProcessor("simple_pre_lag", SimplePreLAG.Processor(pre_lag_handler))
-        processor.registerProcessor("simple_switch", SimpleSwitch.Processor(SimpleSwitchHandler()))
+        processor.registerProcessor(
+            "simple_switch", SimpleSwitch.Processor(SimpleSwitchHandler(device))
+        )
         self.processor = processor
         self.socket = TSocket.TServerSocket(host=host, port=port)
         self.socket.listen()  # bind now so that a busy port fails at start-up

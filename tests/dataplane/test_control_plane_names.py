@@ -21,7 +21,10 @@ TABLE_KEYS = {
 
 TABLE_ACTIONS = {
     names.HOTKEY_TABLE: (names.ACT_SET_HOT, [names.PARAM_SLOT, names.PARAM_HOLDERS]),
-    names.KEYINDEX_TABLE: (names.ACT_SET_BASE, [names.PARAM_SLOT, names.PARAM_BASE]),
+    names.KEYINDEX_TABLE: (
+        names.ACT_SET_BASE,
+        [names.PARAM_SLOT, names.PARAM_BASE, names.PARAM_FLOOR],
+    ),
     names.SERVERMAP_TABLE: (
         names.ACT_SET_SERVER,
         [names.PARAM_VIDX, names.PARAM_IP, names.PARAM_MAC, names.PARAM_PORT],
@@ -65,6 +68,8 @@ def test_registers_and_counters(target: SwitchTarget) -> None:
         for word in range(names.HP_KEY_WORDS):
             assert names.reg_hp_key(stage, word) in registers
         assert names.reg_hp_cnt(stage) in registers
+    counters = {c.preamble.alias for c in p4info.counters}
+    assert names.HOTKEY_WRITES in counters
     counters = {c.preamble.alias: c for c in p4info.direct_counters}
     tables = {t.preamble.id: t.preamble.alias for t in p4info.tables}
     assert tables[counters[names.HOTKEY_COUNTER].direct_table_id] == names.HOTKEY_TABLE

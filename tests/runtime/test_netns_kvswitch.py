@@ -89,7 +89,7 @@ def install_hot_key(address: str, key: bytes) -> None:
         updates = []
         for table_name, action_name, params in (
             ("HotkeyTable", "set_hot", [SLOT, len(SERVERS)]),
-            ("KeyindexTable", "set_key_index", [SLOT, SLOT * MAX_SERVERS]),
+            ("KeyindexTable", "set_key_index", [SLOT, SLOT * MAX_SERVERS, 0]),
         ):
             table, action = index.table(table_name), index.action(action_name)
             assert table is not None and action is not None

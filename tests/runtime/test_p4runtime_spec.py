@@ -312,6 +312,28 @@ def test_default_entry_scope_commit_and_direct_counters(
     assert exc.value.code() == grpc.StatusCode.NOT_FOUND
 
 
+def test_multicast_replicas_read_back_as_written(primary: tuple[Client, P4InfoIndex]) -> None:
+    """p4runtime-shell 0.0.6 writes and reads ``egress_port``; newer clients ``port`` bytes.
+    As BMv2's server does, a read answers in the field each replica was written with."""
+    a, _ = primary
+    replicas = [p4r.Replica(egress_port=3, instance=0), p4r.Replica(port=b"\x04", instance=1)]
+    mge = p4r.MulticastGroupEntry(multicast_group_id=5, replicas=replicas)
+    pre = p4r.PacketReplicationEngineEntry(multicast_group_entry=mge)
+    a.write(
+        p4r.Update(type=p4r.Update.INSERT, entity=p4r.Entity(packet_replication_engine_entry=pre))
+    )
+    [got] = a.read(
+        p4r.Entity(
+            packet_replication_engine_entry=p4r.PacketReplicationEngineEntry(
+                multicast_group_entry=p4r.MulticastGroupEntry(multicast_group_id=5)
+            )
+        )
+    )
+    back = got.packet_replication_engine_entry.multicast_group_entry.replicas
+    assert [r.WhichOneof("port_kind") for r in back] == ["egress_port", "port"]
+    assert (back[0].egress_port, back[1].port) == (3, b"\x04")
+
+
 def test_multicast_groups_and_counters(
     rt_server: Server, primary: tuple[Client, P4InfoIndex]
 ) -> None:

@@ -47,7 +47,7 @@ def test_simple_switch_cli(tmp_path: Path) -> None:
                     "table_add acl punt 0x0806&&&0xffff => 5",
                     "table_num_entries ipv4_lpm",
                     "table_dump l2",
-                    "table_modify l2 forward 1 => 4",
+                    "table_modify l2 forward 0 => 4",
                     "table_set_default ipv4_lpm drop",
                     "table_add no_such_table drop 1 =>",
                     "table_add l2 forward 1 => 3",
@@ -56,12 +56,12 @@ def test_simple_switch_cli(tmp_path: Path) -> None:
                     "register_read last_ttl 3",
                     "register_read last_ttl 99",
                     "counter_read port_counter 1",
-                    "counter_read lpm_counter 1",
+                    "counter_read lpm_counter 0",  # handles start at 0, as on BMv2
                     "mc_mgrp_create 7",
                     "mc_node_create 0 3 4",
                     "mc_node_associate 7 0",
                     "mc_dump",
-                    "table_delete ipv4_lpm 1",
+                    "table_delete ipv4_lpm 0",
                     "table_num_entries ipv4_lpm",
                     "mc_node_create 1 6",
                     "mc_node_associate 7 1",
@@ -82,7 +82,7 @@ def test_simple_switch_cli(tmp_path: Path) -> None:
         assert "last_ttl[3]= 99" in out
         assert "Invalid register operation (INVALID_INDEX)" in out
         assert "port_counter[1]= (0 bytes, 0 packets)" in out
-        assert "lpm_counter[1]= (0 bytes, 0 packets)" in out
+        assert "lpm_counter[0]= (0 bytes, 0 packets)" in out
         assert (
             "Creating multicast group 7" in out and "Associating node 0 to multicast group 7" in out
         )
@@ -117,7 +117,7 @@ def test_simple_switch_cli(tmp_path: Path) -> None:
             "table_dump_entry_from_key l2 1\nswitch_info\nshow_ports\nreset_state\n"
             "table_num_entries l2\nmc_dump\n",
         )
-        assert "Dumping entry 0x1" in out and "RtIngress.forward - 0004" in out  # after the modify
+        assert "Dumping entry 0x0" in out and "RtIngress.forward - 04" in out  # after the modify
         assert "thrift_port" in out and str(sw.thrift_port) in out
         assert "RuntimeCmd: 0\n" in out and "mgrp(" not in out  # reset_state emptied l2 and the PRE
         assert sw.proc.poll() is None  # bad commands did not hurt the switch
@@ -130,6 +130,7 @@ def test_pcap_files_and_capture(tmp_path: Path) -> None:
     for i, f in enumerate(frames):
         writer.write(f, ts_ns=(1000 + i) * 10**9)
     writer.close()
+    PcapWriter(tmp_path / "p0_in.pcap").close()  # every port needs its input, as on BMv2
     caps = tmp_path / "caps"
     args = ["--use-files", "0", "-i", "0@p0", "-i", "1@p1", "--pcap", str(caps)]
     args += ["--log-console", "-L", "debug", str(PROGRAM)]
@@ -152,6 +153,7 @@ def test_pcap_files_and_capture(tmp_path: Path) -> None:
         ["--no-p4", str(PROGRAM)],
         ["-i", "bogus"],
         ["-i", "1@no-such-if0", str(PROGRAM)],
+        ["--use-files", "0", "-i", "1@no-such-file", str(PROGRAM)],
         [str(PROGRAM.parent / "missing.p4")],
     ],
 )

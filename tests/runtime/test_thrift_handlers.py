@@ -98,3 +98,47 @@ def test_wide_register_cells_refused_over_thrift(handler: StandardHandler) -> No
     with pytest.raises(InvalidRegisterOperation) as exc:
         handler.bm_register_read(0, "wide", 1)
     assert exc.value.code == RegisterOperationErrorCode.ERROR
+
+
+def test_calls_bmv2_has_and_this_target_answers_as_bmv2(handler: StandardHandler) -> None:
+    """Calls simple_switch_CLI cannot send for this program (it checks its JSON first) still
+    get BMv2's error codes, never an internal error; table_reset_default restores the default."""
+    from bm_runtime.standard.ttypes import (
+        InvalidDevMgrOperation,
+        InvalidLearnOperation,
+        InvalidSwapOperation,
+        LearnOperationErrorCode,
+        SwapOperationErrorCode,
+    )
+
+    exact = BmMatchParam(type=BmMatchParamType.EXACT, exact=BmMatchParamExact(b"\x00\x01"))
+    handle = handler.bm_mt_add_entry(0, "l2", [exact], "forward", [b"\x00\x02"], None)
+    assert handle == 0
+    codes = TableOperationErrorCode
+    for call, want in [
+        (lambda: handler.bm_mt_set_entry_ttl(0, "l2", handle, 1000), codes.AGEING_DISABLED),
+        (lambda: handler.bm_mt_set_entry_ttl(0, "l2", 7, 1000), codes.INVALID_HANDLE),
+        (lambda: handler.bm_mt_indirect_delete_entry(0, "l2", 0), codes.WRONG_TABLE_TYPE),
+        (lambda: handler.bm_mt_indirect_delete_entry(0, "nope", 0), codes.INVALID_TABLE_NAME),
+        (lambda: handler.bm_mt_act_prof_get_members(0, "p"), codes.INVALID_ACTION_PROFILE_NAME),
+        (lambda: handler.bm_mt_get_meter_rates(0, "l2", handle), codes.METERS_DISABLED),
+    ]:
+        with pytest.raises(InvalidTableOperation) as exc:
+            call()
+        assert exc.value.code == want
+    with pytest.raises(InvalidLearnOperation) as learn:
+        handler.bm_learning_ack(0, 1, 0, [])
+    assert learn.value.code == LearnOperationErrorCode.INVALID_LIST_ID
+    with pytest.raises(InvalidDevMgrOperation):
+        handler.bm_dev_mgr_add_port("veth0", 3, "")
+    with pytest.raises(InvalidSwapOperation) as swap:
+        handler.bm_swap_configs()
+    assert swap.value.code == SwapOperationErrorCode.NO_ONGOING_SWAP
+
+    handler.bm_mt_set_default_action(0, "l2", "drop", [])
+    assert handler.bm_mt_get_default_entry(0, "l2").action_name.endswith("drop")
+    handler.bm_mt_reset_default_entry(0, "l2")
+    assert handler.bm_mt_get_default_entry(0, "l2").action_name == "NoAction"
+    handler.bm_mt_set_default_action(0, "l2", "drop", [])
+    handler.bm_mt_clear_entries(0, "l2", True)  # reset_default_entry
+    assert handler.bm_mt_get_default_entry(0, "l2").action_name == "NoAction"

