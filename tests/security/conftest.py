@@ -65,9 +65,17 @@ class HostShell:
         )
 
     def __call__(self, cmd: str, **fields: Any) -> Any:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.start(cmd, **fields)
+        return self.result()
+
+    def start(self, cmd: str, **fields: Any) -> None:
+        """Send a command without waiting for its answer (:meth:`result` reads it)."""
+        assert self.proc.stdin is not None
         self.proc.stdin.write(json.dumps({"cmd": cmd, **fields}) + "\n")
         self.proc.stdin.flush()
+
+    def result(self) -> Any:
+        assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
         assert line, f"host shell exited ({self.proc.poll()})"
         answer = json.loads(line)
