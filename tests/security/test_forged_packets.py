@@ -249,17 +249,19 @@ def _forged_set(name: str, value: bytes) -> p.Message:
     return p.Message(p.Op.SET, key16(name), value, cid=cid, seq=1, epoch=FORGED[0], ver=FORGED[1])
 
 
-@pytest.mark.parametrize("transport", ["udp", "tcp", "udp-delete"])
+@pytest.mark.parametrize("transport", ["udp", "tcp", "udp-delete", "tcp-update"])
 def test_client_chosen_version_on_a_key_that_turns_hot(warm: Rack, transport: str) -> None:
     """A client may write a cold key, but not choose its version: once the key turns hot, the
     switch's versions must still win (else every later Set is STALE and reads are stuck). The
-    Delete variant leaves (defence off) a tombstone with the forged version, which a later
-    unversioned Set keeps."""
+    Delete variant leaves (defence off) a tombstone with the forged version, the UPDATE variant (an
+    op only the switch sends, hidden behind a Get in one TCP segment) a value with it; a later
+    unversioned Set keeps that version."""
     name = f"late-{transport}"
     key = key16(name)
     o = origin(key)
     value = f"{name}-by-c2".encode()
     forged = _forged_set(name, value)
+    tcp_dst = [server_ip(warm, o), p.KVS_PORT]
     if transport == "udp-delete":
         forged = p.Message(p.Op.DEL, key, cid=forged.cid, seq=1, epoch=FORGED[0], ver=FORGED[1])
         answer = send(warm, "c2", o, forged)
@@ -267,30 +269,33 @@ def test_client_chosen_version_on_a_key_that_turns_hot(warm: Rack, transport: st
         assert [(r.op, r.status) for r in replies] == [(p.Op.DEL_REPLY, p.Status.NOT_FOUND)]
         rec = {"kind": "delete", "key": key.hex(), "call": answer["call"], "ret": answer["ret"]}
         record(warm, "c2", {**rec, "value": None, "output": None})
-        value = f"{name}-v0".encode()
-        first = ops(warm, "c1", [["set", name, value.decode()]])[0]
-        if first["error"] is not None:  # refused already (the key turned hot meanwhile)
-            attack_holds(warm, set_after_the_delete_ok=False)
-            assert first["error"] == "StaleWrite"
-            return
+    elif transport == "tcp-update":  # unanswered: an UPDATE is CONFIRMed to the switch
+        update = p.Message(p.Op.UPDATE, key, value, epoch=FORGED[0], ver=FORGED[1])
+        payload = p.Message(p.Op.GET, key, cid=forged.cid, seq=0).encode() + update.encode()
+        warm.shell("c2")("tcp", dst=tcp_dst, payload_hex=payload.hex())
     elif transport == "udp":
         answer = send(warm, "c2", o, forged)
         replies = [p.Message.decode(bytes.fromhex(str(a))) for a in answer["answers"]]  # type: ignore[union-attr]
     else:  # a Get first: the switch parses only a segment's first header
         first = p.Message(p.Op.GET, key, cid=forged.cid, seq=0)
         payload = first.encode() + forged.encode()
-        answer = warm.shell("c2")(
-            "tcp", dst=[server_ip(warm, o), p.KVS_PORT], payload_hex=payload.hex()
-        )
+        answer = warm.shell("c2")("tcp", dst=tcp_dst, payload_hex=payload.hex())
         data = bytes.fromhex(str(answer["data"]))
         replies = [p.Message.decode(data[p.message_length(data) :])] if data else []
-    if transport != "udp-delete":
+    if transport in ("udp-delete", "tcp-update"):  # then the key gets a value from c1
+        value = f"{name}-v0".encode()
+        wrote_first = ops(warm, "c1", [["set", name, value.decode()]])[0]
+        if wrote_first["error"] is not None:  # refused already (the key turned hot meanwhile)
+            attack_holds(warm, set_after_the_forgery_ok=False)
+            assert wrote_first["error"] == "StaleWrite"
+            return
+    else:
         acked = [r for r in replies if r.op == p.Op.SET_REPLY and r.status == p.Status.OK]
         assert acked, replies  # a client may write a cold key: that much it is entitled to
         rec = {"kind": "set", "key": key.hex(), "call": answer["call"], "ret": answer["ret"]}
         record(warm, "c2", {**rec, "value": value.hex(), "output": None})
     stored = versions(warm, name)[o]
-    if transport != "udp-delete":  # (a Delete of a key never seen before is of a cold key)
+    if transport in ("udp", "tcp"):  # (the other variants' key was never written before)
         assert holders(warm, name) == [o], "the key must still be cold when it is written"
     make_hot(warm, [name])
     wrote = ops(warm, "c1", [["set", name, f"{name}-legit"]])[0]
@@ -299,7 +304,8 @@ def test_client_chosen_version_on_a_key_that_turns_hot(warm: Rack, transport: st
         warm,
         version_not_forged=stored is not None and stored[:2] != FORGED,
         # a cold Set is entitled to no version (c1's Set after the Delete may have been hot)
-        set_unversioned=transport == "udp-delete" or (stored is not None and stored[:2] == (0, 0)),
+        set_unversioned=transport not in ("udp", "tcp")
+        or (stored is not None and stored[:2] == (0, 0)),
         set_ok=wrote["error"] is None,
         reads_the_set=after == [f"{name}-legit".encode()] * 16,
         linearizable=linearizable(warm, name),
