@@ -9,7 +9,6 @@ has three holders that all confirmed the current version, so two Gets in three a
 
 from __future__ import annotations
 
-import argparse
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
+from kvswitch import argtypes as t
 from kvswitch.paths import p4src_dir
 from kvswitch.protocol import KVS_PORT, Message, Op, pad_key
 
@@ -89,12 +89,14 @@ def get_packet(key: bytes) -> bytes:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="kvswitch bench dataplane", description=__doc__)
-    parser.add_argument("--seconds", type=float, default=0.5, help="time per run")
+    parser = t.Parser(prog="kvswitch bench dataplane", description=__doc__)
+    parser.add_argument("--seconds", type=t.positive_float, default=0.5, help="time per run")
     parser.add_argument(
-        "--runs", type=int, default=5, help="runs per packet kind (best and median)"
+        "--runs", type=t.positive_int, default=5, help="runs per packet kind (best and median)"
     )
-    parser.add_argument("--profile", type=int, default=5000, help="packets to profile (0: none)")
+    parser.add_argument(
+        "--profile", type=t.nonneg_int, default=5000, help="packets to profile (0: none)"
+    )
     args = parser.parse_args(list(argv) if argv is not None else None)
 
     started = time.perf_counter()

@@ -191,9 +191,15 @@ class Device:
         switch = bundle.compile()
         return Pipeline(switch, P4InfoIndex(switch.p4info), bundle.to_bytes(), cookie, bundle)
 
-    def load_json(self, data: bytes, p4info: p4i.P4Info | None = None, cookie: int = 0) -> Pipeline:
+    def load_json(
+        self,
+        data: bytes,
+        p4info: p4i.P4Info | None = None,
+        cookie: int = 0,
+        name: str = "device config (BMv2 JSON)",
+    ) -> Pipeline:
         """A pipeline from p4c-bm2-ss's BMv2 JSON; ``p4info`` gives the control-plane ids."""
-        switch = Switch(load_json_program(data, "device config (BMv2 JSON)", p4info))
+        switch = Switch(load_json_program(data, name, p4info))
         return Pipeline(switch, P4InfoIndex(switch.p4info), bytes(data), cookie)
 
     def load_config(
