@@ -20,7 +20,7 @@ from typing import NoReturn
 
 from softswitch import P4Error
 from softswitch.io import PortIO, parse_port_spec
-from softswitch.runtime.bundle import Bundle
+from softswitch.runtime.bundle import Bundle, embedded_bundle
 from softswitch.runtime.device import Device
 from softswitch.switch import DROP_PORT
 
@@ -132,6 +132,12 @@ def parser() -> Parser:
         help="ports are pcap files IFACE_in.pcap/IFACE_out.pcap; wait WAIT seconds first",
     )
     p.add_argument("--no-p4", action="store_true", help="start without a program")
+    add_preprocessor_options(p)
+    return p
+
+
+def add_preprocessor_options(p: argparse.ArgumentParser) -> None:
+    """``-D NAME[=VAL]`` and ``-I DIR``, as a compiler takes them (the switch and kvswitch p4c)."""
     p.add_argument(
         "-D",
         dest="defines",
@@ -149,7 +155,6 @@ def parser() -> Parser:
         metavar="DIR",
         help="include directory for P4 source; repeatable",
     )
-    return p
 
 
 def target_parser() -> Parser:
@@ -220,7 +225,9 @@ def main(argv: list[str] | None = None) -> int:
         try:
             if args.program.endswith(".json"):
                 data = Path(args.program).read_bytes()
-                device.install(device.load_json(data, name=args.program))
+                inner = embedded_bundle(data)  # written by kvswitch p4c -o
+                pipe = device.load(inner) if inner else device.load_json(data, name=args.program)
+                device.install(pipe)
             else:
                 bundle = Bundle.from_file(args.program, dict(args.defines), args.includes)
                 device.install(device.load(bundle))

@@ -32,6 +32,20 @@ SKIP_DIRS = {"__pycache__", "node_modules", "build"}
 MAX_BUNDLE_BYTES = 16 << 20
 
 
+BUNDLE_KEY = "softswitch_bundle"  # the bundle inside the BMv2-style JSON `kvswitch p4c -o` writes
+
+
+def embedded_bundle(data: bytes) -> Bundle | None:
+    """The source bundle inside a BMv2-style JSON written by ``kvswitch p4c -o``, else None."""
+    try:
+        doc = json.loads(data)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    if not isinstance(doc, dict) or not isinstance(doc.get(BUNDLE_KEY), dict):
+        return None
+    return Bundle.from_bytes(json.dumps(doc[BUNDLE_KEY]).encode())
+
+
 class BundleError(ValueError):
     """A device config that is not a valid source bundle."""
 

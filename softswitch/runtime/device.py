@@ -17,7 +17,7 @@ from finsy.proto import p4i
 
 from softswitch import Switch, SwitchError
 from softswitch.frontend.bmv2_json import looks_like_bmv2_json
-from softswitch.runtime.bundle import Bundle
+from softswitch.runtime.bundle import Bundle, embedded_bundle
 from softswitch.runtime.p4info_index import P4InfoIndex, TableInfo
 from softswitch.switch import load_json_program
 
@@ -207,6 +207,11 @@ class Device:
     ) -> Pipeline:
         """A pipeline from a device config: BMv2 JSON (as for simple_switch_grpc) or a source
         bundle (raises BundleError, P4Error)."""
+        inner = embedded_bundle(data)  # kvswitch p4c -o: BMv2-style JSON around the source
+        if inner is not None:
+            pipe = self.load(inner, cookie)
+            pipe.device_config = bytes(data)
+            return pipe
         if looks_like_bmv2_json(data):
             return self.load_json(data, p4info, cookie)
         return self.load(Bundle.from_bytes(data), cookie)
