@@ -251,6 +251,13 @@ class Translator:
             ident = _ident(name, "h_")
             if str(h["id"]) in stack_members:
                 path = stack_members[str(h["id"])][0]
+            elif h["metadata"] and name == "scalars":
+                # p4c's flattened user metadata and temporaries: fields of meta_t itself (one
+                # attribute access less per use in the generated code)
+                path = "meta"
+                if any(w < 0 for _, w in decl_fields[tname].values()):
+                    raise self.fail("header scalars", "a varbit field in metadata")
+                meta_lines += [f"    bit<{w}> {i};" for i, w in decl_fields[tname].values()]
             elif h["metadata"]:
                 path = f"meta.{ident}"
                 meta_lines.append(f"    {_ident(tname, 't_')} {ident};")
@@ -386,8 +393,8 @@ class Translator:
                 if a.kind == "int":
                     assert a.value is not None
                     return X(str(a.value & m), "int", 0, a.value & m)
-                w = max(k, self.width_of(a))
-                return X(f"({self.bits(a, w)} & {w}w{m})", "bits", w)
+                # a value of at most k bits needs no mask; a wider one is truncated by a cast
+                return X(self.bits(a, k), "bits", k)
         if o in ("d2b",):
             return X(self.boolean(self.expr(e["right"], what, env)), "bool")
         if o == "b2d":
