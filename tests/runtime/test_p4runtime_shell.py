@@ -28,12 +28,19 @@ EXPECTED = [
 ]
 
 
-def shell_session(p4info: Path, config: Path) -> list[str]:
+def shell_session(p4info: Path, config: Path, program: str = "tutorial") -> list[str]:
     if not SHELL_PY.exists():
         pytest.skip("p4runtime-shell venv missing: run `make p4rtsh` (make test does)")
     with switch_process(["--no-p4"]) as sw:
         done = subprocess.run(
-            [str(SHELL_PY), str(SESSION), f"127.0.0.1:{sw.grpc_port}", str(p4info), str(config)],
+            [
+                str(SHELL_PY),
+                str(SESSION),
+                f"127.0.0.1:{sw.grpc_port}",
+                str(p4info),
+                str(config),
+                program,
+            ],
             capture_output=True,
             text=True,
             timeout=120,
@@ -54,3 +61,16 @@ def test_p4runtime_shell_on_p4c_json(tmp_path: Path) -> None:
 
     json_path, _ = p4c_compile(TUTORIAL, tmp_path)
     assert shell_session(tmp_path / f"{TUTORIAL.stem}.p4info.txtpb", json_path) == EXPECTED
+
+
+def test_p4runtime_shell_on_kvswitch_p4(tmp_path: Path) -> None:
+    source = ROOT / "p4src" / "kvswitch.p4"
+    info, out = tmp_path / "kv.p4info.txtpb", tmp_path / "kv.json"
+    argv = ["p4c", str(source), "-I", str(source.parent), "-o", str(out)]
+    assert cli.main([*argv, "--p4runtime-files", str(info)]) == 0
+    assert shell_session(info, out, "kvswitch") == [
+        "hot hot-key 03",
+        "hot counter 0 0",
+        "replicas [(1, 0), (2, 1)]",
+        "hot keys after delete 0",
+    ]
