@@ -49,6 +49,12 @@ def install_rack(sw: Any) -> None:
             "set_next_hop",
             {"port": port, "dmac": mac, "smac": SWITCH_MAC},
         )
+        sw.table_add(
+            "HostportTable",
+            {"src_addr": (_ip(ip), 32)},
+            "set_source",
+            {"port": port, "server": int((ip, mac, port) in SERVERS)},
+        )
     for offset, (ip, mac, port) in enumerate(SERVERS):
         sw.table_add(
             "ServeroffsetTable",

@@ -5,12 +5,15 @@ allocates per query. Semantics (docs/protocol.md "Consistency" rules 1-4 and "Ha
 
 - a query of a key that misses the hot-key table enters HashPipe and goes to its origin;
 - a Get of a hot key takes ordinal ``rr[slot]`` (wrapping at the holder count) and is redirected to
-  that holder only when its ServermapTable entry exists, ``slot_ver != 0``,
-  ``origin_ver == slot_ver`` and ``valid_ver[vidx] == slot_ver``; otherwise it goes to the origin;
-- a Set of a hot key bumps ``global_ver``, stamps ``slot_ver``, goes to the origin and to every
-  replica member (rid != 0) of the key's multicast group; the origin's reply and the replicas'
-  confirms come back ``lag`` queries later and apply rules 2 and 3 (accepted only if still
-  current; a confirm lands on ``valid_ver[base + offset(sender)]``);
+  that holder only when its ServermapTable entry exists and it is in the read set (rule 4,
+  :func:`coherence.in_read_set`); otherwise it goes to the origin;
+- a Set of a hot key takes a fresh version (rule 1, :func:`coherence.write`), goes to the origin and
+  to every replica member (rid != 0) of the key's multicast group, and is counted per slot
+  (``hotkey_writes``); the origin's reply and the replicas' confirms come back ``lag`` queries
+  later and apply rules 2 and 3 (:func:`coherence.origin_report`, :func:`coherence.confirm`; a
+  confirm lands on ``valid_ver[base + offset(sender)]`` with the slot's ``floor``). Replies and
+  confirms of a write land at the same time, the origin's first, so a replica's read reply never
+  carries a version the origin has not reported and rule 6 drops nothing here;
 - every packet that reaches a server counts one in that server's load counter.
 
 Keys are integer ids; the 16-byte key is ``id.to_bytes(16, "big")`` (ids < 2**32), so the CRC of a
@@ -21,6 +24,8 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit
+
+from kvswitch.bench import coherence
 
 CRC_POLY = 0xEDB88320
 HP_SEED = 0x9E3779B9
@@ -115,30 +120,33 @@ def hot_lookup(ht_keys, ht_vals, kid):
 
 
 @njit(cache=True)
-def _drain(now, q, qpos, slot_ver, origin_ver, valid_ver, base):
+def deliver(slot, server, ver, slot_ver, origin_ver, valid_ver, base, floor):
+    """The origin's reply (``server`` < 0, rule 2) or a replica's confirm (rule 3) of ``ver``."""
+    if server < 0:
+        coherence.origin_report(slot, True, ver, origin_ver)
+    elif base[slot] >= 0:
+        cell = base[slot] + server
+        coherence.confirm(slot, cell, True, ver, floor[slot], slot_ver, valid_ver)
+
+
+@njit(cache=True)
+def _drain(now, q, qpos, slot_ver, origin_ver, valid_ver, base, floor):
     # q: [capacity, 4] rows of (due, slot, server or -1 for the origin's reply, version)
     cap = q.shape[0]
     head = qpos[0]
     tail = qpos[1]
     while head < tail and q[head % cap, 0] <= now:
         row = head % cap
-        slot = q[row, 1]
-        server = q[row, 2]
-        ver = q[row, 3]
-        if ver == slot_ver[slot]:
-            if server < 0:
-                origin_ver[slot] = ver
-            elif base[slot] >= 0:
-                valid_ver[base[slot] + server] = ver
+        deliver(q[row, 1], q[row, 2], q[row, 3], slot_ver, origin_ver, valid_ver, base, floor)
         head += 1
     qpos[0] = head
 
 
 @njit(cache=True)
-def _enqueue(due, slot, server, ver, q, qpos, slot_ver, origin_ver, valid_ver, base):
+def _enqueue(due, slot, server, ver, q, qpos, slot_ver, origin_ver, valid_ver, base, floor):
     cap = q.shape[0]
     if qpos[1] - qpos[0] >= cap:  # full: deliver the oldest now
-        _drain(q[qpos[0] % cap, 0], q, qpos, slot_ver, origin_ver, valid_ver, base)
+        _drain(q[qpos[0] % cap, 0], q, qpos, slot_ver, origin_ver, valid_ver, base, floor)
     row = qpos[1] % cap
     q[row, 0] = due
     q[row, 1] = slot
@@ -149,27 +157,27 @@ def _enqueue(due, slot, server, ver, q, qpos, slot_ver, origin_ver, valid_ver, b
 
 @njit(cache=True)
 def _hot_write(slot, o, due, mg_of_slot, mg_members, mg_size, off, slot_ver, origin_ver,
-               valid_ver, base, gver, load, q, qpos):  # fmt: skip
+               valid_ver, base, floor, gver, load, q, qpos):  # fmt: skip
     """Rule 1: stamp a fresh version, send to the origin and the multicast group; the replies
     and confirms are queued for ``due``."""
-    g = gver[0] + 1
-    gver[0] = g
-    slot_ver[slot] = g
+    g = coherence.write(slot, gver, slot_ver)
     load[o] += 1
-    _enqueue(due, slot, -1, g, q, qpos, slot_ver, origin_ver, valid_ver, base)
+    _enqueue(due, slot, -1, g, q, qpos, slot_ver, origin_ver, valid_ver, base, floor)
     grp = mg_of_slot[slot]
     if grp > 0:
         for j in range(mg_size[grp]):
             s = mg_members[grp, j]
             load[s] += 1
             if off[s] >= 0:
-                _enqueue(due, slot, off[s], g, q, qpos, slot_ver, origin_ver, valid_ver, base)
+                _enqueue(
+                    due, slot, off[s], g, q, qpos, slot_ver, origin_ver, valid_ver, base, floor
+                )
 
 
 @njit(cache=True)
 def process(kids, origins, writes, count, start, lag, ht_keys, ht_vals, nhold, smap, vidx, base,
-            off, mg_of_slot, mg_members, mg_size, rr, slot_ver, origin_ver, valid_ver, gver,
-            hot_cnt, hp_key, hp_cnt, prefixes, table, load, q, qpos):  # fmt: skip
+            floor, off, mg_of_slot, mg_members, mg_size, rr, slot_ver, origin_ver, valid_ver,
+            gver, hot_cnt, hot_wr, hp_key, hp_cnt, prefixes, table, load, q, qpos):  # fmt: skip
     """Queries ``0 .. count-1`` of the arrays: key id, origin, Set or not. The cold path is written
     out in the loop and the hot path is a call: a small loop body runs about twice as fast."""
     for i in range(count):
@@ -177,7 +185,7 @@ def process(kids, origins, writes, count, start, lag, ht_keys, ht_vals, nhold, s
         o = origins[i]
         now = start + i
         if qpos[1] > qpos[0]:
-            _drain(now, q, qpos, slot_ver, origin_ver, valid_ver, base)
+            _drain(now, q, qpos, slot_ver, origin_ver, valid_ver, base, floor)
         slot = hot_lookup(ht_keys, ht_vals, kid)
         if slot < 0:
             hashpipe_insert(kid, hp_key, hp_cnt, prefixes, table)
@@ -185,8 +193,9 @@ def process(kids, origins, writes, count, start, lag, ht_keys, ht_vals, nhold, s
             continue
         hot_cnt[slot] += 1
         if writes[i]:
+            hot_wr[slot] += 1
             _hot_write(slot, o, now + lag, mg_of_slot, mg_members, mg_size, off, slot_ver,
-                       origin_ver, valid_ver, base, gver, load, q, qpos)  # fmt: skip
+                       origin_ver, valid_ver, base, floor, gver, load, q, qpos)  # fmt: skip
             continue
         n = nhold[slot]
         ordv = rr[slot]
@@ -196,17 +205,16 @@ def process(kids, origins, writes, count, start, lag, ht_keys, ht_vals, nhold, s
         dst = o
         if ordv > 0:
             s = smap[slot, ordv]
-            sv = slot_ver[slot]
-            if s >= 0 and sv != 0 and origin_ver[slot] == sv and valid_ver[vidx[slot, ordv]] == sv:
+            if s >= 0 and coherence.in_read_set(slot, vidx[slot, ordv], origin_ver, valid_ver):
                 dst = s
         load[dst] += 1
 
 
 @njit(cache=True)
 def run_sampled(n, seed, start, write_ratio, alias, head, p_head, rank_info, counts, lag,
-                ht_keys, ht_vals, nhold, smap, vidx, base, off, mg_of_slot, mg_members, mg_size,
-                rr, slot_ver, origin_ver, valid_ver, gver, hot_cnt, hp_key, hp_cnt, prefixes,
-                table, load, q, qpos):  # fmt: skip
+                ht_keys, ht_vals, nhold, smap, vidx, base, floor, off, mg_of_slot, mg_members,
+                mg_size, rr, slot_ver, origin_ver, valid_ver, gver, hot_cnt, hot_wr, hp_key,
+                hp_cnt, prefixes, table, load, q, qpos):  # fmt: skip
     """Draw ``n`` queries and process them. ``alias`` packs two Walker alias tables (bits 31..63:
     the acceptance threshold scaled by 2**32, bits 0..30: the alias rank, absolute): ranks
     ``0 .. head-1`` (drawn with probability ``p_head``; small enough to stay in cache) and the rest.
@@ -258,8 +266,9 @@ def run_sampled(n, seed, start, write_ratio, alias, head, p_head, rank_info, cou
                     (x * np.uint64(0x2545F4914F6CDD1D)) >> np.uint64(11)
                 ) * TO_UNIT < write_ratio
         process(kids, origins, writes, b, start + done, lag, ht_keys, ht_vals, nhold, smap, vidx,
-                base, off, mg_of_slot, mg_members, mg_size, rr, slot_ver, origin_ver, valid_ver,
-                gver, hot_cnt, hp_key, hp_cnt, prefixes, table, load, q, qpos)  # fmt: skip
+                base, floor, off, mg_of_slot, mg_members, mg_size, rr, slot_ver, origin_ver,
+                valid_ver, gver, hot_cnt, hot_wr, hp_key, hp_cnt, prefixes, table, load, q,
+                qpos)  # fmt: skip
         done += b
 
 

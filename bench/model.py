@@ -2,8 +2,9 @@
 
 Tables hold entries the way the switch does (exact match, with the action parameters of
 docs/dataplane.md); registers and counters are numpy arrays. Queries run either through the
-compiled kernel (:mod:`kvswitch.bench.kernel`, fast) or through :class:`ReferencePipeline`, a
-plain-Python statement of the same rules that the tests compare the kernel against. The model also
+compiled kernel (:mod:`kvswitch.bench.kernel`, fast) or through :class:`ReferencePipeline`, the
+same rules (:mod:`kvswitch.bench.coherence`) driven by a plain-Python loop that the tests compare
+the kernel's loop against. The model also
 plays the agents' side of pushes (SYNC, SYNC_DONE, PUSH, CONFIRM, all delivered at once) and keeps
 which servers store a replica copy of each key.
 
@@ -19,7 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kvswitch.bench import kernel
+from kvswitch.bench import coherence, kernel
 from kvswitch.bench.workload import Workload
 from kvswitch.controller import names
 from kvswitch.controller.driver import Driver
@@ -49,7 +50,7 @@ class Tables:
     """The table entries, by match key, with their action parameters."""
 
     hot: dict[int, tuple[int, int]] = field(default_factory=dict)  # key -> (slot, n)
-    keyindex: dict[int, tuple[int, int]] = field(default_factory=dict)  # key -> (slot, base)
+    keyindex: dict[int, tuple[int, int, int]] = field(default_factory=dict)  # (slot, base, floor)
     servermap: dict[tuple[int, int], tuple[int, int]] = field(default_factory=dict)
     # (slot, ordinal) -> (vidx, server), the server resolved from the entry's IPv4 address
     serveroffset: dict[int, int] = field(default_factory=dict)  # server -> offset
@@ -85,6 +86,7 @@ class Model(Driver):
         self.gver = np.zeros(1, np.int64)
         self.epoch = np.zeros(1, np.int64)
         self.hot_cnt = np.zeros(slots, np.int64)
+        self.hot_wr = np.zeros(slots, np.int64)
         self.hp_key = np.zeros((stages, self.width), np.int64)
         self.hp_cnt = np.zeros((stages, self.width), np.int32)
         self.load = np.zeros(servers, np.int64)
@@ -109,6 +111,12 @@ class Model(Driver):
     def read_hot_counters(self) -> dict[bytes, int]:
         return {key16(k): int(self.hot_cnt[slot]) for k, (slot, _) in self.tables.hot.items()}
 
+    def read_hot_writes(self) -> list[int]:
+        return [int(x) for x in self.hot_wr]
+
+    def read_version(self) -> int:
+        return int(self.gver[0])
+
     def read_hashpipe(self) -> list[tuple[bytes, int]]:
         full = np.nonzero(self.hp_cnt)
         return [
@@ -121,6 +129,7 @@ class Model(Driver):
 
     def reset_counters(self) -> None:
         self.hot_cnt[:] = 0
+        self.hot_wr[:] = 0
         self.hp_key[:] = 0
         self.hp_cnt[:] = 0
         self.load[:] = 0
@@ -128,6 +137,7 @@ class Model(Driver):
     def apply(self, ops: Sequence[Operation]) -> None:
         try:
             for op in ops:
+                self._compiled = None  # a push in the batch reads the tables as they are now
                 self._apply_one(op)
         finally:
             self._compiled = None
@@ -175,7 +185,7 @@ class Model(Driver):
         elif op.table == names.KEYINDEX_TABLE:
             table, key = t.keyindex, _kid(match[names.MATCH_KEY])
             if not deleting:
-                value = (p[names.PARAM_SLOT], p[names.PARAM_BASE])
+                value = (p[names.PARAM_SLOT], p[names.PARAM_BASE], p.get(names.PARAM_FLOOR, 0))
         elif op.table == names.SERVERMAP_TABLE:
             table, key = t.servermap, (match[names.MATCH_SLOT], match[names.MATCH_ORDINAL])
             if not deleting:
@@ -228,21 +238,18 @@ class Model(Driver):
         """The origin SYNCs the key (rule 5: fresh version), acknowledges it (SYNC_DONE, rule 2)
         and PUSHes it to ``replicas``, which store it and CONFIRM (rule 3); delivered at once.
 
-        While a write of the key is on its way to the origin (``origin_ver != slot_ver``) the
+        While a write of the key is on its way to the origin (``slot_ver > origin_ver``) the
         switch reflects the SYNC unstamped: nothing is validated, the replicas wait for the key's
-        next acknowledged write (the agent would ask again after its SYNC timeout)."""
+        next completed write (the agent would ask again after its SYNC timeout)."""
         self.stored.setdefault(kid, set()).update(replicas)
         hot = self.tables.hot.get(kid)
         if hot is None:
             return
         slot = hot[0]
-        if self.origin_ver[slot] != self.slot_ver[slot]:
-            self.load[int(self.origin[kid])] += 1  # the unstamped SYNC reflected to the origin
+        ver = coherence.sync(slot, self.gver, self.slot_ver, self.origin_ver)
+        self.load[int(self.origin[kid])] += 1  # the SYNC reflected to the origin
+        if ver == 0:
             return
-        self.gver[0] += 1
-        ver = int(self.gver[0])
-        self.slot_ver[slot] = ver
-        self.load[int(self.origin[kid])] += 1  # the stamped SYNC reflected to the origin
         self.ack(slot, -1, ver)
         for s in replicas:
             offset = self.tables.serveroffset.get(s)
@@ -250,23 +257,19 @@ class Model(Driver):
                 self.ack(slot, offset, ver)
 
     def ack(self, slot: int, offset: int, ver: int) -> None:
-        """Rule 2 (offset -1: the origin's SYNC_DONE/SET_REPLY) and rule 3 (a replica's CONFIRM
-        landing on ``valid_ver[base + offset]``), each only if ``ver`` is the slot's current one."""
-        if ver != self.slot_ver[slot]:
-            return
-        if offset < 0:
-            self.origin_ver[slot] = ver
-            return
-        kid = self.slot_owner.get(slot)
-        if kid is not None:
-            self.valid_ver[self.tables.keyindex[kid][1] + offset] = ver
+        """Rule 2 (offset -1: the origin's SYNC_DONE/SET_REPLY) or rule 3 (a replica's CONFIRM
+        landing on ``valid_ver[base + offset]``), as the kernel delivers them."""
+        c = self.compiled()
+        base, floor = c[5], c[6]
+        kernel.deliver(
+            slot, offset, ver, self.slot_ver, self.origin_ver, self.valid_ver, base, floor
+        )
 
     def serving(self) -> list[tuple[int, int]]:
         """(key id, server) of every replica a Get may be redirected to right now."""
         out = []
         for (slot, ordinal), (vidx, server) in self.tables.servermap.items():
-            sv = int(self.slot_ver[slot])
-            if ordinal > 0 and sv and self.origin_ver[slot] == sv and self.valid_ver[vidx] == sv:
+            if ordinal > 0 and coherence.in_read_set(slot, vidx, self.origin_ver, self.valid_ver):
                 kid = self.slot_owner.get(slot)
                 if kid is not None and kid in self.tables.hot:
                     out.append((kid, server))
@@ -284,6 +287,7 @@ class Model(Driver):
         ht_vals = np.zeros(size, np.int32)
         nhold = np.ones(k, np.int32)
         base = np.full(k, -1, np.int32)
+        floor = np.zeros(k, np.int64)
         smap = np.full((k, m), -1, np.int16)
         vidx = np.zeros((k, m), np.int32)
         mg_of_slot = np.zeros(k, np.int32)
@@ -303,6 +307,7 @@ class Model(Driver):
             nhold[slot] = holders
             index = t.keyindex.get(kid)
             base[slot] = index[1] if index is not None else -1
+            floor[slot] = index[2] if index is not None else 0
             group = t.multigroup.get(kid, 0)
             mg_of_slot[slot] = group if group in t.groups else 0
         for (slot, ordinal), (v, server) in t.servermap.items():
@@ -311,14 +316,15 @@ class Model(Driver):
                 vidx[slot, ordinal] = v
         off = np.array([t.serveroffset.get(s, -1) for s in range(m)], np.int64)
         self._compiled = (
-            ht_keys, ht_vals, nhold, smap, vidx, base, off, mg_of_slot, mg_members, mg_size,
+            ht_keys, ht_vals, nhold, smap, vidx, base, floor, off, mg_of_slot, mg_members,
+            mg_size,
         )  # fmt: skip
         return self._compiled
 
     def _state(self) -> tuple:
         return (
             self.rr, self.slot_ver, self.origin_ver, self.valid_ver, self.gver, self.hot_cnt,
-            self.hp_key, self.hp_cnt, self.prefixes, self.table, self.load, self.queue, self.qpos,
+            self.hot_wr, self.hp_key, self.hp_cnt, self.prefixes, self.table, self.load, self.queue, self.qpos,
         )  # fmt: skip
 
     def run_trace(self, kids: np.ndarray, writes: np.ndarray) -> None:
@@ -389,9 +395,8 @@ class ReferencePipeline:
         slot, n = hot
         m.hot_cnt[slot] += 1
         if is_write:
-            m.gver[0] += 1
-            ver = int(m.gver[0])
-            m.slot_ver[slot] = ver
+            m.hot_wr[slot] += 1
+            ver = coherence.write(slot, m.gver, m.slot_ver)
             m.load[o] += 1
             self.pending.append((now + m.lag, slot, -1, ver))
             for port, rid in t.groups.get(t.multigroup.get(kid, -1), ()):
@@ -408,10 +413,9 @@ class ReferencePipeline:
         m.rr[slot] = ordinal + 1 if ordinal + 1 < n else 0
         dst = o
         entry = t.servermap.get((slot, ordinal))
-        sv = int(m.slot_ver[slot])
-        if ordinal > 0 and entry is not None and sv != 0 and m.origin_ver[slot] == sv:
+        if ordinal > 0 and entry is not None:
             vidx, server = entry
-            if m.valid_ver[vidx] == sv:
+            if coherence.in_read_set(slot, vidx, m.origin_ver, m.valid_ver):
                 dst = server
         m.load[dst] += 1
 

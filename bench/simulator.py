@@ -191,8 +191,6 @@ def simulate(cfg: SimConfig, progress: Callable[[str], None] | None = None) -> l
                         policy=cfg.policy,
                         max_replicas_per_server=cfg.max_replicas_per_server,
                         tolerance=cfg.tolerance,
-                        write_ratio=cfg.write_ratio,  # the operator's estimate: the true share
-                        window=cfg.lag / cfg.queries,
                     ),
                     lambda key: int(origin[key_id(key)]),
                     rack,

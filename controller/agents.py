@@ -28,9 +28,13 @@ class AgentPool:
         return control
 
     def push(self, key: bytes, origin: int, replicas: tuple[int, ...]) -> None:
-        """The origin SYNCs ``key`` through the switch and pushes it to ``replicas``."""
-        addrs = [f"{self.rack.servers[s].ip_text}:{self.rack.kvs_port}" for s in replicas]
-        self._control(origin).push(key, addrs)
+        """The origin SYNCs ``key`` through the switch (a switch-stamped version for its value)
+        and hands the item back; the controller pushes it into each replica over that replica's
+        own control channel, and the replica CONFIRMs to the switch. Agents take PUSH from no
+        one else (docs/protocol.md "Trust")."""
+        item = self._control(origin).sync(key)
+        for server in replicas:
+            self._control(server).push(key, item)
 
     def remove(self, key: bytes, server: int) -> None:
         self._control(server).remove(key)

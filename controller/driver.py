@@ -31,6 +31,14 @@ class Driver(ABC):
         """Queries per HotkeyTable entry since the last reset, by key."""
 
     @abstractmethod
+    def read_hot_writes(self) -> list[int]:
+        """Sets and Deletes per hot-key slot since the last reset (``hotkey_writes``)."""
+
+    @abstractmethod
+    def read_version(self) -> int:
+        """The newest version the switch handed out (``global_ver``)."""
+
+    @abstractmethod
     def read_hashpipe(self) -> list[tuple[bytes, int]]:
         """(key, count) of every non-empty HashPipe slot, all stages."""
 
@@ -40,7 +48,8 @@ class Driver(ABC):
 
     @abstractmethod
     def reset_counters(self) -> None:
-        """Zero the hot-key counters, the HashPipe registers and the load counters."""
+        """Zero the hot-key counters (queries and writes), the HashPipe registers and the load
+        counters."""
 
     @abstractmethod
     def apply(self, ops: Sequence[Operation]) -> None:

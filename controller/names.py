@@ -18,17 +18,22 @@ SERVEROFFSET_TABLE: Final = "ServeroffsetTable"  # server -> offset in the key's
 MULTIGROUP_TABLE: Final = "MultigroupTable"  # key -> multicast group of its replicas
 PORTTOSERVER_TABLE: Final = "PorttoserverTable"  # egress port -> server address (static)
 LOADCOUNT_TABLE: Final = "LoadcountTable"  # egress: direct counter per server
+HOSTPORT_TABLE: Final = "HostportTable"  # source address -> its port, server or not (trust.p4)
 
 # Direct counters.
 HOTKEY_COUNTER: Final = "hotkey_counter"
+
+# Indexed counters.
+HOTKEY_WRITES: Final = "hotkey_writes"  # [K] Sets and Deletes per hot-key slot
 LOAD_COUNTER: Final = "load_counter"
 
 # Actions and their parameters (docs/dataplane.md "Tables and what the controller installs").
 ACT_SET_HOT: Final = "set_hot"  # (slot, n)
 PARAM_SLOT: Final = "slot"
 PARAM_HOLDERS: Final = "n"  # holders including the origin
-ACT_SET_BASE: Final = "set_key_index"  # (slot, base)
+ACT_SET_BASE: Final = "set_key_index"  # (slot, base, floor)
 PARAM_BASE: Final = "base"
+PARAM_FLOOR: Final = "floor"  # confirms of versions <= floor are ignored (rule 3)
 ACT_SET_SERVER: Final = "set_server"  # (vidx, ip, mac, port); vidx = base + offset(server)
 PARAM_VIDX: Final = "vidx"
 PARAM_IP: Final = "ip"
@@ -40,6 +45,8 @@ ACT_SET_GROUP: Final = "set_mcast_group"  # (group)
 PARAM_GROUP: Final = "group"
 ACT_SET_REPLICA: Final = "set_replica"  # PorttoserverTable: (ip, mac)
 ACT_COUNT_LOAD: Final = "count_load"  # LoadcountTable
+ACT_SET_SOURCE: Final = "set_source"  # HostportTable: (port, server); server = 1 for a server
+PARAM_SERVER: Final = "server"
 
 # Match fields.
 MATCH_KEY: Final = "key"
@@ -48,6 +55,7 @@ MATCH_ORDINAL: Final = "ordinal"
 MATCH_SERVER_IP: Final = "server_ip"
 MATCH_PORT: Final = "port"
 MATCH_DST: Final = "dst_addr"
+MATCH_SRC: Final = "src_addr"
 
 # Registers.
 REG_RR: Final = "rr"  # [K] next round-robin ordinal of a slot

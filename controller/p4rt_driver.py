@@ -142,6 +142,7 @@ class _Names:
             ("table", info.tables),
             ("action", info.actions),
             ("register", info.registers),
+            ("counter", info.counters),
         ):
             found: dict[str, str] = {}
             for obj in objects:
@@ -265,6 +266,18 @@ class P4RuntimeDriver(Driver):
             out[key] = entry.counter_data.packet_count if entry.counter_data else 0
         return out
 
+    def read_hot_writes(self) -> list[int]:
+        counter = self.names("counter", names.HOTKEY_WRITES)
+        cells = self._run(self._collect(fy.P4CounterEntry(counter)))
+        out = [0] * self._slots
+        for cell in cells:
+            if cell.index is not None and 0 <= cell.index < self._slots and cell.data is not None:
+                out[cell.index] = int(cell.data.packet_count)
+        return out
+
+    def read_version(self) -> int:
+        return int(self.read_register(names.REG_GLOBAL_VER)[0])
+
     def read_hashpipe(self) -> list[tuple[bytes, int]]:
         out: list[tuple[bytes, int]] = []
         for stage in range(self.stages):
@@ -294,6 +307,7 @@ class P4RuntimeDriver(Driver):
     def reset_counters(self) -> None:
         for table in (names.HOTKEY_TABLE, names.LOADCOUNT_TABLE):
             self._thrift_call("bm_mt_reset_counters", 0, self.names("table", table))
+        self._thrift_call("bm_counter_reset_all", 0, self.names("counter", names.HOTKEY_WRITES))
         for stage in range(self.stages):
             keys = (names.reg_hp_key(stage, w) for w in range(names.HP_KEY_WORDS))
             for reg in (*keys, names.reg_hp_cnt(stage)):

@@ -28,8 +28,10 @@ class ControllerConfig:
     policy: str = "ring"
     max_replicas_per_server: int | None = None
     tolerance: float = 0.002
-    write_ratio: float = 0.0  # estimated share of Sets (balance policy)
-    window: float = 0.0  # Set-to-confirm delay as a fraction of the period (balance policy)
+    # share of Sets assumed for a key whose own share was not measured (balance policy): hot keys
+    # are measured by the data plane (hotkey_writes); new candidates take the hot keys' overall
+    # share when there is one, else this
+    write_ratio: float = 0.0
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
@@ -55,20 +57,20 @@ def cold_load_estimate(
     predicted: Sequence[tuple[bytes, float]],
     observed: Mapping[bytes, int],
     origin_of: Callable[[bytes], int],
-    write_ratio: float = 0.0,
-    window: float = 0.0,
+    write_ratios: Mapping[bytes, float] | None = None,
 ) -> list[float]:
     """Per-server load of the keys that will be cold next period, from this period's counters.
 
-    A hot key's queries are taken as split over its holders by round-robin (with writes: the model
-    of :func:`placement.holder_loads`); keys that leave the hot set return to their origin, keys
-    that join it leave their origin's cold load.
+    A hot key's queries are taken as split over its holders by round-robin (with writes, its own
+    share ``write_ratios[key]``: the model of :func:`placement.holder_loads`); keys that leave the
+    hot set return to their origin, keys that join it leave their origin's cold load.
     """
+    ratios = write_ratios or {}
     base = [float(x) for x in loads]
     wanted = {key for key, _ in predicted}
     for key, kp in plan.keys.items():
         count = float(hot_counts.get(key, 0))
-        at_origin, at_replica = holder_loads(count, len(kp.holders), write_ratio, window)
+        at_origin, at_replica = holder_loads(count, len(kp.holders), ratios.get(key, 0.0))
         for s in kp.holders:
             base[s] -= at_origin if s == kp.origin else at_replica
         if key not in wanted:
@@ -77,6 +79,19 @@ def cold_load_estimate(
         if key not in plan.keys:
             base[origin_of(key)] -= float(observed.get(key, 0))
     return [max(0.0, x) for x in base]
+
+
+def key_write_ratios(hot: Mapping[bytes, int], writes: Mapping[bytes, int]) -> dict[bytes, float]:
+    """Each hot key's share of Sets and Deletes this period (keys queried at least once)."""
+    return {key: min(1.0, writes.get(key, 0) / count) for key, count in hot.items() if count > 0}
+
+
+def overall_write_ratio(
+    hot: Mapping[bytes, int], writes: Mapping[bytes, int], fallback: float
+) -> float:
+    """The share of Sets and Deletes over all hot keys' queries, ``fallback`` with none."""
+    total = sum(hot.values())
+    return min(1.0, sum(writes.values()) / total) if total > 0 else fallback
 
 
 class Controller:
@@ -95,11 +110,13 @@ class Controller:
 
     def step(self, driver: Driver) -> PeriodReport:
         hot = driver.read_hot_counters()
+        writes = driver.read_hot_writes()
         pipe = driver.read_hashpipe()
         loads = driver.read_load_counters()
+        floor = driver.read_version()
         driver.reset_counters()
         previous = self.plan
-        report = self.decide(hot, pipe, loads)
+        report = self.decide(hot, pipe, loads, self.hot_writes(writes), floor)
         try:
             driver.apply(report.ops)
         except Exception:
@@ -109,18 +126,36 @@ class Controller:
             raise
         return report
 
+    def hot_writes(self, per_slot: Sequence[int]) -> dict[bytes, int]:
+        """The ``hotkey_writes`` counts of this period's plan, by key."""
+        return {
+            key: int(per_slot[kp.slot])
+            for key, kp in self.plan.keys.items()
+            if kp.slot < len(per_slot)
+        }
+
     def decide(
-        self, hot: Mapping[bytes, int], pipe: Sequence[tuple[bytes, int]], loads: Sequence[int]
+        self,
+        hot: Mapping[bytes, int],
+        pipe: Sequence[tuple[bytes, int]],
+        loads: Sequence[int],
+        writes: Mapping[bytes, int] | None = None,
+        floor: int = 0,
     ) -> PeriodReport:
-        """The planning half of :meth:`step` (pure apart from the controller's own state)."""
+        """The planning half of :meth:`step` (pure apart from the controller's own state).
+        ``writes``: Sets and Deletes of each hot key (its own write ratio; keys without a count
+        use ``config.write_ratio``); ``floor``: the switch's ``global_ver`` (see plan.diff)."""
         cfg = self.config
         observed = merge_observations(hot, pipe)
         predicted = self.predictor.update(observed)
         threshold = self.threshold.update(loads)
         origins = [self.origin_of(key) for key, _ in predicted]
+        measured = key_write_ratios(hot, writes or {})
         cold = cold_load_estimate(
-            loads, hot, self.plan, predicted, observed, self.origin_of, cfg.write_ratio, cfg.window
+            loads, hot, self.plan, predicted, observed, self.origin_of, measured
         )
+        default = overall_write_ratio(hot, writes or {}, cfg.write_ratio)
+        ratios = [measured.get(key, default) for key, _ in predicted]
         holders = place(
             predicted,
             origins,
@@ -130,8 +165,7 @@ class Controller:
             cold_loads=cold,
             max_replicas_per_server=cfg.max_replicas_per_server,
             tolerance=cfg.tolerance,
-            write_ratio=cfg.write_ratio,
-            window=cfg.window,
+            write_ratios=ratios,
         )
         new_plan = build_plan(
             [(key, h) for (key, _), h in zip(predicted, holders, strict=True)],
@@ -139,6 +173,6 @@ class Controller:
             self.plan.servers,
             self.plan.slots,
         )
-        ops = diff(self.plan, new_plan, self.rack)
+        ops = diff(self.plan, new_plan, self.rack, floor)
         self.plan = new_plan
         return PeriodReport(observed, predicted, list(loads), threshold, new_plan, ops)

@@ -55,15 +55,15 @@ def place(
     cold_loads: Sequence[float] | None = None,
     max_replicas_per_server: int | None = None,
     tolerance: float = 0.002,
-    write_ratio: float = 0.0,
-    window: float = 0.0,
+    write_ratios: Sequence[float] | float = 0.0,
 ) -> list[tuple[int, ...]]:
     """Holders of each predicted key (same order as ``predicted``), origin first.
 
     ``balance`` only: ``tolerance``: stop once the most loaded server is within this fraction of
-    the mean estimated load; ``write_ratio`` (an estimate of the share of Sets) and ``window`` (the
-    Set-to-confirm delay as a fraction of the period) make it write-aware: each replica costs every
-    write of its key, and reads are split only while replicas are valid.
+    the mean estimated load; ``write_ratios`` (each key's share of Sets and Deletes, or one share
+    for all) make it write-aware: every holder receives every write of its key (the Set or its
+    UPDATE copy) while the reads split over the holders, so a key with write share w gains
+    nothing from more than about 1/w holders.
     """
     if policy not in POLICIES:
         raise ValueError(f"unknown placement policy {policy!r}; one of {', '.join(POLICIES)}")
@@ -72,6 +72,10 @@ def place(
     base = [0.0] * servers if cold_loads is None else [float(x) for x in cold_loads]
     if len(base) != servers:
         raise ValueError("one cold load per server")
+    if isinstance(write_ratios, int | float):
+        write_ratios = [float(write_ratios)] * len(predicted)
+    if len(write_ratios) != len(predicted):
+        raise ValueError("one write ratio per predicted key")
     cap = max_replicas_per_server if max_replicas_per_server is not None else len(predicted)
     if policy == "ring":
         return [
@@ -80,9 +84,7 @@ def place(
         ]
     if policy == "least-loaded":
         return _least_loaded(predicted, origins, threshold, servers, base, cap)
-    return _balance(
-        predicted, origins, threshold, servers, base, cap, tolerance, write_ratio, window
-    )
+    return _balance(predicted, origins, threshold, servers, base, cap, tolerance, write_ratios)
 
 
 def _least_loaded(
@@ -122,25 +124,33 @@ def _least_loaded(
 
 @dataclass(frozen=True)
 class _Cost:
-    """Per-holder load of a key of ``load`` queries per period with write share ``writes`` whose
-    replicas are usable a fraction ``valid`` of the time (between a Set and its confirms Gets go to
-    the origin). Every holder receives every write (the Set or its UPDATE copy); the reads split
-    evenly over the holders while valid, otherwise they stay at the origin."""
+    """Per-holder load of a key of ``load`` queries per period with write share ``writes``. Every
+    holder receives every write (the Set or its UPDATE copy); the reads split evenly over the
+    holders, also while a write is in flight (docs/protocol.md, rule 4: the read set moves only
+    when the origin reports a newer version). The origin and a replica cost the same; ``origin``
+    is kept for callers that tell them apart."""
 
     load: float
     writes: float = 0.0
-    valid: float = 1.0
 
     def holder(self, n: int, origin: bool) -> float:
-        reads = self.load * (1.0 - self.writes)
-        share = self.load * self.writes + reads * self.valid / n
-        return share + reads * (1.0 - self.valid) if origin else share
+        del origin
+        return self.load * self.writes + self.movable(n)
+
+    def movable(self, n: int) -> float:
+        """The part of a holder's load that more holders would split: its share of the reads."""
+        return self.load * (1.0 - self.writes) / n
+
+    def priority(self, n: int, unit: float) -> float:
+        """How much one more holder lowers each holder's load per unit of load it adds to the
+        rack (its write copies; ``unit`` stands in for a read-only key's zero cost)."""
+        return (self.movable(n) - self.movable(n + 1)) / (self.load * self.writes + unit)
 
 
-def holder_loads(load: float, n: int, write_ratio: float, window: float) -> tuple[float, float]:
+def holder_loads(load: float, n: int, write_ratio: float) -> tuple[float, float]:
     """(origin's, each replica's) load from a key of ``load`` held by ``n`` servers, under the
     write-aware model of ``balance`` (see :func:`place`)."""
-    cost = _Cost(load, write_ratio, math.exp(-window * load * write_ratio))
+    cost = _Cost(load, write_ratio)
     return cost.holder(n, True), cost.holder(n, False)
 
 
@@ -168,23 +178,22 @@ def _balance(
     loads: list[float],
     cap: int,
     tolerance: float,
-    write_ratio: float,
-    window: float,
+    write_ratios: Sequence[float],
 ) -> list[tuple[int, ...]]:
     members: list[list[int]] = [[o] for o in origins]
-    # expected writes of a key inside one Set-to-confirm window; replicas valid ~ exp(-that)
-    costs = [
-        _Cost(load, write_ratio, math.exp(-window * load * write_ratio)) for _, load in predicted
-    ]
+    costs = [_Cost(load, w) for (_, load), w in zip(predicted, write_ratios, strict=True)]
     used = [0] * servers
-    # per server: heap of (-its load from the key, key index) of keys that may take a replica
+    # per server: heap of (-the reads of the key it serves, key index) of keys that may take a
+    # replica: the key whose reads weigh most on the top server is split first (its writes
+    # cannot be moved)
     heaps: list[list[tuple[float, int]]] = [[] for _ in range(servers)]
     total = sum(loads) + sum(load for _, load in predicted)
     if total <= 0:
         return [tuple(m) for m in members]
     mean = total / servers
+    unit = mean * 1e-3
     for i, ((_, load), origin) in enumerate(zip(predicted, origins, strict=True)):
-        if load >= mean and load >= threshold and costs[i].valid >= 0.5:
+        if load >= mean and load >= threshold and costs[i].writes * servers < 1.0:
             # a key heavier than a whole server goes everywhere at once: an even split adds no
             # imbalance, and growing it one replica at a time gets stuck behind lighter keys
             members[i] += [s for s in range(servers) if s != origin and used[s] < cap]
@@ -195,7 +204,7 @@ def _balance(
             share = costs[i].holder(n, s == origin)
             loads[s] += share
             if load >= threshold:
-                heaps[s].append((-share, i))
+                heaps[s].append((-costs[i].priority(n, unit), i))
     for heap in heaps:
         heapq.heapify(heap)
     # every move adds at least one replica, so the budget bounds the number of moves
@@ -206,10 +215,10 @@ def _balance(
         heap = heaps[top]
         moved = False
         while heap and not moved:
-            neg_share, i = heap[0]
+            neg_priority, i = heap[0]
             n = len(members[i])
             is_origin = top == origins[i]
-            if top not in members[i] or -neg_share != costs[i].holder(n, is_origin):
+            if top not in members[i] or -neg_priority != costs[i].priority(n, unit):
                 heapq.heappop(heap)  # stale entry
                 continue
             free = sorted(
@@ -229,57 +238,7 @@ def _balance(
                 used[s] += 1
                 loads[s] += costs[i].holder(n + extra, False)
             for s in members[i]:
-                heapq.heappush(heaps[s], (-costs[i].holder(n + extra, s == origins[i]), i))
-            moved = True
-        if not moved:
-            break
-    return [tuple(m) for m in members]
-    mean = total / servers
-    for i, ((_, load), origin) in enumerate(zip(predicted, origins, strict=True)):
-        if load >= mean and load >= threshold:
-            # a key heavier than a whole server goes everywhere at once: an even split adds no
-            # imbalance, and growing it one replica at a time gets stuck behind lighter keys
-            members[i] += [s for s in range(servers) if s != origin and used[s] < cap]
-            for s in members[i][1:]:
-                used[s] += 1
-        for s in members[i]:
-            loads[s] += load / len(members[i])
-            if load >= threshold:
-                heaps[s].append((-load / len(members[i]), i))
-    for heap in heaps:
-        heapq.heapify(heap)
-    goal = total / servers * (1.0 + tolerance)
-    # every move adds at least one replica, so the budget bounds the number of moves
-    for _ in range(cap * servers):
-        top = max(range(servers), key=loads.__getitem__)
-        if loads[top] <= goal:
-            break
-        heap = heaps[top]
-        moved = False
-        while heap and not moved:
-            neg_share, i = heap[0]
-            n = len(members[i])
-            load = predicted[i][1]
-            if -neg_share != load / n or top not in members[i]:
-                heapq.heappop(heap)  # stale entry
-                continue
-            free = sorted(
-                (s for s in range(servers) if s not in members[i] and used[s] < cap),
-                key=loads.__getitem__,
-            )
-            extra = _extra_replicas(load, n, loads[top], [loads[s] for s in free])
-            if extra == 0:
-                heapq.heappop(heap)  # this key cannot help the top server any more
-                continue
-            share, new_share = load / n, load / (n + extra)
-            for s in members[i]:
-                loads[s] -= share - new_share
-            for s in free[:extra]:
-                members[i].append(s)
-                used[s] += 1
-                loads[s] += new_share
-            for s in members[i]:
-                heapq.heappush(heaps[s], (-new_share, i))
+                heapq.heappush(heaps[s], (-costs[i].priority(n + extra, unit), i))
             moved = True
         if not moved:
             break

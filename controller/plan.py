@@ -11,6 +11,10 @@ ever reaches a server without a current copy:
    are installed, and its HotkeyTable entry comes last. New replicas start with ``valid_ver`` = 0;
 3. agents: pushes to new replicas (the origin SYNCs, pushes, replicas CONFIRM: only then do they
    serve) and removals of replicas that no table refers to any more.
+
+``floor`` is the switch's ``global_ver`` read before the plan was made: a key that gains holders
+gets it as its KeyindexTable floor (before the new holders' cells are reset), so a confirm a
+replica sent during an earlier membership, however late it arrives, cannot validate the new one.
 """
 
 from __future__ import annotations
@@ -105,10 +109,20 @@ def _servermap(op: EntryOp, slot: int, ordinal: int, server: int, rack: Rack) ->
     return _entry(op, names.SERVERMAP_TABLE, match, names.ACT_SET_SERVER, params)
 
 
-def _key_entries(op: EntryOp, key: bytes, kp: KeyPlan, rack: Rack) -> list[TableEntry]:
+def _keyindex(op: EntryOp, key: bytes, kp: KeyPlan, rack: Rack, floor: int) -> TableEntry:
+    params = {
+        names.PARAM_SLOT: kp.slot,
+        names.PARAM_BASE: names.valid_base(kp.slot, len(rack)),
+        names.PARAM_FLOOR: floor,
+    }
+    return _entry(op, names.KEYINDEX_TABLE, {names.MATCH_KEY: key}, names.ACT_SET_BASE, params)
+
+
+def _key_entries(
+    op: EntryOp, key: bytes, kp: KeyPlan, rack: Rack, floor: int = 0
+) -> list[TableEntry]:
     """KeyindexTable and ServermapTable (one per ordinal) entries of a key."""
-    params = {names.PARAM_SLOT: kp.slot, names.PARAM_BASE: names.valid_base(kp.slot, len(rack))}
-    entries = [_entry(op, names.KEYINDEX_TABLE, {names.MATCH_KEY: key}, names.ACT_SET_BASE, params)]
+    entries = [_keyindex(op, key, kp, rack, floor)]
     entries += [
         _servermap(op, kp.slot, ordinal, server, rack) for ordinal, server in enumerate(kp.holders)
     ]
@@ -183,8 +197,9 @@ def _reset_slot(slot: int, servers: int) -> list[RegisterWrite]:
     ]
 
 
-def diff(old: Plan, new: Plan, rack: Rack) -> list[Operation]:
-    """Ordered operations that turn the switch state of ``old`` into that of ``new``."""
+def diff(old: Plan, new: Plan, rack: Rack, floor: int = 0) -> list[Operation]:
+    """Ordered operations that turn the switch state of ``old`` into that of ``new``; ``floor``:
+    the switch's ``global_ver`` read before this plan (module docstring)."""
     if old.servers != new.servers or old.slots != new.slots or len(rack) != new.servers:
         raise ValueError("plans of different racks")
     m = new.servers
@@ -207,7 +222,7 @@ def diff(old: Plan, new: Plan, rack: Rack) -> list[Operation]:
         group = names.multicast_group(kp.slot)
         if before is None:
             make += _reset_slot(kp.slot, m)
-            make += _key_entries(EntryOp.ADD, key, kp, rack)
+            make += _key_entries(EntryOp.ADD, key, kp, rack, floor)
             if kp.replicas:
                 make.append(_group(kp, rack))
                 make.append(_group_entry(EntryOp.ADD, key, kp))
@@ -219,7 +234,10 @@ def diff(old: Plan, new: Plan, rack: Rack) -> list[Operation]:
         gone = tuple(s for s in before.replicas if s not in kp.holders)
         added = tuple(s for s in kp.replicas if s not in before.holders)
         base = names.valid_base(kp.slot, m)
-        # break first: the leaving and the new replicas must not serve until confirmed
+        # break first: the leaving and the new replicas must not serve until confirmed, and no
+        # confirm of an earlier membership may count for the new one (floor before the reset)
+        if added:
+            brk.append(_keyindex(EntryOp.MODIFY, key, kp, rack, floor))
         brk += [RegisterWrite(names.REG_VALID_VER, base + s, 0) for s in gone + added]
         brk.append(RegisterWrite(names.REG_RR, kp.slot, 0))
         old_ords = dict(enumerate(before.holders))

@@ -1,8 +1,8 @@
 """The controller's period loop on a real switch: start-up, periods, metrics, restart.
 
 Start-up (:meth:`Runtime.start`): the epoch register gets one more than the largest epoch found on
-the switch or in the state file; the static entries of the rack (forwarding of every host,
-ServeroffsetTable, PorttoserverTable, LoadcountTable) are installed where missing or different;
+the switch or in the state file; the static entries of the rack (forwarding of every host, the
+HostportTable of trust.p4, ServeroffsetTable, PorttoserverTable, LoadcountTable) are installed where missing or different;
 the hot keys the switch already holds (HotkeyTable, ServermapTable) become the controller's plan,
 entries and multicast groups that belong to no hot key are deleted, and copies that agents hold of
 keys they neither originate nor replicate any more are dropped. A restarted controller therefore
@@ -61,6 +61,23 @@ def forwarding_ops(rack: RackFile) -> list[Operation]:
             (("port", h.port), ("dmac", h.mac), ("smac", rack.switch_mac)),
         )
         for h in rack.servers + rack.clients
+    ]
+
+
+def trust_ops(rack: RackFile) -> list[Operation]:
+    """A ``HostportTable`` /32 per host of the rack (p4src/features/trust.p4): the port its source
+    address may arrive on, and whether it is a server (only servers may send replies, PUSH, REMOVE,
+    CONFIRM, SYNC, SYNC_DONE)."""
+    return [
+        TableEntry(
+            EntryOp.ADD,
+            names.HOSTPORT_TABLE,
+            ((names.MATCH_SRC, h.ip),),
+            names.ACT_SET_SOURCE,
+            ((names.PARAM_PORT, h.port), (names.PARAM_SERVER, int(server))),
+        )
+        for server, hosts in ((True, rack.servers), (False, rack.clients))
+        for h in hosts
     ]
 
 
@@ -149,7 +166,8 @@ class Runtime:
         if not predictor.prev:  # and with last period's counts, as if it had not stopped
             predictor.prev = _observations(saved.get("observed"))
         self._save_state()
-        static = forwarding_ops(self.rack) + rack_setup(self.controller.rack, self.epoch)
+        static = forwarding_ops(self.rack) + trust_ops(self.rack)
+        static += rack_setup(self.controller.rack, self.epoch)
         self.driver.apply(self.driver.reconcile([op for op in static if _switch_op(op)]))
         self.driver.apply([op for op in static if not _switch_op(op)])  # the epoch register
         self.controller.plan = self.recover()
@@ -180,9 +198,12 @@ class Runtime:
                     for key in broken
                 ]
             )
+        # floor = the newest version handed out: confirms sent before this controller took over
+        # cannot validate anything; replicas not yet valid are pushed again (push_unconfirmed)
+        floor = self.driver.read_version()
         wanted = [
             op
-            for op in diff(self._empty(), plan, self.controller.rack)
+            for op in diff(self._empty(), plan, self.controller.rack, floor)
             if isinstance(op, MulticastGroupSet)
             or (isinstance(op, TableEntry) and op.table != names.HOTKEY_TABLE)
         ]

@@ -240,6 +240,7 @@ class RackOptions:
     p4info: str | None = None
     controller: bool = True
     controller_args: list[str] = field(default_factory=list)
+    agent_args: list[str] = field(default_factory=list)
 
 
 class Rack:
@@ -309,6 +310,7 @@ class Rack:
         net.build()
         self.setup_hosts()
         net.start()
+        self.write_run_file()
         self.rack_file.write_text(
             json.dumps(rack_document(self.servers, self.clients, self.run_dir), indent=2) + "\n"
         )
@@ -316,6 +318,15 @@ class Rack:
         if self.opts.controller:
             self.start_controller()
             self.wait_reachable()
+
+    def write_run_file(self) -> None:
+        """``OUT/run.json``: what teardown checks (tag, switch, socket folder) and what a test
+        needs to act inside the rack: each host's PID (``mnexec -a PID`` enters its network
+        namespace), the switch's Thrift and P4Runtime ports."""
+        run = json.loads((self.out / "run.json").read_text())
+        run["hosts"] = {n.name: self.host(n.name).pid for n in [*self.servers, *self.clients]}
+        run["thrift_port"], run["grpc_port"] = self.thrift_port, self.grpc_port
+        (self.out / "run.json").write_text(json.dumps(run) + "\n")
 
     def host(self, name: str) -> Host:
         assert self.net is not None
@@ -382,6 +393,7 @@ class Rack:
             ]  # fmt: skip
             if backend_addr:
                 args += ["--backend-addr", backend_addr]
+            args += self.opts.agent_args
             agents.append(self.popen(s.name, args, f"{s.name}-agent.log"))
         deadline = time.monotonic() + 60
         for s, proc in zip(self.servers, agents, strict=True):
@@ -620,6 +632,8 @@ def build_parser() -> argparse.ArgumentParser:
       help="one more controller argument, e.g. --controller-arg=--gamma=0.5")  # fmt: skip
     a("-D", dest="defines", action="append", default=[],
       help="P4 define NAME=VAL (default: HOT_KEYS=<k> MAX_SERVERS=<servers>)")  # fmt: skip
+    a("--agent-arg", action="append", default=[],
+      help="one more agent argument, e.g. --agent-arg=--test-no-trust=network-push")  # fmt: skip
     a("--no-controller", action="store_true", help="start no controller (nothing is forwarded)")
     a("--rate", type=int, default=400, help="Gets+Sets per second over all clients (open loop)")
     a("--duration", type=float, default=20.0, help="seconds of load")
@@ -671,7 +685,7 @@ def main(argv: list[str] | None = None) -> int:
         servers=args.servers, clients=args.clients, backend=args.backend, target=args.target,
         period=args.period, k=args.k, policy=args.policy, observe_only=args.observe_only,
         defines=args.defines, bmv2_json=args.bmv2_json, p4info=args.p4info,
-        controller=not args.no_controller,
+        controller=not args.no_controller, agent_args=args.agent_arg,
         controller_args=[*([f"--bound={args.bound}"] if args.bound is not None else []),
                          *args.controller_arg],
     )  # fmt: skip

@@ -1,7 +1,8 @@
 // KVSwitch data plane, v1model top level (BMv2 simple_switch_grpc and the project's software
 // switch). Includes, instantiates and orders the feature controls; everything else lives in
 // shared/ (protocol, sizes, headers, parser) and features/ (one feature per file).
-// Build options: -DHOT_KEYS=.. -DMAX_SERVERS=.. -DHP_STAGES=.. (see shared/sizes.p4).
+// Build options: -DHOT_KEYS=.. -DMAX_SERVERS=.. -DHP_STAGES=.. (see shared/sizes.p4); test-only
+// -DKVS_TEST_NO_TRUST_* (features/trust.p4).
 #include <core.p4>
 #include <v1model.p4>
 
@@ -12,7 +13,9 @@
 #include "shared/parser.p4"
 #include "features/checksums.p4"
 #include "features/forwarding.p4"
+#include "features/trust.p4"
 #include "features/hot_keys.p4"
+#include "features/key_index.p4"
 #include "features/replicas.p4"
 #include "features/hashpipe.p4"
 #include "features/multicast.p4"
@@ -21,6 +24,7 @@
 control KvsIngress(inout headers_t hdr, inout kvs_meta_t meta, inout standard_metadata_t std) {
     Forwarding() forwarding;
     KvsCheck() kvs_check;
+    Trust() trust;
     HotKeys() hot_keys;
     KeyIndex() key_index;
     Replicas() replicas;
@@ -35,13 +39,16 @@ control KvsIngress(inout headers_t hdr, inout kvs_meta_t meta, inout standard_me
             mark_to_drop(std);
         } else {
             forwarding.apply(hdr, std);
-            kvs_check.apply(hdr, meta, std);
+            kvs_check.apply(hdr, meta, std.parser_error == error.NoError, std.packet_length);
+            // Who may send what (docs/protocol.md "Trust"): may drop and clear meta.kvs_ok.
+            trust.apply(hdr, meta, std);
             if (meta.kvs_ok) {
                 KvsOp op = hdr.kvs.op;
                 bool request = op == KvsOp.GET || op == KvsOp.SET || op == KvsOp.DEL;
                 bool consumed = op == KvsOp.CONFIRM || op == KvsOp.SYNC
                                 || op == KvsOp.SYNC_DONE;
-                bool maintenance = consumed || op == KvsOp.SET_REPLY || op == KvsOp.DEL_REPLY;
+                bool maintenance = consumed || op == KvsOp.SET_REPLY || op == KvsOp.DEL_REPLY
+                                   || op == KvsOp.GET_REPLY;
                 // Every control is applied at one call site (BMv2 applies a table once per packet).
                 if (request) {
                     hot_keys.apply(hdr, meta);
@@ -49,7 +56,7 @@ control KvsIngress(inout headers_t hdr, inout kvs_meta_t meta, inout standard_me
                     key_index.apply(hdr, meta);
                 }
                 if (meta.hot) {
-                    // Rules 1-5: versions, round-robin redirect, confirms, syncs.
+                    // Rules 1-6: versions, round-robin redirect, confirms, syncs, read replies.
                     replicas.apply(hdr, meta, std);
                 }
                 if (request && !meta.hot) {
@@ -66,7 +73,8 @@ control KvsIngress(inout headers_t hdr, inout kvs_meta_t meta, inout standard_me
                     // Only this switch's egress makes these: one arriving from a host is forged.
                     mark_to_drop(std);
                 }
-                // GET_REPLY, PUSH, REMOVE, REMOVE_REPLY and unknown ops: plain IP forwarding.
+                // GET_REPLY (unless rule 6 dropped it), PUSH, REMOVE, REMOVE_REPLY and unknown
+                // ops: plain IP forwarding.
             }
         }
     }

@@ -1,8 +1,9 @@
 """A typed client of the agent's JSON-lines control API (for the controller and tools).
 
-    with AgentControl("10.0.0.1", 8901) as agent:    # or AgentControl.at("unix:/run/s1.ctl")
-        agent.push(b"hot-key", ["10.0.0.2", "10.0.0.3"])   # -> (epoch, ver)
-        agent.versions()                                   # -> {key16: KeyVersion}
+    with AgentControl.at("unix:/run/s1.ctl") as origin, AgentControl.at("unix:/run/s2.ctl") as r:
+        item = origin.sync(b"hot-key")     # SYNC through the switch -> SyncedItem(value, epoch, ver)
+        r.push(b"hot-key", item)           # the replica stores it and CONFIRMs -> (epoch, ver) held
+        r.versions()                       # -> {key16: KeyVersion}
 
 Every method sends one request line and reads one answer line on one TCP connection (opened on
 first use, reopened after an error). A ``{"ok": false}`` answer raises :class:`ControlError`.
@@ -22,6 +23,15 @@ from kvswitch import protocol as p
 
 class ControlError(RuntimeError):
     """The agent refused a control request, or the connection failed."""
+
+
+@dataclass(frozen=True, slots=True)
+class SyncedItem:
+    """An origin's value with the version the switch stamped for it (the ``sync`` answer)."""
+
+    value: bytes
+    epoch: int
+    ver: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,9 +100,23 @@ class AgentControl:
     def ping(self) -> int:
         return int(self.request(cmd="ping")["port"])
 
-    def push(self, key: bytes | str, replicas: list[str]) -> tuple[int, int]:
-        """Run the SYNC/PUSH flow for ``key`` to ``replicas`` ("ip" or "ip:port"); the version."""
-        answer = self.request(cmd="push", key_hex=p.pad_key(key).hex(), replicas=list(replicas))
+    def sync(self, key: bytes | str) -> SyncedItem:
+        """The origin SYNCs ``key`` through the switch and hands back its value and new version."""
+        answer = self.request(cmd="sync", key_hex=p.pad_key(key).hex())
+        return SyncedItem(
+            bytes.fromhex(answer["value_hex"]), int(answer["epoch"]), int(answer["ver"])
+        )
+
+    def push(self, key: bytes | str, item: SyncedItem) -> tuple[int, int]:
+        """Store ``item`` as this agent's replica copy of ``key`` (applied if newer than what it
+        holds; then CONFIRMed to the switch); the version the agent holds afterwards."""
+        answer = self.request(
+            cmd="push",
+            key_hex=p.pad_key(key).hex(),
+            value_hex=item.value.hex(),
+            epoch=item.epoch,
+            ver=item.ver,
+        )
         return int(answer["epoch"]), int(answer["ver"])
 
     def remove(self, key: bytes | str) -> bool:

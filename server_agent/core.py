@@ -12,18 +12,25 @@ Rules implemented here:
   ``F_DUP``, or with the repeat's newer version when nothing was written since); a versioned write (``ver != 0``) applies only if (epoch, ver) is newer than the stored
   version (``STALE`` otherwise); an unversioned write always applies and keeps the stored version. A
   delete leaves a tombstone while the key has a version, so an older write cannot resurrect it.
-- ``UPDATE``/``UPDATE_DEL``/``PUSH`` get no reply; the replica sends ``CONFIRM`` with the version it
+- ``UPDATE``/``UPDATE_DEL`` get no reply; the replica sends ``CONFIRM`` with the version it
   holds to the switch.
 - ``SYNC`` reflected by the switch (stamped, for a key this agent asked about): the version is
-  recorded for the current value if newer, ``SYNC_DONE`` goes to the switch and ``PUSH`` to the
-  replicas the controller named.
-- ``REMOVE`` drops the local copy and answers ``REMOVE_REPLY``.
+  recorded for the current value if newer and ``SYNC_DONE`` goes to the switch; the controller
+  takes the item over the control channel (:meth:`AgentCore.start_sync`).
+- Trust (docs/protocol.md "Trust"): ``PUSH`` and ``REMOVE`` write the store bypassing a client
+  request, so they come over the controller's control channel only (:meth:`AgentCore.push_item`,
+  :meth:`AgentCore.remove_local`); from the network they are dropped and counted
+  (``untrusted_op``). A request over TCP carries no version the switch can be relied on to have
+  stamped (it parses only a segment's first header), so its ``epoch``/``ver`` are ignored
+  (``tcp_version_ignored``). Request ids are remembered per source address, so one host cannot
+  answer another's request id in advance.
 - Malformed input is dropped (truncated, unknown op, op not valid at a server) or answered
   ``BAD_REQUEST``/``TOO_LARGE`` when a reply is due; it is counted and changes nothing.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
@@ -54,6 +61,8 @@ _CLIENT_REQUESTS = frozenset({int(p.Op.GET), int(p.Op.SET), int(p.Op.DEL)})
 _GET, _GET_REPLY = int(p.Op.GET), int(p.Op.GET_REPLY)
 _NOT_FOUND = int(p.Status.NOT_FOUND)
 _DELETES = frozenset({p.Op.DEL, p.Op.UPDATE_DEL})
+#: Ops that write the store bypassing a client request: the control channel's, never the network's.
+_CONTROL_ONLY = frozenset({int(p.Op.PUSH), int(p.Op.REMOVE)})
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +73,10 @@ class _Result:
     dup: bool = False  # a repeat of an applied request id: flag F_DUP on the reply
 
 
+#: A client as the agent tells clients apart: its source address and its ``cid``.
+ClientId = tuple[str, int]
+
+
 class RecentIds:
     """Bounded memory of applied request ids: per client the last ``per_client`` seqs, and at most
     ``clients`` clients (least recently seen forgotten first)."""
@@ -71,13 +84,13 @@ class RecentIds:
     def __init__(self, per_client: int = 1024, clients: int = 1024) -> None:
         self.per_client = per_client
         self.clients = clients
-        self._by_cid: OrderedDict[int, OrderedDict[int, _Result]] = OrderedDict()
+        self._by_cid: OrderedDict[ClientId, OrderedDict[int, _Result]] = OrderedDict()
 
-    def get(self, cid: int, seq: int) -> _Result | None:
+    def get(self, cid: ClientId, seq: int) -> _Result | None:
         seqs = self._by_cid.get(cid)
         return None if seqs is None else seqs.get(seq)
 
-    def add(self, cid: int, seq: int, result: _Result) -> None:
+    def add(self, cid: ClientId, seq: int, result: _Result) -> None:
         seqs = self._by_cid.get(cid)
         if seqs is None:
             seqs = self._by_cid[cid] = OrderedDict()
@@ -95,12 +108,17 @@ class RecentIds:
 
 @dataclass
 class PendingSync:
-    """A SYNC this agent sent and waits to see reflected: where to PUSH, and who waits."""
+    """A SYNC this agent sent and waits to see reflected; once done, the item it synced."""
 
-    replicas: list[Addr]
     done: threading.Event = field(default_factory=threading.Event)
     version: tuple[int, int] | None = None
     found: bool = False
+    value: bytes = b""
+
+
+#: Test-only switches of the agent's trust rules (``kvswitch agent --test-no-trust RULE``): the
+#: adversarial suite (tests/security) shows each attack succeeds without its rule.
+TEST_NO_TRUST = ("network-push", "tcp-versions", "ids-without-source")
 
 
 class AgentCore:
@@ -112,18 +130,24 @@ class AgentCore:
         switch_addr: Addr | None = None,
         max_value: int = p.MAX_VALUE,
         recent_ids: RecentIds | None = None,
+        no_trust: frozenset[str] = frozenset(),
     ) -> None:
+        unknown = no_trust - set(TEST_NO_TRUST)
+        if unknown:
+            raise ValueError(f"unknown trust rules {sorted(unknown)}; known: {TEST_NO_TRUST}")
         self.backend = backend
         self.switch_addr = switch_addr
         self.max_value = max_value
+        self.no_trust = no_trust
         self.ids = recent_ids if recent_ids is not None else RecentIds()
         self.stats: Counter[str] = Counter()
         self.pending_syncs: dict[bytes, PendingSync] = {}
 
     # -- entry point ----------------------------------------------------------------------------
 
-    def handle(self, data: bytes, src: Addr) -> list[Output]:
-        """Process one received message; never raises on bad input."""
+    def handle(self, data: bytes, src: Addr, tcp: bool = False) -> list[Output]:
+        """Process one received message (``tcp``: it came over a TCP connection); never raises on
+        bad input."""
         self.stats["rx"] += 1
         try:
             msg = p.Message.decode(data)
@@ -134,6 +158,17 @@ class AgentCore:
         if op in _NOT_FOR_SERVERS:
             self.stats["wrong_op"] += 1
             return []
+        if op in _CONTROL_ONLY and "network-push" not in self.no_trust:
+            self.stats["untrusted_op"] += 1
+            return []
+        if (
+            tcp
+            and op in _CLIENT_REQUESTS
+            and msg.ver | msg.epoch
+            and "tcp-versions" not in self.no_trust
+        ):
+            self.stats["tcp_version_ignored"] += 1
+            msg = dataclasses.replace(msg, epoch=0, ver=0)
         reply_op = _REPLY_OP.get(op)
         problem = self._check(msg)
         if problem is not None:
@@ -173,7 +208,7 @@ class AgentCore:
     def _dispatch(self, msg: p.Message, src: Addr, reply_op: int | None) -> list[Output]:
         op = msg.op
         if op in _WRITES:
-            result = self._write(msg)
+            result = self._write(msg, src)
             if op in (p.Op.SET, p.Op.DEL):
                 assert reply_op is not None
                 flags = p.F_DUP if result.dup else 0
@@ -182,12 +217,12 @@ class AgentCore:
                 )
                 return [(reply.encode(), src)]
             return self._confirm(msg.key)
-        if op == p.Op.PUSH:
+        if op == p.Op.PUSH:  # only with --test-no-trust network-push
             self._apply_write(msg)
             return self._confirm(msg.key)
         if op == p.Op.SYNC:
             return self._sync_reflected(msg)
-        if op == p.Op.REMOVE:
+        if op == p.Op.REMOVE:  # only with --test-no-trust network-push
             found = self.backend.drop(msg.key)
             status = p.Status.OK if found else p.Status.NOT_FOUND
             return [(msg.reply(p.Op.REMOVE_REPLY, status).encode(), src)]
@@ -196,17 +231,18 @@ class AgentCore:
 
     # -- writes -----------------------------------------------------------------------------------
 
-    def _write(self, msg: p.Message) -> _Result:
-        seen = self.ids.get(msg.cid, msg.seq) if msg.cid else None
+    def _write(self, msg: p.Message, src: Addr) -> _Result:
+        client = ("" if "ids-without-source" in self.no_trust else src[0], msg.cid)
+        seen = self.ids.get(client, msg.seq) if msg.cid else None
         if seen is not None:
             self.stats["duplicate"] += 1
-            return self._duplicate(msg, seen)
+            return self._duplicate(msg, seen, client)
         result = self._apply_write(msg)
         if msg.cid:
-            self.ids.add(msg.cid, msg.seq, result)
+            self.ids.add(client, msg.seq, result)
         return result
 
-    def _duplicate(self, msg: p.Message, seen: _Result) -> _Result:
+    def _duplicate(self, msg: p.Message, seen: _Result, client: ClientId) -> _Result:
         """A repeated request id: not applied again; the reply repeats the first result (its
         status too, so a retried Delete still tells whether the key existed), flagged ``F_DUP``.
 
@@ -228,7 +264,7 @@ class AgentCore:
             ):
                 self.backend.put(msg.key, Item(stored.value, *msg.version, live=stored.live))
                 seen = _Result(seen.status, msg.epoch, msg.ver)
-                self.ids.add(msg.cid, msg.seq, seen)
+                self.ids.add(client, msg.seq, seen)
                 self.stats["duplicate_version_adopted"] += 1
         return _Result(seen.status, seen.epoch, seen.ver, dup=True)
 
@@ -268,13 +304,15 @@ class AgentCore:
 
     # -- SYNC: make replicas of a key that became hot without a write -----------------------------
 
-    def start_sync(self, key: bytes, replicas: list[Addr]) -> tuple[PendingSync, list[Output]]:
-        """Begin the SYNC flow for ``key``: the SYNC to send and the record to wait on.
+    def start_sync(self, key: bytes) -> tuple[PendingSync, list[Output]]:
+        """Begin the SYNC flow for ``key``: the SYNC to send and the record to wait on; once
+        ``done``, the record holds the item (value and the version the switch stamped), which the
+        controller pushes into the replicas over their control channels (:meth:`push_item`).
 
         Without a switch address there is no one to stamp a version: the current version is used
-        as is and the PUSHes are returned at once (standalone mode, for tests and single hosts).
+        as is and the record is done at once (standalone mode, for tests and single hosts).
         """
-        pending = PendingSync(replicas)
+        pending = PendingSync()
         if self.switch_addr is None:
             return pending, self._finish_sync(key, pending, None)
         self.pending_syncs[key] = pending
@@ -300,15 +338,29 @@ class AgentCore:
         if stored is not None and stored.live:
             pending.found = True
             pending.version = stored.version
+            pending.value = stored.value
             if self.switch_addr is not None:
                 done = p.Message(p.Op.SYNC_DONE, key, epoch=stored.epoch, ver=stored.ver)
                 out.append((done.encode(), self.switch_addr))
-            push = p.Message(p.Op.PUSH, key, stored.value, epoch=stored.epoch, ver=stored.ver)
-            raw = push.encode()
-            out += [(raw, replica) for replica in pending.replicas]
-            self.stats["push_sent"] += len(pending.replicas)
         pending.done.set()
         return out
+
+    def push_item(
+        self, key: bytes, value: bytes, epoch: int, ver: int
+    ) -> tuple[bool, tuple[int, int], list[Output]]:
+        """A replica copy handed in by the controller (the control channel's ``push``): applied by
+        the version rule, then ``CONFIRM``ed to the switch. Returns whether it was applied, the
+        version now held, and the CONFIRM to send."""
+        if len(key) != p.KEY_LEN or len(value) > self.max_value:
+            raise p.ProtocolError("push: key must be 16 bytes and the value within --max-value")
+        if not (0 < epoch <= 0xFFFF and 0 < ver <= 0xFFFFFFFF):
+            raise p.ProtocolError("push: a replica copy needs a switch version (epoch, ver) > 0")
+        msg = p.Message(p.Op.PUSH, key, value, epoch=epoch, ver=ver)
+        result = self._apply_write(msg)
+        self.stats["push_applied" if result.status == p.Status.OK else "push_stale"] += 1
+        stored = self.backend.get(key)
+        held = stored.version if stored is not None else (0, 0)
+        return result.status == p.Status.OK, held, self._confirm(key)
 
     def holds(self, key: bytes) -> bool:
         """True if this server has a live value for ``key``."""

@@ -9,7 +9,7 @@ import sys
 from kvswitch import argtypes as t
 from kvswitch import protocol as p
 from kvswitch.agent.backends import BackendError, make_backend
-from kvswitch.agent.core import AgentCore, RecentIds
+from kvswitch.agent.core import TEST_NO_TRUST, AgentCore, RecentIds
 from kvswitch.agent.server import AgentConfig, AgentServer
 
 
@@ -37,6 +37,11 @@ def build_parser() -> t.Parser:
         help="switch address (ip[:port]) for CONFIRM, SYNC and SYNC_DONE",
     )
     ap.add_argument("--control-port", type=t.port, help="TCP port of the JSON-lines control API")
+    ap.add_argument(
+        "--control-listen",
+        default="127.0.0.1",
+        help="address of the TCP control API (default 127.0.0.1; never one clients can reach)",
+    )
     ap.add_argument("--control-unix", help="Unix socket path of the same control API")
     ap.add_argument("--no-tcp", action="store_true", help="serve UDP only")
     ap.add_argument(
@@ -50,6 +55,13 @@ def build_parser() -> t.Parser:
     )
     ap.add_argument(
         "--ids-clients", type=t.positive_int, default=1024, help="clients whose ids are kept"
+    )
+    ap.add_argument(
+        "--test-no-trust",
+        action="append",
+        default=[],
+        choices=TEST_NO_TRUST,
+        help="TESTS ONLY: switch one trust rule off (the adversarial suite shows it matters)",
     )
     return ap
 
@@ -66,7 +78,11 @@ def main(argv: list[str] | None = None) -> int:
         backend.get(bytes(p.KEY_LEN))  # fail now, clearly, if the backend is unreachable
         switch = args.switch_addr
         core = AgentCore(
-            backend, switch, args.max_value, RecentIds(args.ids_per_client, args.ids_clients)
+            backend,
+            switch,
+            args.max_value,
+            RecentIds(args.ids_per_client, args.ids_clients),
+            no_trust=frozenset(args.test_no_trust),
         )
         server = AgentServer(
             core,
@@ -74,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.listen,
                 args.port,
                 args.control_port,
+                control_listen=args.control_listen,
                 control_unix=args.control_unix,
                 tcp=not args.no_tcp,
             ),
@@ -83,6 +100,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     signal.signal(signal.SIGTERM, lambda *_: server.request_stop())
     control = f", control on {server.control_port}" if server.control_port else ""
+    if args.test_no_trust:
+        control += f", TEST BUILD: trust rules off: {','.join(sorted(set(args.test_no_trust)))}"
     if args.control_unix:
         control += f", control on unix:{args.control_unix}"
     print(

@@ -3,7 +3,7 @@
 Threads: one UDP receive loop, one thread per TCP connection, one per control connection. Every
 message goes through :meth:`AgentCore.handle` under one lock, so the backend sees one request at a
 time. Messages the core addresses to the sender of a TCP request go back on that connection; all
-others (UDP replies, CONFIRM, SYNC, SYNC_DONE, PUSH) leave from the UDP socket, whose source port is
+others (UDP replies, CONFIRM, SYNC, SYNC_DONE) leave from the UDP socket, whose source port is
 the KVS port, as docs/protocol.md requires of replies.
 """
 
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kvswitch import protocol as p
-from kvswitch.agent.backends import BackendError, parse_hostport
+from kvswitch.agent.backends import BackendError
 from kvswitch.agent.core import Addr, AgentCore, Output
 
 _TCP_READ_LIMIT = p.HEADER_LEN + 0xFFFF
@@ -34,6 +34,9 @@ class AgentConfig:
     listen: str = "127.0.0.1"
     port: int = p.KVS_PORT
     control_port: int | None = None
+    # The TCP control endpoint writes the store (push, remove): loopback or a management network
+    # only, never the address clients reach (docs/protocol.md "Trust").
+    control_listen: str = "127.0.0.1"
     control_unix: str | None = None  # path of a Unix-socket control endpoint (same commands)
     tcp: bool = True
     sync_timeout: float = 0.5
@@ -54,7 +57,8 @@ class AgentServer:
         self._control: socketserver.ThreadingTCPServer | None = None
         self._control_unix: _UnixServer | None = None
         if config.control_port is not None:
-            self._control = _Server((config.listen, config.control_port), _ControlHandler, self)
+            control_addr = (config.control_listen, config.control_port)
+            self._control = _Server(control_addr, _ControlHandler, self)
         if config.control_unix is not None:
             self._control_unix = _UnixServer(config.control_unix, self)
 
@@ -124,10 +128,10 @@ class AgentServer:
 
     # -- KVS traffic --------------------------------------------------------------------------------
 
-    def process(self, data: bytes, src: Addr) -> list[Output]:
+    def process(self, data: bytes, src: Addr, tcp: bool = False) -> list[Output]:
         with self.lock:
             try:
-                return self.core.handle(data, src)
+                return self.core.handle(data, src, tcp)
             except Exception:  # a bug must not kill the serving thread: count, report, go on
                 self.core.stats["internal_error"] += 1
                 traceback.print_exc(file=sys.stderr)
@@ -182,33 +186,46 @@ class AgentServer:
                 with self.lock:
                     found = self.core.remove_local(key)
                 return {"ok": True, "found": found}
+            if cmd == "sync":
+                return self._sync(_key_of(request))
             if cmd == "push":
-                return self._push(_key_of(request), request.get("replicas", []))
+                return self._push_item(_key_of(request), request)
         except (KeyError, ValueError, TypeError, p.ProtocolError) as exc:
             return {"ok": False, "error": f"bad request: {exc}"}
         except BackendError as exc:
             return {"ok": False, "error": f"backend: {exc}"}
         return {"ok": False, "error": f"unknown cmd {cmd!r}"}
 
-    def _push(self, key: bytes, replicas: list[str]) -> dict[str, Any]:
-        if not isinstance(replicas, list) or not all(isinstance(r, str) for r in replicas):
-            raise ValueError("replicas must be a list of 'ip' or 'ip:port' strings")
-        addrs = [parse_hostport(r, p.KVS_PORT) for r in replicas]
+    def _sync(self, key: bytes) -> dict[str, Any]:
+        """The origin's half of a push: SYNC through the switch for a fresh version of the value
+        held now, SYNC_DONE, and the item back to the controller (which pushes it into the
+        replicas over their control channels)."""
         with self.lock:
             if not self.core.holds(key):
                 return {"ok": False, "error": "key not held here"}
         for _ in range(max(1, self.config.sync_attempts)):
             with self.lock:
-                pending, out = self.core.start_sync(key, addrs)
+                pending, out = self.core.start_sync(key)
             self.send(out)
             if pending.done.wait(self.config.sync_timeout):
                 if not pending.found:
                     return {"ok": False, "error": "key not held here"}
                 epoch, ver = pending.version or (0, 0)
-                return {"ok": True, "epoch": epoch, "ver": ver, "pushed": len(addrs)}
+                return {"ok": True, "epoch": epoch, "ver": ver, "value_hex": pending.value.hex()}
         with self.lock:
             self.core.pending_syncs.pop(key, None)
         return {"ok": False, "error": "no SYNC reflection from the switch"}
+
+    def _push_item(self, key: bytes, request: dict[str, Any]) -> dict[str, Any]:
+        """A replica's half: store the item the controller hands in, CONFIRM it to the switch."""
+        value = bytes.fromhex(str(request["value_hex"]))
+        epoch, ver = request["epoch"], request["ver"]
+        if not isinstance(epoch, int) or not isinstance(ver, int):
+            raise TypeError("epoch and ver must be integers")
+        with self.lock:
+            applied, (held_epoch, held_ver), out = self.core.push_item(key, value, epoch, ver)
+        self.send(out)
+        return {"ok": True, "applied": applied, "epoch": held_epoch, "ver": held_ver}
 
 
 def _key_of(request: dict[str, Any]) -> bytes:
@@ -268,7 +285,7 @@ class _KvsTcpHandler(socketserver.BaseRequestHandler):
                     break
                 data = bytes(buf[:end])
                 del buf[:end]
-                outputs = agent.process(data, self.client_address)
+                outputs = agent.process(data, self.client_address, tcp=True)
                 back = [raw for raw, dst in outputs if dst == self.client_address]
                 agent.send([(raw, dst) for raw, dst in outputs if dst != self.client_address])
                 with contextlib.suppress(OSError):

@@ -102,7 +102,8 @@ def parser() -> Parser:
     p.add_argument(
         "program",
         nargs="?",
-        help="P4-16 v1model program: P4 source, or the BMv2 JSON p4c-bm2-ss wrote (*.json)",
+        help="P4-16 program (v1model or TNA, from its main package) as source, or the BMv2 JSON "
+        "p4c-bm2-ss wrote (*.json)",
     )
     p.add_argument(
         "-i",

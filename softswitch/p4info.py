@@ -113,7 +113,7 @@ def _preamble(msg: Any, pid: int, name: str, alias: str, anns: dict[str, list[An
 
 def build_p4info(prog: Program) -> Any:
     info = p4i.P4Info()
-    info.pkg_info.arch = "v1model"
+    info.pkg_info.arch = prog.arch
     taken: set[int] = set()
     all_names: list[str] = []
 

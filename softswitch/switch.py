@@ -19,6 +19,7 @@ from softswitch.frontend.bmv2_json import Bmv2JsonError, bmv2_json_to_p4
 from softswitch.frontend.checker import Checker
 from softswitch.frontend.parser import parse
 from softswitch.frontend.preprocessor import Preprocessor
+from softswitch.tna import TnaPipeline
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +62,8 @@ def load_json_program(data: bytes | str, filename: str, p4info: Any = None) -> P
 
 
 class Switch:
-    """A v1model software switch (BMv2 simple_switch semantics) for one P4 program."""
+    """A software switch for one P4 program: v1model (BMv2 simple_switch semantics) or TNA (one
+    Tofino pipe), chosen by the program's ``main`` package."""
 
     def __init__(self, program: Program) -> None:
         self.program = program
@@ -70,7 +72,10 @@ class Switch:
         self._p4info: Any = None
         self._aliases: dict[str, dict[str, str]] = {}
         self._start = time.monotonic()
-        self._objs = (program.hdr_cls(), program.meta_cls(), program.sm_cls())
+        # the packet path: v1model's below, or TNA's (softswitch/tna.py)
+        self._tna = TnaPipeline(self) if program.arch == "tna" else None
+        if self._tna is None:
+            self._objs = (program.hdr_cls(), program.meta_cls(), program.sm_cls())
         self.internal_errors = 0
         self._field_lists: dict[int, list[str]] = {}
         self.mirror_sessions: dict[int, tuple[int | None, int]] = {}
@@ -244,6 +249,17 @@ class Switch:
                 raise SwitchError(f"no multicast group {group_id}")
             return list(self.mc_groups[group_id])
 
+    # ------------------------------------------------------------------ TNA port metadata
+    def port_metadata_set(self, port: int, data: bytes) -> None:
+        """TNA: the PORT_METADATA_SIZE bits (8 bytes on Tofino 1) the ingress parser reads after
+        the intrinsic metadata of packets from ``port`` (zero unless set)."""
+        if self._tna is None:
+            raise SwitchError("port metadata is a TNA feature; this program is v1model")
+        if not 0 <= port < DROP_PORT or len(data) > 8:
+            raise SwitchError("port metadata: a port 0..510 and at most 8 bytes")
+        with self._lock:
+            self._tna.set_port_metadata(port, bytes(data))
+
     # ------------------------------------------------------------------ meters
     def meter_set_rates(
         self, name: str, index: int, committed: tuple[float, int], peak: tuple[float, int]
@@ -353,6 +369,33 @@ class Switch:
             self._check_index(x, index)
             return arr[index]
 
+    def direct_register_read(self, table: str, handle: int) -> int:
+        """TNA: the DirectRegister value of one entry of ``table`` (its initial value until an
+        action of the entry runs a DirectRegisterAction)."""
+        with self._lock:
+            x, t = self._direct_register(table)
+            t.get(handle)
+            return int(self.program.ns[x.pyname].get(handle, getattr(x, "init", 0)))
+
+    def direct_register_write(self, table: str, handle: int, value: int) -> None:
+        with self._lock:
+            x, t = self._direct_register(table)
+            t.get(handle)
+            if not isinstance(value, int) or value < 0 or value >> x.width:
+                raise SwitchError(f"{x.name}: value {value!r} does not fit bit<{x.width}>")
+            self.program.ns[x.pyname][handle] = value
+
+    def _direct_register(self, table: str) -> tuple[Any, Table]:
+        t = self._table(table)
+        regs = [
+            x
+            for x in self.program.externs.values()
+            if x.kind == "direct_register" and x.table == t.name
+        ]
+        if not regs:
+            raise SwitchError(f"table {t.name} has no direct register")
+        return regs[0], t
+
     def _check_index(self, x: Any, index: int) -> None:
         if not isinstance(index, int) or not 0 <= index < x.size:
             raise SwitchError(f"{x.name}: index {index!r} out of range 0..{x.size - 1}")
@@ -425,9 +468,10 @@ class Switch:
             raise SwitchError(f"ingress port {ingress_port} out of range")
         with self._lock:
             try:
-                return self._process(
-                    ingress_port, packet if type(packet) is bytes else bytes(packet)
-                )
+                data = packet if type(packet) is bytes else bytes(packet)
+                if self._tna is not None:
+                    return self._tna.process(ingress_port, data)
+                return self._process(ingress_port, data)
             except Exception:  # a bug of the engine must not take the switch down: drop, log
                 self.internal_errors += 1
                 log.exception("softswitch: packet dropped after an internal error")

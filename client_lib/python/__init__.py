@@ -9,6 +9,7 @@ from kvswitch.client.errors import (
     KeyTooLong,
     KvsError,
     ServerError,
+    StaleWrite,
     Timeout,
     ValueTooLarge,
 )
@@ -23,6 +24,7 @@ __all__ = [
     "Outcome",
     "Request",
     "ServerError",
+    "StaleWrite",
     "Timeout",
     "ValueTooLarge",
 ]

@@ -9,8 +9,8 @@ keeps a window of requests in flight from one thread (load generation).
 Retries resend the very same bytes (same ``seq``): the agent applies a request id at most once and
 answers a repeat with the first result (flag ``F_DUP``), so a retried Delete still tells whether
 the key existed. A Set/Delete answered
-``STALE`` (a newer stamped write already won) is also a success: the write is ordered before the
-newer one.
+``STALE`` (the server holds a newer version, so this write was not applied) raises
+:class:`~kvswitch.client.errors.StaleWrite`: it is never reported as a successful write.
 """
 
 from __future__ import annotations
@@ -27,11 +27,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from kvswitch import protocol as p
-from kvswitch.client.errors import BadRequest, ClientClosed, ServerError, Timeout
+from kvswitch.client.errors import BadRequest, ClientClosed, ServerError, StaleWrite, Timeout
 
 Addr = tuple[str, int]
-
-_WRITE_OK = frozenset({p.Status.OK, p.Status.STALE})
 
 
 @dataclass(slots=True)
@@ -360,6 +358,13 @@ def _raise_status(reply: p.Message) -> None:
         raise p.ValueTooLarge("the server refused the value as too large")
     if status == p.Status.BAD_REQUEST:
         raise BadRequest("the server answered BAD_REQUEST", status)
+    if status == p.Status.STALE:
+        raise StaleWrite(
+            f"not applied: the server holds the newer version ({reply.epoch}, {reply.ver})",
+            status,
+            reply.epoch,
+            reply.ver,
+        )
     raise ServerError(f"the server answered status {status}", status)
 
 
@@ -374,8 +379,9 @@ def get_result(reply: p.Message) -> bytes | None:
 
 
 def write_result(reply: p.Message) -> bool:
-    """True if a write reply means done, False for NOT_FOUND; raises for a failure status."""
-    if reply.status in _WRITE_OK:
+    """True if a write reply means done, False for NOT_FOUND; raises for a failure status
+    (``STALE``: :class:`StaleWrite`)."""
+    if reply.status == p.Status.OK:
         return True
     if reply.status == p.Status.NOT_FOUND:
         return False

@@ -30,6 +30,17 @@ class BadRequest(ServerError):
     """The server answered ``BAD_REQUEST``."""
 
 
+class StaleWrite(ServerError):
+    """The server answered a Set/Delete ``STALE``: it holds a newer version (``epoch``, ``ver``)
+    than the one the switch stamped on this write, so this write was **not applied** and the newer
+    one stands. Never a success: the application decides whether to read and write again."""
+
+    def __init__(self, message: str, status: int, epoch: int = 0, ver: int = 0) -> None:
+        super().__init__(message, status)
+        self.epoch = epoch
+        self.ver = ver
+
+
 class ClientClosed(KvsError):
     """The client was closed."""
 
@@ -41,6 +52,7 @@ __all__ = [
     "KvsError",
     "ProtocolError",
     "ServerError",
+    "StaleWrite",
     "Timeout",
     "ValueTooLarge",
 ]

@@ -1,19 +1,30 @@
-// Replica selection and the version registers: docs/protocol.md "Consistency", rules 1-5.
+// Replica selection and the version registers: docs/protocol.md "Consistency", rules 1-6.
 //
 // Registers (the controller writes `epoch` at start-up, larger after every switch restart, and
 // resets rr/slot_ver/origin_ver/valid_ver of a slot before reusing it for another key):
 //   global_ver[1]   newest version handed out (32 bits)
 //   epoch[1]        switch incarnation (16 bits), stamped next to every version
-//   slot_ver[K]     version of the newest write of the slot's key that crossed the switch
-//   origin_ver[K]   newest version the key's origin acknowledged
-//   valid_ver[M*K]  valid_ver[base + offset(s)]: the version replica s confirmed
+//   slot_ver[K]     version of the newest write (or SYNC) of the slot's key that crossed the switch
+//   origin_ver[K]   newest version the key's origin reported holding (its write replies, SYNC_DONE
+//                   and read replies): the latest *completed* version
+//   valid_ver[M*K]  valid_ver[base + offset(s)]: the newest version holder s confirmed
 //   rr[K]           next round-robin ordinal of the slot, 0 .. n-1
+//
+// The read set of a key is {origin} + {replica s : valid_ver[s] >= origin_ver}: every holder known
+// to hold the latest completed version or a newer one. A write in flight changes neither register,
+// so reads keep spreading over the read set until the origin reports the new version; a replica
+// reply carrying a version the origin has not reported yet is dropped (rule 6), so no client sees a
+// value before the origin holds it.
+//
+// Tofino shape: each register is accessed at one place per packet, in the order global_ver,
+// origin_ver, slot_ver, valid_ver (rr before them), and every access is one read-modify-write a
+// stateful ALU can do (increment; max; compare-and-set against a value computed earlier).
 //
 // Tables (controller contract):
 //   ServermapTable    (slot, ordinal) -> set_server(vidx, ip, mac, port): for ordinal 0 the key's
 //                     origin, for 1 .. n-1 its replicas; vidx = base + offset of that server.
 //   ServeroffsetTable server IPv4 -> set_server_offset(offset, port): every server of the rack, with
-//                     the switch port it hangs off. A CONFIRM/SYNC/SYNC_DONE/origin reply changes a
+//                     the switch port it hangs off. A CONFIRM/SYNC/SYNC_DONE/reply changes a
 //                     register only if its source address hits here and it arrived on that port.
 #ifndef KVSWITCH_REPLICAS_P4
 #define KVSWITCH_REPLICAS_P4
@@ -81,10 +92,11 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout standard_meta
 
     apply {
         KvsOp op = hdr.kvs.op;
+        bit<32> slot = (bit<32>)meta.slot;
         // Rule 4 input: the next round-robin ordinal (Gets only).
         if (op == KvsOp.GET) {
             ordinal_t next;
-            rr.read(ordinal, (bit<32>)meta.slot);
+            rr.read(ordinal, slot);
             if (ordinal >= meta.n) {
                 ordinal = 0;
             }
@@ -92,7 +104,7 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout standard_meta
             if (next >= meta.n) {
                 next = 0;
             }
-            rr.write((bit<32>)meta.slot, next);
+            rr.write(slot, next);
         }
         servermap_table.apply();
         if (op != KvsOp.GET && op != KvsOp.SET && op != KvsOp.DEL) {
@@ -101,37 +113,85 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout standard_meta
 
         bit<16> cur_epoch;
         epoch.read(cur_epoch, 0);
-        bit<32> sv;
-        slot_ver.read(sv, (bit<32>)meta.slot);
+        bool current = hdr.kvs.epoch == cur_epoch;
         // The sender is a server of the rack, on its own port; `from_origin`: and the key's origin.
         bool sender_ok = so_hit && so_port == std.ingress_port;
         bool from_origin = sender_ok && sm_hit && sm_ip == hdr.ipv4.src_addr;
+        bool write = op == KvsOp.SET || op == KvsOp.DEL;
+        bool sync = op == KvsOp.SYNC && from_origin && hdr.udp.isValid();
+        // Rule 2 input: the origin says it holds the key at (epoch, ver): a write's OK reply (a
+        // repeated request id's too: it carries the version the origin holds, flag F_DUP), its
+        // SYNC_DONE, or any read reply (found or not: both carry the stored version).
+        bool acked = (op == KvsOp.SET_REPLY || op == KvsOp.DEL_REPLY || op == KvsOp.SYNC_DONE)
+                     && hdr.kvs.status == KvsStatus.OK;
+        bool origin_report = from_origin && current && (acked || op == KvsOp.GET_REPLY);
+
+        // global_ver: a fresh version for a write (rule 1) or the origin's SYNC (rule 5).
+        bit<32> gv = 0;
+        if (write || sync) {
+            global_ver.read(gv, 0);
+            gv = gv + 1;
+            global_ver.write(0, gv);
+        }
+
+        // origin_ver, rule 2: max(origin_ver, ver) on an origin report; read otherwise.
+        bit<32> ov;
+        origin_ver.read(ov, slot);
+        if (origin_report && hdr.kvs.ver > ov) {
+            ov = hdr.kvs.ver;
+            origin_ver.write(slot, ov);
+        }
+
+        // slot_ver, rules 1 and 5: a write always takes the fresh version; a SYNC only when no
+        // write is on its way to the origin (slot_ver <= origin_ver). Stamped after such a write,
+        // it could reach the origin first and give the old value the newer version; instead it is
+        // reflected unstamped (ver 0) and the origin asks again later.
+        bit<32> sv;
+        slot_ver.read(sv, slot);
+        bool stamp = write || (sync && sv <= ov);
+        if (stamp) {
+            slot_ver.write(slot, gv);
+        }
 
         if (op == KvsOp.GET) {
-            // Rule 4: redirect only to a replica that confirmed the version the origin acknowledged.
-            // Only UDP Gets: a TCP segment sent elsewhere would land outside its connection.
-            bit<32> ov;
-            origin_ver.read(ov, (bit<32>)meta.slot);
+            // Rule 4: redirect to the chosen replica only if it is in the read set (it confirmed
+            // the latest completed version or newer). Only UDP Gets: a TCP segment sent elsewhere
+            // would land outside its connection.
             bit<32> vv = 0;
             if (sm_hit) {
                 valid_ver.read(vv, sm_vidx);
             }
-            if (ordinal != 0 && sm_hit && sv != 0 && ov == sv && vv == sv && hdr.udp.isValid()) {
+            if (ordinal != 0 && sm_hit && ov != 0 && vv >= ov && hdr.udp.isValid()) {
                 std.egress_spec = sm_port;
                 hdr.ethernet.dst_addr = sm_mac;
                 hdr.ipv4.dst_addr = sm_ip;
                 meta.l4_dirty = true;
             }
         } else if (op == KvsOp.CONFIRM) {
-            // Rule 3, then consumed.
-            if (sender_ok && hdr.kvs.epoch == cur_epoch && hdr.kvs.ver == sv) {
-                valid_ver.write(meta.base + so_offset, hdr.kvs.ver);
+            // Rule 3: max(valid_ver, ver) for a version this switch handed out (<= slot_ver)
+            // after the key's holders last changed (> floor, from KeyindexTable: a confirm from a
+            // replica's earlier membership cannot validate its new one). Then consumed.
+            if (sender_ok && current && hdr.kvs.ver > meta.floor && hdr.kvs.ver <= sv) {
+                bit<32> idx = meta.base + so_offset;
+                bit<32> cell;
+                valid_ver.read(cell, idx);
+                if (hdr.kvs.ver > cell) {
+                    valid_ver.write(idx, hdr.kvs.ver);
+                }
             }
             mark_to_drop(std);
+        } else if (op == KvsOp.GET_REPLY) {
+            // Rule 6: a replica's read reply must carry a version the origin has reported
+            // (current epoch, ver <= origin_ver): a newer one is of a write still in flight, an
+            // older epoch or a miss (ver 0) is a copy that is not current. Dropped; the client
+            // retries and the next Get is routed again.
+            if (sender_ok && !from_origin && (!current || hdr.kvs.ver > ov || hdr.kvs.ver == 0)) {
+                mark_to_drop(std);
+            }
         } else if (op == KvsOp.SYNC) {
-            // Rule 5: only the key's origin gets a version (below); answered out of the port it
-            // came in, addresses and L4 ports swapped. Anyone else's SYNC is dropped.
-            if (from_origin && hdr.udp.isValid()) {
+            // Rule 5: only the key's origin gets a version; answered out of the port it came in,
+            // addresses and L4 ports swapped. Anyone else's SYNC is dropped.
+            if (sync) {
                 hdr.kvs.status = KvsStatus.OK;
                 std.egress_spec = std.ingress_port;
                 mac_addr_t mac = hdr.ethernet.dst_addr;
@@ -144,44 +204,21 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout standard_meta
                 bit<16> port = hdr.udp.dst_port;
                 hdr.udp.dst_port = hdr.udp.src_port;
                 hdr.udp.src_port = port;
+                if (!stamp) {
+                    hdr.kvs.epoch = 0;
+                    hdr.kvs.ver = 0;
+                    meta.l4_dirty = true;
+                }
             } else {
                 mark_to_drop(std);
             }
-        } else if (op != KvsOp.SET && op != KvsOp.DEL) {
-            // Rule 2: SET_REPLY / DEL_REPLY / SYNC_DONE from the origin with status OK (a repeated
-            // request id's reply too: it carries the version the origin holds, flag F_DUP), at the
-            // current epoch and version.
-            if (from_origin && hdr.kvs.status == KvsStatus.OK && hdr.kvs.epoch == cur_epoch
-                    && hdr.kvs.ver == sv) {
-                origin_ver.write((bit<32>)meta.slot, hdr.kvs.ver);
-            }
-            if (op == KvsOp.SYNC_DONE) {
-                mark_to_drop(std);
-            }
+        } else if (op == KvsOp.SYNC_DONE) {
+            mark_to_drop(std);
         }
 
-        // Rule 5 needs no write on its way to the origin (origin_ver == slot_ver): a SYNC stamped
-        // after such a write could reach the origin first and give the old value the newer
-        // version. Otherwise it is reflected unstamped (ver 0) and the origin asks again later.
-        bool sync_stamp = false;
-        if (op == KvsOp.SYNC && from_origin && hdr.udp.isValid()) {
-            bit<32> acked_ver;
-            origin_ver.read(acked_ver, (bit<32>)meta.slot);
-            sync_stamp = acked_ver == sv;
-            if (!sync_stamp) {
-                hdr.kvs.epoch = 0;
-                hdr.kvs.ver = 0;
-                meta.l4_dirty = true;
-            }
-        }
-        // Rules 1 and 5: a fresh version for the slot, stamped on the packet. A write's copies
-        // to the replicas are made by MultigroupTable (multicast.p4).
-        if (op == KvsOp.SET || op == KvsOp.DEL || sync_stamp) {
-            bit<32> gv;
-            global_ver.read(gv, 0);
-            gv = gv + 1;
-            global_ver.write(0, gv);
-            slot_ver.write((bit<32>)meta.slot, gv);
+        // Rules 1 and 5: the fresh version stamped on the packet. A write's copies to the
+        // replicas are made by MultigroupTable (multicast.p4).
+        if (stamp) {
             hdr.kvs.epoch = cur_epoch;
             hdr.kvs.ver = gv;
             meta.l4_dirty = true;

@@ -98,6 +98,9 @@ struct kvs_meta_t {
     slot_t slot;
     ordinal_t n;
     bit<32> base;
+    // KeyindexTable: confirms of versions <= floor are ignored (handed out before the key's
+    // holders last changed).
+    bit<32> floor;
     // A hot SET/DEL sent to a multicast group: egress rewrites every copy with egress_rid != 0.
     bool mcast;
 }

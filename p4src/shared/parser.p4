@@ -14,8 +14,9 @@ error {
     TcpBadHeader
 }
 
-parser KvsParser(packet_in pkt, out headers_t hdr, inout kvs_meta_t meta,
-                 inout standard_metadata_t std) {
+// The headers, for every target: v1model's KvsParser below and TNA's ingress and egress parsers
+// (parser_tna.p4) apply it after their intrinsic metadata.
+parser KvsHeadersParser(packet_in pkt, inout headers_t hdr, inout kvs_meta_t meta) {
     bit<16> tcp_payload_len;
 
     state start {
@@ -91,18 +92,30 @@ parser KvsParser(packet_in pkt, out headers_t hdr, inout kvs_meta_t meta,
     }
 }
 
+parser KvsParser(packet_in pkt, out headers_t hdr, inout kvs_meta_t meta,
+                 inout standard_metadata_t std) {
+    KvsHeadersParser() headers;
+
+    state start {
+        headers.apply(pkt, hdr, meta);
+        transition accept;
+    }
+}
+
 // Accepts the KVSwitch header only when the parser finished without error and the header plus its
 // value fit in the datagram (UDP length) or segment (IPv4 length), and the frame really holds the
 // IPv4 length it announces: docs/protocol.md "malformed".
 // Ethernet padding can make a short datagram parse; this check is what rejects it.
-control KvsCheck(in headers_t hdr, inout kvs_meta_t meta, in standard_metadata_t std) {
+// `parsed`: the parser ended without error; `frame_len`: the frame's length in bytes (v1model's
+// packet_length; Tofino's ingress does not know it and passes the largest value: docs/tofino.md).
+control KvsCheck(in headers_t hdr, inout kvs_meta_t meta, in bool parsed, in bit<32> frame_len) {
     apply {
         meta.kvs_ok = false;
-        if (std.parser_error == error.NoError && hdr.kvs.isValid()) {
+        if (parsed && hdr.kvs.isValid()) {
             bit<32> need = (bit<32>)KVS_HDR_LEN + (bit<32>)hdr.kvs.vlen;
             bit<32> l4_len = (bit<32>)meta.l4_len;
             if (hdr.ipv4.total_len < ((bit<16>)hdr.ipv4.ihl << 2)
-                || 14 + (bit<32>)hdr.ipv4.total_len > std.packet_length) {
+                || 14 + (bit<32>)hdr.ipv4.total_len > frame_len) {
                 // A lying IPv4 length, or a frame cut short of it: the value is not all there.
                 meta.kvs_ok = false;
             } else if (hdr.udp.isValid()) {

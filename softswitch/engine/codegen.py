@@ -110,6 +110,8 @@ class ExternInst:
     annotations: dict[str, list[Any]] = field(default_factory=dict)
     pyname: str = ""
     table: str = ""  # direct counter: owning table
+    # direct counter: every hit counts (v1model); False: only count() in an action does (TNA)
+    count_on_hit: bool = True
 
 
 _BIT_OPS = {"band": "&", "bor": "|", "bxor": "^"}
@@ -206,6 +208,10 @@ class Translator:
         self.fq = ""  # fully-qualified prefix of the current control
         self.in_parser = False
         self.lookahead_used = False
+        # an architecture's own extern methods (engine/tna.py); None: v1model's, below
+        self.arch_externs: Any = None
+        # (table, entry variable) while a table's actions are inlined (TNA's DirectCounter.count())
+        self.table_entry: tuple[TableInfo, str] | None = None
 
     @classmethod
     def for_consts(cls, ck: Checker) -> Translator:
@@ -1234,7 +1240,12 @@ class Translator:
             sc.names[pname] = Sym("var", pt, code=local, lvalue=direction in ("out", "inout"))
             outs.append((local, direction))
         saved_fq = self.fq
-        body = info.tree.children[3]
+        self.action_body(info.tree.children[3], sc)
+        self.fq = saved_fq
+        return outs
+
+    def action_body(self, body: Tree, sc: Scope) -> None:
+        """The body of an action (or of a TNA RegisterAction's apply), inlined: `return` ends it."""
         self.in_action += 1
         if self.contains(body, "return_stmt"):
             self.em("try:")
@@ -1247,8 +1258,6 @@ class Translator:
         else:
             self.block(body, sc)
         self.in_action -= 1
-        self.fq = saved_fq
-        return outs
 
     @staticmethod
     def contains(node: Tree, kind: str) -> bool:
@@ -1346,11 +1355,12 @@ class Translator:
         self.em("else:")
         with self.em.block():
             self.em(f"{a} = {e}.a; {p} = {e}.p; {h} = True")
-            if tbl.counters is not None:
+            if tbl.counters is not None and tbl.counters.count_on_hit:
                 self.em(f"{e}.packets += 1; {e}.bytes += _G.plen")
             if tbl.meter is not None:
                 self.em(f"_G.dmeter = {tbl.meter.pyname}.execute_entry({e}.handle, _G.plen)")
         first = True
+        saved_entry, self.table_entry = self.table_entry, (tbl, e)
         for idx, (info, _scope_kind, _anns) in enumerate(tbl.actions):
             self.em(f"{'if' if first else 'elif'} {a} == {idx}:")
             first = False
@@ -1365,6 +1375,7 @@ class Translator:
                     (pname, "", pt, f"{p}[{i}]") for i, (pname, _d, pt) in enumerate(info.params)
                 ]
                 self.inline_action(info, bind)
+        self.table_entry = saved_entry
         return a, h
 
     def bound_action(
@@ -1451,6 +1462,8 @@ class Translator:
     def extern_method(
         self, node: Tree, inst: ExternInst, method: str, args: list[Any], scope: Scope
     ) -> E | None:
+        if self.arch_externs is not None:
+            return self.arch_externs.method(self, node, inst, method, args, scope)  # type: ignore[no-any-return]
         P = inst.pyname
         if inst.kind == "register":
             idx_t = BitT(32)
@@ -1592,6 +1605,22 @@ class Translator:
         name = next(k for k, v in e.type.members.items() if v == e.const)
         return name
 
+    def emit_digest(self, data: E, node: Any) -> None:
+        """Queue a digest of the struct ``data`` (v1model's digest(), TNA's Digest.pack)."""
+        t = data.type
+        if isinstance(t, ListT):
+            raise self.err(node, "digest data must be a struct (declare one for the list)")
+        if not (isinstance(t, StructLikeT) and not t.is_header):
+            raise self.err(node, f"digest data must be a struct, got {t.show()}")
+        for fname, ft in t.fields:
+            if bit_width_of(ft) is None:
+                raise self.err(node, f"digest field {fname} must be bit<>/bool/enum")
+        self.digest_types[t.name] = t
+        dv = self.tmp("dg")
+        self.em(f"{dv} = {data.code}")
+        values = ", ".join(f"{dv}.{f}" for f, _t in t.fields)
+        self.em(f"_G.digests.append(({t.name!r}, ({values}{',' if t.fields else ''})))")
+
     def extern_func(
         self, node: Tree, name: str, args: list[Any], targs: list[Tree], scope: Scope
     ) -> E | None:
@@ -1635,19 +1664,7 @@ class Translator:
             if targs:
                 want = self.resolve_type(targs[0], scope)
                 data = self.convert(data, want, args[1])
-            t = data.type
-            if isinstance(t, ListT):
-                raise self.err(args[1], "digest data must be a struct (declare one for the list)")
-            if not (isinstance(t, StructLikeT) and not t.is_header):
-                raise self.err(args[1], f"digest data must be a struct, got {t.show()}")
-            for fname, ft in t.fields:
-                if bit_width_of(ft) is None:
-                    raise self.err(args[1], f"digest field {fname} must be bit<>/bool/enum")
-            self.digest_types[t.name] = t
-            dv = self.tmp("dg")
-            self.em(f"{dv} = {data.code}")
-            values = ", ".join(f"{dv}.{f}" for f, _t in t.fields)
-            self.em(f"_G.digests.append(({t.name!r}, ({values}{',' if t.fields else ''})))")
+            self.emit_digest(data, args[1])
             return None
         if name == "mark_to_drop":
             if len(args) != 1:

@@ -51,8 +51,9 @@ SUPPORTED_EXTERN_INSTANCES = {"register", "counter", "direct_counter", "meter", 
 
 @dataclass
 class Program:
-    """The checked and translated program."""
+    """The checked and translated program, whatever its architecture."""
 
+    arch: str = "v1model"  # v1model | tna (from main's package: V1Switch | Switch)
     tables: dict[str, TableInfo] = field(default_factory=dict)
     actions: dict[str, ActionInfo] = field(default_factory=dict)
     externs: dict[str, ExternInst] = field(default_factory=dict)
@@ -77,6 +78,7 @@ class Program:
     meta_cls: Any = None
     sm_cls: Any = None
     ctx: PacketContext = field(default_factory=PacketContext)
+    tna: Any = None  # TNA: the blocks and their arguments (engine/tna.py TnaBlocks)
 
 
 def expr_text(node: Any) -> str:
@@ -109,6 +111,9 @@ class Builder:
         self.inline_states: dict[str, Tree] | None = None
         self.parser_scope = ck.globals
         self.accept_code = "return _off"
+        # an architecture's extern instances (engine/tna.py): (node, type, name, args, full
+        # name, annotations, scope, control) -> handled; None: v1model's, in instantiate()
+        self.arch_instance: Any = None
 
     def err(self, node: Any, msg: str) -> P4Error:
         return self.ck.error(node, msg)
@@ -123,36 +128,21 @@ class Builder:
         main = self.ck.main
         if main is None:
             raise P4Error(
-                "no V1Switch(...) main; package instantiation found", self.ck.pre.origin(1)[0], 1, 1
+                "no V1Switch(...) or Switch(...) main; package instantiation found",
+                self.ck.pre.origin(1)[0],
+                1,
+                1,
             )
+        if str(main.children[1].children[0]) == "Switch":
+            from softswitch.engine.tna import build_tna
+
+            return build_tna(self)
         args = main.children[2]
         blocks = [] if args is None else list(args.children)
         if len(blocks) != 6:
             raise self.err(main, f"V1Switch takes 6 blocks, {len(blocks)} given")
-        decls: list[tuple[Decl, list[Any]]] = []
-        for b in blocks:
-            if isinstance(b, Tree) and b.data == "ctor_call":
-                name = str(b.children[0])
-                cargs = [] if b.children[1] is None else list(b.children[1].children)
-            elif isinstance(b, Tree) and b.data == "var":
-                inst = self.ck.globals.lookup(self.ck.name_of(b.children[0]))
-                if inst is None or inst.kind != "global_inst":
-                    raise self.err(b, "V1Switch arguments must be parser/control instances")
-                it = inst.value
-                name = str(it.children[1].children[0])
-                cargs = [] if it.children[2] is None else list(it.children[2].children)
-            else:
-                raise self.err(b, "V1Switch arguments must be parser/control instances")
-            if name not in self.ck.decls or self.ck.decls[name].kind not in ("parser", "control"):
-                raise self.err(b, f"{name} is not a parser or control")
-            decls.append((self.ck.decls[name], cargs))
-        # extern instances declared at the top level (e.g. a register shared by two controls)
-        for gname, sym in list(self.ck.globals.names.items()):
-            if sym.kind == "global_inst":
-                t = self.tr.resolve_type(sym.value.children[1], self.ck.globals)
-                if isinstance(t, ExternT):
-                    del self.ck.globals.names[gname]
-                    self.instantiate(sym.value, self.ck.globals, "")
+        decls = [self.package_arg(b, "V1Switch", ("parser", "control")) for b in blocks]
+        self.instantiate_globals()
         roles = ["parser", "verify", "ingress", "egress", "compute", "deparser"]
         if decls[0][0].kind != "parser" or any(d.kind != "control" for d, _ in decls[1:]):
             raise self.err(main, "V1Switch needs a parser and five controls")
@@ -185,6 +175,39 @@ class Builder:
         cls = {k: self.tr.py_class(t) for k, t in (("hdr", hdr_t), ("meta", meta_t), ("sm", sm_t))}
         self.prog.meta_type = meta_t  # type: ignore[assignment]
         self.compile_module(names, cls)
+        return self.finish()
+
+    def package_arg(self, b: Any, package: str, kinds: tuple[str, ...]) -> tuple[Decl, list[Any]]:
+        """A package argument given as a constructor call or as a named top-level instance: the
+        declaration it instantiates and the constructor arguments."""
+        if isinstance(b, Tree) and b.data == "ctor_call":
+            name = str(b.children[0])
+            cargs = [] if b.children[1] is None else list(b.children[1].children)
+        elif isinstance(b, Tree) and b.data == "var":
+            inst = self.ck.globals.lookup(self.ck.name_of(b.children[0]))
+            if inst is None or inst.kind != "global_inst":
+                raise self.err(b, f"{package} arguments must be {' or '.join(kinds)} instances")
+            it = inst.value
+            name = str(it.children[1].children[0])
+            cargs = [] if it.children[2] is None else list(it.children[2].children)
+        else:
+            raise self.err(b, f"{package} arguments must be {' or '.join(kinds)} instances")
+        decl = self.ck.decls.get(name)
+        if decl is None or decl.kind not in kinds:
+            raise self.err(b, f"{name} is not a {' or '.join(kinds)}")
+        return decl, cargs
+
+    def instantiate_globals(self) -> None:
+        """Extern instances declared at the top level (e.g. a register shared by two controls)."""
+        for gname, sym in list(self.ck.globals.names.items()):
+            if sym.kind == "global_inst":
+                t = self.tr.resolve_type(sym.value.children[1], self.ck.globals)
+                if isinstance(t, ExternT):
+                    del self.ck.globals.names[gname]
+                    self.instantiate(sym.value, self.ck.globals, "")
+
+    def finish(self) -> Program:
+        """What every architecture keeps after translation: digests, enums, headers."""
         self.prog.digests = dict(self.tr.digest_types)
         for t in self.ck.globals.types.values():
             if isinstance(t, EnumT) and t.underlying is not None:
@@ -198,6 +221,18 @@ class Builder:
         return self.prog
 
     def compile_module(self, names: dict[str, str], cls: dict[str, str]) -> None:
+        ns = self.exec_module()
+        p = self.prog
+        p.parser = ns[names["parser"]]
+        p.verify = ns[names["verify"]]
+        p.ingress = ns[names["ingress"]]
+        p.egress = ns[names["egress"]]
+        p.compute = ns[names["compute"]]
+        p.deparser = ns[names["deparser"]]
+        p.hdr_cls, p.meta_cls, p.sm_cls = ns[cls["hdr"]], ns[cls["meta"]], ns[cls["sm"]]
+
+    def exec_module(self) -> dict[str, Any]:
+        """Compile the generated source with its run-time objects (tables, extern state)."""
         tr = self.tr
         src = "\n\n".join(tr.class_src) + "\n\n" + "\n\n".join(self.funcs) + "\n"
         self.prog.source = src
@@ -233,15 +268,8 @@ class Builder:
                 ns[x.pyname] = DirectMeter(x.name, 0, x.counter_type == "bytes")
         code = compile(src, "<softswitch-generated>", "exec")
         exec(code, ns)
-        p = self.prog
-        p.parser = ns[names["parser"]]
-        p.verify = ns[names["verify"]]
-        p.ingress = ns[names["ingress"]]
-        p.egress = ns[names["egress"]]
-        p.compute = ns[names["compute"]]
-        p.deparser = ns[names["deparser"]]
-        p.hdr_cls, p.meta_cls, p.sm_cls = ns[cls["hdr"]], ns[cls["meta"]], ns[cls["sm"]]
-        p.actions = dict(tr.actions)
+        self.prog.actions = dict(tr.actions)
+        return ns
 
     # ------------------------------------------------------------------ params
     def bind_ctor(
@@ -372,6 +400,13 @@ class Builder:
             return
         if not isinstance(t, ExternT):
             raise self.err(node, f"cannot instantiate {t.show()} here")
+        if self.arch_instance is not None:
+            self.arch_instance(node, t, name, args, full, anns, scope, fq)
+            return
+        if node.children[4] is not None:
+            raise self.err(
+                node.children[4], f"extern {t.name} has no abstract methods to implement"
+            )
         if t.name not in SUPPORTED_EXTERN_INSTANCES:
             raise self.err(node, f"extern {t.name} is not supported by this target")
         x = ExternInst(t.name, full, annotations=anns, pyname=f"X_{next(self.tr.uid)}")
@@ -493,6 +528,8 @@ class Builder:
                     ti.counters = self.direct_extern(val, scope, "direct_counter", full)
                 elif pname == "meters":
                     ti.meter = self.direct_extern(val, scope, "direct_meter", full)
+                elif pname == "registers":  # TNA's DirectRegister, run by its actions
+                    self.direct_extern(val, scope, "direct_register", full)
                 elif pname == "implementation":
                     raise self.err(
                         val,

@@ -381,9 +381,11 @@ class Translator:
             return X(str(int(v, 16)), "int", 0, int(v, 16))
         if t == "bool":
             return X("true" if v else "false", "bool")
-        if t == "runtime_data":
+        if t in ("runtime_data", "local"):
+            # an action parameter: "runtime_data" as a primitive's operand, "local" inside an
+            # expression tree (BMv2's JSON_format.md)
             if v not in env:
-                raise self.fail(what, f"runtime_data {v} out of range")
+                raise self.fail(what, f"{t} {v} out of range")
             return env[v]
         if t == "stack_field":  # a field of the stack's last extracted element
             stack, fname = v

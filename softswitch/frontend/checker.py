@@ -270,10 +270,9 @@ class Checker:
         elif k == "instantiation":
             tname = d.children[1]
             name = self.name_of(d.children[3])
-            if (
-                tname.data in ("named_type", "specialized_type")
-                and str(tname.children[0]) == "V1Switch"
-            ):
+            pkg = str(tname.children[0]) if tname.data in ("named_type", "specialized_type") else ""
+            if pkg == "V1Switch" or (pkg == "Switch" and name == "main"):
+                # the architecture is chosen from main's package: V1Switch (v1model), Switch (TNA)
                 if name != "main":
                     raise self.error(d, "the V1Switch package instance must be called main")
                 self.main = d

@@ -35,6 +35,12 @@ class FakeDriver(Driver):
     def read_hot_counters(self) -> dict[bytes, int]:
         return {}
 
+    def read_hot_writes(self) -> list[int]:
+        return [0] * self.slots
+
+    def read_version(self) -> int:
+        return 7
+
     def read_hashpipe(self) -> list[tuple[bytes, int]]:
         return [(key(1), 900), (key(2), 50), (key(3), 0)]
 

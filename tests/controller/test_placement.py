@@ -86,19 +86,27 @@ def test_place_rejects_bad_input() -> None:
 def test_write_aware_holder_loads() -> None:
     from kvswitch.controller.placement import holder_loads
 
-    assert holder_loads(800.0, 4, 0.0, 0.5) == (200.0, 200.0)  # no writes: an even split
-    origin, replica = holder_loads(800.0, 4, 0.25, 0.0)  # writes reach every holder
+    assert holder_loads(800.0, 4, 0.0) == (200.0, 200.0)  # no writes: an even split
+    origin, replica = holder_loads(800.0, 4, 0.25)  # writes reach every holder
     assert origin == replica == pytest.approx(200.0 + 600.0 / 4)
-    # invalid windows: the reads not split stay at the origin
-    origin, replica = holder_loads(800.0, 4, 0.25, 1e9)
-    assert replica == pytest.approx(200.0) and origin == pytest.approx(800.0)
 
 
-def test_balance_does_not_replicate_keys_whose_replicas_are_never_valid() -> None:
+def test_balance_does_not_replicate_write_only_keys() -> None:
     cold = [100.0] * 8
-    holders = place(
-        [("w", 400.0)], [0], 1.0, 8, "balance", cold_loads=cold, write_ratio=0.5, window=1.0
-    )
+    holders = place([("w", 400.0)], [0], 1.0, 8, "balance", cold_loads=cold, write_ratios=1.0)
     assert holders == [(0,)]  # every replica would only add write copies
     holders = place([("w", 400.0)], [0], 1.0, 8, "balance", cold_loads=cold)
     assert len(holders[0]) > 1
+
+
+def test_balance_uses_each_keys_own_write_ratio() -> None:
+    # two equally hot keys on server 0: the read-only one is spread, the write-only one (every
+    # holder would get all of its load) stays at its origin; with one shared ratio they are alike
+    cold = [0.0] * 8
+    predicted = [("reads", 800.0), ("writes", 800.0)]
+    holders = place(predicted, [0, 0], 1.0, 8, "balance", cold_loads=cold, write_ratios=[0.0, 1.0])
+    assert len(holders[0]) > 1 and holders[1] == (0,)
+    same = place(predicted, [0, 0], 1.0, 8, "balance", cold_loads=cold, write_ratios=0.0)
+    assert len(same[1]) > 1
+    with pytest.raises(ValueError):
+        place(predicted, [0, 0], 1.0, 8, "balance", write_ratios=[0.1])

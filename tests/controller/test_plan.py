@@ -96,15 +96,21 @@ def test_leaving_key_break_before_delete() -> None:
 def test_changed_replicas_invalidate_first_and_push_everyone() -> None:
     p1 = plan({A: (0, 1, 2)})
     p2 = plan({A: (0, 1, 5, 6)}, p1)
-    ops = diff(p1, p2, RACK)
+    ops = diff(p1, p2, RACK, floor=41)
     base = p1.keys[A].slot * M
     zeroed = [
         op.index for op in ops if isinstance(op, RegisterWrite) and op.name == names.REG_VALID_VER
     ]
     assert sorted(zeroed) == [base + 2, base + 5, base + 6]  # leaving and new, not the staying one
-    first_entry = position(ops, lambda x: isinstance(x, TableEntry))
+    # the floor comes first (no confirm of an earlier membership may count after the reset),
+    # then the resets, then every other entry
+    floor = position(ops, is_entry(names.KEYINDEX_TABLE, EntryOp.MODIFY))
+    assert ops[floor].param_dict()[names.PARAM_FLOOR] == 41
+    first_other = position(
+        ops, lambda x: isinstance(x, TableEntry) and x.table != names.KEYINDEX_TABLE
+    )
     assert all(
-        i < first_entry
+        floor < i < first_other
         for i, op in enumerate(ops)
         if isinstance(op, RegisterWrite) and op.name == names.REG_VALID_VER
     )

@@ -13,7 +13,7 @@ from kvswitch.controller import names
 from kvswitch.controller.p4rt_driver import DriverError, P4RuntimeDriver, Program, SwitchAddress
 from kvswitch.controller.plan import Plan, build_plan, diff, rack_setup
 from kvswitch.controller.rackfile import Host, RackFile
-from kvswitch.controller.runtime import forwarding_ops
+from kvswitch.controller.runtime import forwarding_ops, trust_ops
 from tests.controller_runtime.conftest import LiveSwitch
 
 HOT = p.pad_key(b"hot-key")
@@ -53,7 +53,7 @@ def test_plan_on_the_switch(
     with driver_for(live_switch, program, rackfile, target) as drv:
         assert live_switch.device.pipeline is not None  # the driver set the pipeline
         assert (drv.servers, drv.slots, drv.stages) == (3, 16, 2)
-        drv.apply(forwarding_ops(rackfile) + rack_setup(rack, 7))
+        drv.apply(forwarding_ops(rackfile) + trust_ops(rackfile) + rack_setup(rack, 7))
         empty = Plan(3, drv.slots)
         plan = build_plan([(HOT, (1, 0, 2)), (OTHER, (2,))], empty, 3, drv.slots)
         writes = drv.p4rt_writes

@@ -152,7 +152,7 @@ def test_loop_replicates_and_redirects_then_restart(
                 names.KEYINDEX_TABLE,
                 ((names.MATCH_KEY, stray_key),),
                 names.ACT_SET_BASE,
-                ((names.PARAM_SLOT, 15), (names.PARAM_BASE, 45)),
+                ((names.PARAM_SLOT, 15), (names.PARAM_BASE, 45), (names.PARAM_FLOOR, 0)),
             ),
             MulticastGroupSet(16, ((1, 0), (2, 1))),
             TableEntry(  # a hot key whose ServermapTable entries never made it
@@ -171,7 +171,17 @@ def test_loop_replicates_and_redirects_then_restart(
     try:
         assert runtime2.epoch == 2
         assert runtime2.controller.plan.keys == plan_before
-        assert {t: drv2.read_entries(t) for t in before} == before  # the strays are gone
+        after = {t: drv2.read_entries(t) for t in before}
+        # the strays are gone; the recovered keys' floors rose to the version the switch had
+        # handed out at the takeover (no confirm sent before it counts), nothing else changed
+        floor = drv2.read_version()
+        assert {e.params[names.PARAM_FLOOR] for e in after[names.KEYINDEX_TABLE].values()} == {
+            floor
+        }
+        for entries in (after, before):
+            for e in entries[names.KEYINDEX_TABLE].values():
+                e.params[names.PARAM_FLOOR] = None
+        assert after == before
         assert drv2.read_groups() == before_groups
         sent = traffic(live_switch, rackfile, ring, 30)  # still redirected after the restart
         assert {port for port, _ in sent} == set(holders)

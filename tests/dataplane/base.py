@@ -220,6 +220,7 @@ class SwitchTarget(Protocol):
     def register_write(self, name: str, index: int, value: int) -> None: ...
     def register_reset(self, name: str) -> None: ...
     def counter_reset(self, name: str) -> None: ...
+    def counter_read(self, name: str, index: int) -> tuple[int, int]: ...
     def direct_counter_read(self, table: str, handle: int) -> tuple[int, int]: ...
     def direct_counter_reset(self, table: str) -> None: ...
 
@@ -236,11 +237,18 @@ class Dataplane:
     def names(self, kind: str) -> list[str]:
         return [entity.preamble.name for entity in getattr(self.sw.p4info, kind)]
 
+    def _named(self, kind: str, suffix: str) -> str:
+        found = [n for n in self.names(kind) if n == suffix or n.endswith("." + suffix)]
+        assert len(found) == 1, f"{kind} {suffix!r}: {found}"
+        return found[0]
+
     def register(self, suffix: str) -> str:
         """The register whose fully qualified name ends with ``suffix`` (one only)."""
-        found = [n for n in self.names("registers") if n == suffix or n.endswith("." + suffix)]
-        assert len(found) == 1, f"register {suffix!r}: {found}"
-        return found[0]
+        return self._named("registers", suffix)
+
+    def counter(self, suffix: str) -> str:
+        """The indexed counter whose fully qualified name ends with ``suffix`` (one only)."""
+        return self._named("counters", suffix)
 
     def reset(self) -> None:
         for table in self.names("tables"):
@@ -270,6 +278,13 @@ class Dataplane:
                 "set_next_hop",
                 {"port": host.port, "dmac": mac_int(host.mac), "smac": mac_int(SWITCH_MAC)},
             )
+        for host in [*SERVERS, CLIENT]:
+            self.sw.table_add(
+                "HostportTable",
+                {"src_addr": (ip_int(host.ip), 32)},
+                "set_source",
+                {"port": host.port, "server": int(host in SERVERS)},
+            )
         for offset, server in enumerate(SERVERS):
             self.sw.table_add(
                 "ServeroffsetTable",
@@ -288,7 +303,9 @@ class Dataplane:
             )
         self.sw.register_write(self.register("epoch"), 0, EPOCH)
 
-    def make_hot(self, key: bytes | str, slot: int, holders: Sequence[Host]) -> None:
+    def make_hot(
+        self, key: bytes | str, slot: int, holders: Sequence[Host], floor: int = 0
+    ) -> None:
         """Install a hot key the way the controller does: ``holders[0]`` is the origin."""
         k = int.from_bytes(key16(key), "big")
         base = slot * MAX_SERVERS
@@ -296,7 +313,10 @@ class Dataplane:
             "HotkeyTable", {"key": k}, "set_hot", {"slot": slot, "n": len(holders)}
         )
         self.sw.table_add(
-            "KeyindexTable", {"key": k}, "set_key_index", {"slot": slot, "base": base}
+            "KeyindexTable",
+            {"key": k},
+            "set_key_index",
+            {"slot": slot, "base": base, "floor": floor},
         )
         for ordinal, server in enumerate(holders):
             self.sw.table_add(

@@ -1,6 +1,7 @@
-"""Rule 3: a CONFIRM sets valid_ver[base + offset(s)] only when it carries the current (epoch,
-version) of the slot and comes from server s itself (source address and ingress port agree with
-ServeroffsetTable). Confirms are always consumed; anything else changes nothing."""
+"""Rule 3: a CONFIRM raises valid_ver[base + offset(s)] to its version (max) only when it carries
+the current epoch and a version the switch handed out after the key's holders last changed
+(floor < ver <= slot_ver) and comes from server s itself (source address and ingress port agree
+with ServeroffsetTable). Confirms are always consumed; anything else changes nothing."""
 
 from __future__ import annotations
 
@@ -56,7 +57,6 @@ def test_current_confirm_validates_replica(dp: Dataplane) -> None:
         ("wrong ingress port", SERVERS[2].port, SERVERS[1], EPOCH, VER),
         ("source of another server", SERVERS[1].port, SERVERS[2], EPOCH, VER),
         ("not a server", CLIENT.port, CLIENT, EPOCH, VER),
-        ("stale version", SERVERS[1].port, SERVERS[1], EPOCH, VER - 1),
         ("future version", SERVERS[1].port, SERVERS[1], EPOCH, VER + 1),
         ("old epoch", SERVERS[1].port, SERVERS[1], EPOCH - 1, VER),
     ],
@@ -77,8 +77,34 @@ def test_confirm_of_cold_key_consumed(dp: Dataplane) -> None:
     assert dp.snapshot() == before
 
 
-def test_late_confirm_after_new_write_ignored(dp: Dataplane) -> None:
-    # R1 confirms version 6 after a write took version 7: it must stay invalid.
+def test_confirm_at_or_below_floor_ignored(dp: Dataplane) -> None:
+    # The key's holders changed after version VER was handed out: a confirm of VER (sent during
+    # R1's earlier membership, arriving late) must not validate its new one.
+    dp.make_hot(KEY, SLOT, [ORIGIN, R1, R2], floor=VER)
+    dp.make_valid(SLOT, [ORIGIN], ver=VER)
+    before = dp.snapshot()
+    dp.send_expect(R1.port, _confirm(R1, ver=VER), [])
+    assert dp.snapshot() == before
+
+
+def test_older_confirm_counts_but_is_not_in_the_read_set(dp: Dataplane) -> None:
+    # valid_ver keeps the newest confirmed version (max): an older confirm after a newer one
+    # changes nothing, and a replica below origin_ver gets no Gets.
+    _setup(dp)
+    dp.send_expect(R1.port, _confirm(R1, ver=VER - 1), [])
+    assert dp.reg("valid_ver", SLOT * MAX_SERVERS + 1) == VER - 1
+    op = proto().op
+    for seq in range(3):
+        get = udp_packet(CLIENT, ORIGIN.ip, kvs(op.GET, KEY, seq=seq))
+        dp.send_expect(CLIENT.port, get, [(ORIGIN.port, routed(get, ORIGIN))])
+    dp.send_expect(R1.port, _confirm(R1), [])
+    dp.send_expect(R1.port, _confirm(R1, ver=VER - 1), [])
+    assert dp.reg("valid_ver", SLOT * MAX_SERVERS + 1) == VER
+
+
+def test_late_confirm_during_a_write_keeps_the_replica_serving(dp: Dataplane) -> None:
+    # A write took version VER + 1 and is in flight (the origin has not reported it). R1's late
+    # confirm of VER, the latest completed version, puts it in the read set: Gets keep spreading.
     _setup(dp)
     op = proto().op
     dp.sw.register_write(dp.register("global_ver"), 0, VER)
@@ -86,4 +112,9 @@ def test_late_confirm_after_new_write_ignored(dp: Dataplane) -> None:
     assert len(dp.send(CLIENT.port, write)) == 3
     assert dp.reg("slot_ver", SLOT) == VER + 1
     dp.send_expect(R1.port, _confirm(R1, ver=VER), [])
-    assert dp.reg("valid_ver", SLOT * MAX_SERVERS + 1) == 0
+    assert dp.reg("valid_ver", SLOT * MAX_SERVERS + 1) == VER
+    for seq, holder in enumerate([ORIGIN, R1, ORIGIN]):
+        get = udp_packet(CLIENT, ORIGIN.ip, kvs(op.GET, KEY, seq=seq))
+        dp.send_expect(
+            CLIENT.port, get, [(holder.port, routed(get, holder, redirect=holder != ORIGIN))]
+        )

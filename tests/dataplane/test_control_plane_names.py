@@ -16,11 +16,15 @@ TABLE_KEYS = {
     names.MULTIGROUP_TABLE: [names.MATCH_KEY],
     names.PORTTOSERVER_TABLE: [names.MATCH_PORT],
     names.LOADCOUNT_TABLE: [names.MATCH_DST],
+    names.HOSTPORT_TABLE: [names.MATCH_SRC],
 }
 
 TABLE_ACTIONS = {
     names.HOTKEY_TABLE: (names.ACT_SET_HOT, [names.PARAM_SLOT, names.PARAM_HOLDERS]),
-    names.KEYINDEX_TABLE: (names.ACT_SET_BASE, [names.PARAM_SLOT, names.PARAM_BASE]),
+    names.KEYINDEX_TABLE: (
+        names.ACT_SET_BASE,
+        [names.PARAM_SLOT, names.PARAM_BASE, names.PARAM_FLOOR],
+    ),
     names.SERVERMAP_TABLE: (
         names.ACT_SET_SERVER,
         [names.PARAM_VIDX, names.PARAM_IP, names.PARAM_MAC, names.PARAM_PORT],
@@ -29,6 +33,7 @@ TABLE_ACTIONS = {
     names.MULTIGROUP_TABLE: (names.ACT_SET_GROUP, [names.PARAM_GROUP]),
     names.PORTTOSERVER_TABLE: (names.ACT_SET_REPLICA, [names.PARAM_IP, names.PARAM_MAC]),
     names.LOADCOUNT_TABLE: (names.ACT_COUNT_LOAD, []),
+    names.HOSTPORT_TABLE: (names.ACT_SET_SOURCE, [names.PARAM_PORT, names.PARAM_SERVER]),
 }
 
 
@@ -63,6 +68,8 @@ def test_registers_and_counters(target: SwitchTarget) -> None:
         for word in range(names.HP_KEY_WORDS):
             assert names.reg_hp_key(stage, word) in registers
         assert names.reg_hp_cnt(stage) in registers
+    counters = {c.preamble.alias for c in p4info.counters}
+    assert names.HOTKEY_WRITES in counters
     counters = {c.preamble.alias: c for c in p4info.direct_counters}
     tables = {t.preamble.id: t.preamble.alias for t in p4info.tables}
     assert tables[counters[names.HOTKEY_COUNTER].direct_table_id] == names.HOTKEY_TABLE

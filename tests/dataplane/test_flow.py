@@ -63,18 +63,26 @@ def test_sync_push_confirm_write_cycle(dp: Dataplane) -> None:
     dp.send_expect(R2.port, _to_switch(R2, kvs(op.CONFIRM, KEY, epoch=EPOCH, ver=ver)), [])
     assert _gets(dp, 20, 3) == [ORIGIN.port, R1.port, R2.port]
 
-    # A write: version 2, copies to R1 and R2, every Get to the origin until it is acknowledged.
+    # A write: version 2, copies to R1 and R2; while it is in flight the read set (holders of
+    # version 1, the latest completed) keeps serving.
     write = udp_packet(CLIENT, ORIGIN.ip, kvs(op.SET, KEY, b"v2", seq=99))
     assert sorted(port for port, _ in dp.send(CLIENT.port, write)) == [1, 2, 3]
-    assert set(_gets(dp, 30, 3)) == {ORIGIN.port}
+    assert _gets(dp, 30, 3) == [ORIGIN.port, R1.port, R2.port]
     # A late duplicate confirm of version 1 changes nothing.
     dp.send_expect(R1.port, _to_switch(R1, kvs(op.CONFIRM, KEY, epoch=EPOCH, ver=1)), [])
-    # Replicas confirm 2 before the origin replies: still the origin only.
-    for replica in (R1, R2):
-        dp.send_expect(
-            replica.port, _to_switch(replica, kvs(op.CONFIRM, KEY, epoch=EPOCH, ver=2)), []
+    # R1 confirms 2 before the origin replies; a read reply of R1 carrying 2 (the write is still
+    # in flight) is dropped (rule 6), one carrying 1 reaches the client.
+    dp.send_expect(R1.port, _to_switch(R1, kvs(op.CONFIRM, KEY, epoch=EPOCH, ver=2)), [])
+    for ver, delivered in ((2, False), (1, True)):
+        got = udp_packet(
+            R1,
+            CLIENT.ip,
+            kvs(op.GET_REPLY, KEY, b"v", seq=7, epoch=EPOCH, ver=ver),
+            sport=proto().kvs_port,
+            dport=40000,
         )
-    assert set(_gets(dp, 40, 3)) == {ORIGIN.port}
+        dp.send_expect(R1.port, got, [(CLIENT.port, routed(got, CLIENT))] if delivered else [])
+    # The origin reported 2: the write completed; R2 (still at 1) leaves the read set.
     reply = udp_packet(
         ORIGIN,
         CLIENT.ip,
@@ -83,5 +91,7 @@ def test_sync_push_confirm_write_cycle(dp: Dataplane) -> None:
         dport=40000,
     )
     dp.send_expect(ORIGIN.port, reply, [(CLIENT.port, routed(reply, CLIENT))])
-    assert _gets(dp, 50, 3) == [ORIGIN.port, R1.port, R2.port]
+    assert _gets(dp, 50, 3) == [ORIGIN.port, R1.port, ORIGIN.port]
+    dp.send_expect(R2.port, _to_switch(R2, kvs(op.CONFIRM, KEY, epoch=EPOCH, ver=2)), [])
+    assert _gets(dp, 60, 3) == [ORIGIN.port, R1.port, R2.port]
     assert (dp.reg("global_ver"), dp.reg("slot_ver", SLOT), dp.reg("origin_ver", SLOT)) == (2, 2, 2)

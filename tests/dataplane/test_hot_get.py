@@ -54,20 +54,21 @@ def test_invalid_replica_falls_back_to_origin(dp: Dataplane) -> None:
     assert dp.reg("rr", SLOT) == 0
 
 
-def test_unacknowledged_version_goes_to_origin(dp: Dataplane) -> None:
+def test_read_set_follows_the_completed_version(dp: Dataplane) -> None:
     dp.make_hot(KEY, SLOT, [ORIGIN, R1])
     dp.make_valid(SLOT, [ORIGIN, R1], ver=5)
-    # A newer write (6) crossed the switch; the origin has not acknowledged it, R1 holds 5.
+    # A newer write (6) crossed the switch; the origin has not reported it, R1 holds 5, the latest
+    # completed version: a write in flight is no doubt, R1 keeps its turns.
     dp.sw.register_write(dp.register("slot_ver"), SLOT, 6)
-    _send_gets(dp, 1, [ORIGIN, ORIGIN, ORIGIN])
-    # R1 confirmed 6 (it got the UPDATE) but the origin has not acknowledged 6: still the origin.
+    _send_gets(dp, 1, [ORIGIN, R1, ORIGIN])
+    # R1 confirmed 6 (it got the UPDATE) before the origin reported it: still in the read set.
     dp.sw.register_write(dp.register("valid_ver"), SLOT * MAX_SERVERS + 1, 6)
-    _send_gets(dp, 4, [ORIGIN, ORIGIN])
-    # Origin acknowledged 6 but R1 has not confirmed it: still the origin.
+    _send_gets(dp, 4, [R1, ORIGIN])
+    # The origin reported 6 (the write completed) and R1 has only confirmed 5: the origin only.
     dp.sw.register_write(dp.register("valid_ver"), SLOT * MAX_SERVERS + 1, 5)
     dp.sw.register_write(dp.register("origin_ver"), SLOT, 6)
     _send_gets(dp, 6, [ORIGIN, ORIGIN])
-    # Both: R1 serves its turn again (7 Gets so far: this one is ordinal 1).
+    # R1 confirms 6: it serves its turn again (7 Gets so far: this one is ordinal 1).
     dp.sw.register_write(dp.register("valid_ver"), SLOT * MAX_SERVERS + 1, 6)
     _send_gets(dp, 8, [R1, ORIGIN])
 

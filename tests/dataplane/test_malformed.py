@@ -1,5 +1,7 @@
 """Malformed KVSwitch packets are forwarded as plain IP with no KVSwitch state touched (no register,
-no hot-key or load counter); unknown ops are forwarded untouched; forged UPDATEs are dropped."""
+no hot-key or load counter) when a server sends them, and dropped when a client sends them over UDP
+(docs/protocol.md "Trust", rule S: the switch could not clear their versions); unknown ops are
+forwarded untouched from servers and dropped from clients; forged UPDATEs are dropped."""
 
 from __future__ import annotations
 
@@ -50,12 +52,22 @@ def _cases() -> list[tuple[str, bytes]]:
 
 
 @pytest.mark.parametrize(("case", "message"), _cases())
-def test_truncated_udp_forwarded_plain(dp: Dataplane, case: str, message: bytes) -> None:
+def test_truncated_udp_from_server_forwarded_plain(
+    dp: Dataplane, case: str, message: bytes
+) -> None:
     _setup(dp)
     before = dp.snapshot()
     for _ in range(2):  # twice: a Get would have moved round-robin, a Set the versions
-        pkt = udp_packet(CLIENT, ORIGIN.ip, message)
-        dp.send_expect(CLIENT.port, pkt, [(ORIGIN.port, routed(pkt, ORIGIN))])
+        pkt = udp_packet(R1, ORIGIN.ip, message)
+        dp.send_expect(R1.port, pkt, [(ORIGIN.port, routed(pkt, ORIGIN))])
+    _assert_untouched(dp, before)
+
+
+@pytest.mark.parametrize(("case", "message"), _cases())
+def test_truncated_udp_from_client_dropped(dp: Dataplane, case: str, message: bytes) -> None:
+    _setup(dp)
+    before = dp.snapshot()
+    dp.send_expect(CLIENT.port, udp_packet(CLIENT, ORIGIN.ip, message), [])
     _assert_untouched(dp, before)
 
 
@@ -79,11 +91,19 @@ def test_truncated_confirm_ignored(dp: Dataplane) -> None:
     assert dp.snapshot() == before
 
 
-def test_unknown_op_forwarded_untouched(dp: Dataplane) -> None:
+def test_unknown_op_from_server_forwarded_untouched(dp: Dataplane) -> None:
     _setup(dp)
     before = dp.snapshot()
-    pkt = udp_packet(CLIENT, ORIGIN.ip, kvs(200, KEY, b"??"))
-    dp.send_expect(CLIENT.port, pkt, [(ORIGIN.port, routed(pkt, ORIGIN))])
+    pkt = udp_packet(R1, ORIGIN.ip, kvs(200, KEY, b"??"))
+    dp.send_expect(R1.port, pkt, [(ORIGIN.port, routed(pkt, ORIGIN))])
+    assert dp.snapshot() == before
+    assert dp.hot_count(KEY) == (0, 0)
+
+
+def test_unknown_op_from_client_dropped(dp: Dataplane) -> None:
+    _setup(dp)
+    before = dp.snapshot()
+    dp.send_expect(CLIENT.port, udp_packet(CLIENT, ORIGIN.ip, kvs(200, KEY, b"??")), [])
     assert dp.snapshot() == before
     assert dp.hot_count(KEY) == (0, 0)
 
@@ -106,8 +126,10 @@ def test_pass_through_ops_forwarded(dp: Dataplane, op_name: str) -> None:
     assert dp.snapshot() == before
 
 
-def test_first_fragment_forwarded_plain(dp: Dataplane) -> None:
-    # The first fragment of a hot Set carries the whole header but not the value: not a message.
+def test_first_fragment_from_client_dropped(dp: Dataplane) -> None:
+    # The first fragment of a hot Set carries the whole header but not the value: not a message,
+    # so the switch could neither stamp nor clear its version (Trust, rule S): a client's is dropped.
+    # The later fragments carry no UDP header and pass as plain IP; alone they reassemble to nothing.
     _setup(dp)
     before = dp.snapshot()
     whole = Ether(bytes(udp_packet(CLIENT, ORIGIN.ip, kvs(proto().op.SET, KEY, b"v" * 200))))
@@ -119,15 +141,19 @@ def test_first_fragment_forwarded_plain(dp: Dataplane) -> None:
         want = Ether(src=SWITCH_MAC, dst=ORIGIN.mac) / IP(bytes(frag))
         want[IP].ttl -= 1
         want[IP].chksum = None
-        dp.send_expect(CLIENT.port, pkt, [(ORIGIN.port, Ether(bytes(want)))])
+        out = [] if frag.frag == 0 else [(ORIGIN.port, Ether(bytes(want)))]
+        dp.send_expect(CLIENT.port, pkt, out)
     _assert_untouched(dp, before)
 
 
 def test_frame_shorter_than_its_ipv4_length_forwarded_plain(dp: Dataplane) -> None:
-    # Headers all consistent, but the frame ends early: the value is not all there.
+    # Headers all consistent, but the frame ends early: the value is not all there. From a server
+    # it passes as plain IP; from a client it is dropped (Trust, rule S).
     _setup(dp)
     before = dp.snapshot()
-    whole = bytes(udp_packet(CLIENT, ORIGIN.ip, kvs(proto().op.SET, KEY, b"0123456789")))
+    whole = bytes(udp_packet(R1, ORIGIN.ip, kvs(proto().op.SET, KEY, b"0123456789")))
     cut = whole[:-4]
-    dp.send_expect(CLIENT.port, cut, [(ORIGIN.port, bytes(routed(Ether(whole), ORIGIN))[:-4])])
+    dp.send_expect(R1.port, cut, [(ORIGIN.port, bytes(routed(Ether(whole), ORIGIN))[:-4])])
+    from_client = bytes(udp_packet(CLIENT, ORIGIN.ip, kvs(proto().op.SET, KEY, b"0123456789")))
+    dp.send_expect(CLIENT.port, from_client[:-4], [])
     _assert_untouched(dp, before)

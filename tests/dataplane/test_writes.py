@@ -42,10 +42,13 @@ def test_hot_set_stamped_and_multicast(dp: Dataplane) -> None:
     assert dp.reg("slot_ver", SLOT) == 6
     assert dp.reg("origin_ver", SLOT) == 5
     assert dp.hot_count(KEY)[1] == 1
-    # Replicas hold 5, the newest write is 6: every Get goes to the origin now.
-    for seq in range(3):
+    assert dp.sw.counter_read(dp.counter("hotkey_writes"), SLOT)[1] == 1
+    # Replicas confirmed 5, the latest completed version; 6 is in flight: Gets keep spreading.
+    for seq, holder in enumerate([ORIGIN, R1, R2]):
         get = udp_packet(CLIENT, ORIGIN.ip, kvs(op.GET, KEY, seq=100 + seq))
-        dp.send_expect(CLIENT.port, get, [(ORIGIN.port, routed(get, ORIGIN))])
+        dp.send_expect(
+            CLIENT.port, get, [(holder.port, routed(get, holder, redirect=holder != ORIGIN))]
+        )
 
 
 def test_hot_delete_becomes_update_del(dp: Dataplane) -> None:

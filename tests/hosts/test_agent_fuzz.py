@@ -101,7 +101,15 @@ def _populated_core(backend: Backend) -> AgentCore:
 def _refused_count(core: AgentCore) -> int:
     s = core.stats
     return sum(
-        s[k] for k in ("malformed", "wrong_op", "bad_request", "too_large", "sync_unexpected")
+        s[k]
+        for k in (
+            "malformed",
+            "wrong_op",
+            "untrusted_op",
+            "bad_request",
+            "too_large",
+            "sync_unexpected",
+        )
     )
 
 

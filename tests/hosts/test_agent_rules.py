@@ -103,29 +103,29 @@ def test_recent_ids_are_bounded() -> None:
     for cid in (100, 101, 102):
         one(core, msg(p.Op.SET, b"y", cid=cid, seq=1))
     assert len(ids) == 2  # clients 101 and 102, one id each
-    assert ids.get(7, 9) is None  # the oldest client was forgotten
+    assert ids.get((CLIENT[0], 7), 9) is None  # the oldest client was forgotten
 
 
 def test_update_and_push_confirm_to_switch(core: AgentCore) -> None:
     out = core.handle(msg(p.Op.UPDATE, b"u", seq=1, epoch=3, ver=7, flags=p.F_TCP), SWITCH)
     assert [p.Message.decode(raw) for raw, _ in out] == [p.Message(p.Op.CONFIRM, K, epoch=3, ver=7)]
     assert out[0][1] == SWITCH
-    # A stale PUSH is not applied; the confirm still says what the replica holds.
-    out = core.handle(msg(p.Op.PUSH, b"old", cid=0, epoch=3, ver=6), CLIENT)
-    assert p.Message.decode(out[0][0]).version == (3, 7)
+    # A stale push (the control channel's) is not applied; the confirm says what the replica holds.
+    applied, held, out = core.push_item(K, b"old", 3, 6)
+    assert (applied, held) == (False, (3, 7))
+    assert out == [(p.Message(p.Op.CONFIRM, K, epoch=3, ver=7).encode(), SWITCH)]
     out = core.handle(msg(p.Op.UPDATE_DEL, seq=2, epoch=3, ver=8), SWITCH)
     assert p.Message.decode(out[0][0]).version == (3, 8)
     assert one(core, msg(p.Op.GET, seq=3)).status == p.Status.NOT_FOUND
-    core.handle(msg(p.Op.PUSH, b"pushed", cid=0, epoch=3, ver=9), CLIENT)
+    assert core.push_item(K, b"pushed", 3, 9)[:2] == (True, (3, 9))
     g = one(core, msg(p.Op.GET, seq=4))
     assert (g.value, g.version) == (b"pushed", (3, 9))
 
 
 def test_sync_flow() -> None:
     core = AgentCore(MemoryBackend(), SWITCH)
-    replicas = [("127.0.0.2", 8900), ("127.0.0.3", 8900)]
     one(core, msg(p.Op.SET, b"val", seq=1))
-    pending, out = core.start_sync(K, replicas)
+    pending, out = core.start_sync(K)
     assert out == [(p.Message(p.Op.SYNC, K).encode(), SWITCH)]
     assert not pending.done.is_set()
     # A reflection for another key, or an unstamped one, is ignored.
@@ -133,20 +133,76 @@ def test_sync_flow() -> None:
     assert core.handle(msg(p.Op.SYNC, cid=0), SWITCH) == []
     out = core.handle(msg(p.Op.SYNC, cid=0, epoch=1, ver=5), SWITCH)
     sent = [(p.Message.decode(raw), dst) for raw, dst in out]
-    assert sent[0] == (p.Message(p.Op.SYNC_DONE, K, epoch=1, ver=5), SWITCH)
-    assert sent[1:] == [(p.Message(p.Op.PUSH, K, b"val", epoch=1, ver=5), r) for r in replicas]
-    assert pending.done.is_set() and pending.version == (1, 5)
+    # SYNC_DONE only: the item goes back to the controller, which pushes it (no network PUSH)
+    assert sent == [(p.Message(p.Op.SYNC_DONE, K, epoch=1, ver=5), SWITCH)]
+    assert pending.done.is_set() and pending.version == (1, 5) and pending.value == b"val"
     assert one(core, msg(p.Op.GET, seq=2)).version == (1, 5)
     # A second reflection of the same SYNC is not expected any more.
     assert core.handle(msg(p.Op.SYNC, cid=0, epoch=1, ver=5), SWITCH) == []
 
 
 def test_remove_drops_replica_copy(core: AgentCore) -> None:
-    core.handle(msg(p.Op.PUSH, b"r", cid=0, epoch=1, ver=2), CLIENT)
-    r = one(core, msg(p.Op.REMOVE, cid=0, seq=1))
-    assert (r.op, r.status) == (p.Op.REMOVE_REPLY, p.Status.OK)
+    core.push_item(K, b"r", 1, 2)
+    assert core.remove_local(K) is True
     assert one(core, msg(p.Op.GET, seq=2)).status == p.Status.NOT_FOUND
-    assert one(core, msg(p.Op.REMOVE, cid=0, seq=3)).status == p.Status.NOT_FOUND
+    assert core.remove_local(K) is False
+
+
+@pytest.mark.parametrize("trusted", [True, False], ids=["rule on", "rule off (test flag)"])
+def test_network_push_and_remove_are_refused(trusted: bool) -> None:
+    """PUSH and REMOVE write the store bypassing a client request: only the control channel may
+    (docs/protocol.md "Trust"). With ``--test-no-trust network-push`` they apply (the attack)."""
+    off = frozenset() if trusted else frozenset({"network-push"})
+    core = AgentCore(MemoryBackend(), SWITCH, no_trust=off)
+    one(core, msg(p.Op.SET, b"real", seq=1))
+    forged = msg(p.Op.PUSH, b"forged", cid=0, epoch=0xFFFF, ver=0xFFFFFFF0)
+    core.handle(forged, CLIENT)
+    g = one(core, msg(p.Op.GET, seq=2))
+    assert (g.value == b"real") == trusted
+    core.handle(msg(p.Op.REMOVE, cid=0, seq=1), CLIENT)
+    assert (one(core, msg(p.Op.GET, seq=3)).status == p.Status.OK) == trusted
+    assert core.stats["untrusted_op"] == (2 if trusted else 0)
+
+
+@pytest.mark.parametrize("trusted", [True, False], ids=["rule on", "rule off (test flag)"])
+def test_tcp_request_versions_are_ignored(trusted: bool) -> None:
+    """The switch parses only the first header of a TCP segment, so a version on a TCP request
+    may be the client's own: ignored (the write applies unversioned)."""
+    off = frozenset() if trusted else frozenset({"tcp-versions"})
+    core = AgentCore(MemoryBackend(), SWITCH, no_trust=off)
+    forged = msg(p.Op.SET, b"forged", seq=1, epoch=0xFFFF, ver=0xFFFFFFF0)
+    r = p.Message.decode(core.handle(forged, CLIENT, tcp=True)[0][0])
+    assert r.status == p.Status.OK
+    assert (r.version == (0, 0)) == trusted
+    # a later switch-stamped write (UDP) is not answered STALE
+    later = one(core, msg(p.Op.SET, b"real", seq=2, epoch=1, ver=3))
+    assert (later.status == p.Status.OK) == trusted
+    assert (one(core, msg(p.Op.GET, seq=3)).value == b"real") == trusted
+
+
+@pytest.mark.parametrize("trusted", [True, False], ids=["rule on", "rule off (test flag)"])
+def test_request_ids_are_per_source_address(trusted: bool) -> None:
+    """Another host that sends a victim's (cid, seq) first does not make the victim's own write a
+    "repeat" that is never applied."""
+    off = frozenset() if trusted else frozenset({"ids-without-source"})
+    core = AgentCore(MemoryBackend(), SWITCH, no_trust=off)
+    attacker = ("10.0.1.9", 40000)
+    one(core, msg(p.Op.SET, b"forged", cid=7, seq=5), attacker)
+    r = one(core, msg(p.Op.SET, b"victim", cid=7, seq=5))
+    assert (r.flags == 0) == trusted
+    assert (one(core, msg(p.Op.GET, seq=6)).value == b"victim") == trusted
+
+
+def test_push_item_needs_a_switch_version() -> None:
+    core = AgentCore(MemoryBackend(), SWITCH)
+    for epoch, ver in ((0, 5), (1, 0), (0x10000, 1)):
+        with pytest.raises(p.ProtocolError):
+            core.push_item(K, b"v", epoch, ver)
+    with pytest.raises(p.ProtocolError):
+        core.push_item(K, b"v" * (p.MAX_VALUE + 1), 1, 1)
+    with pytest.raises(ValueError):
+        AgentCore(MemoryBackend(), SWITCH, no_trust=frozenset({"everything"}))
+    assert core.snapshot() == []
 
 
 @pytest.mark.parametrize(
@@ -213,7 +269,7 @@ def test_unstamped_sync_reflection_is_asked_again() -> None:
     (ver 0); the origin records nothing, keeps the SYNC pending, and its write still applies."""
     core = AgentCore(MemoryBackend(), SWITCH)
     one(core, msg(p.Op.SET, b"a", seq=1, epoch=1, ver=5))
-    core.start_sync(K, [("127.0.0.2", 8900)])
+    core.start_sync(K)
     assert core.handle(msg(p.Op.SYNC, cid=0, epoch=0, ver=0), SWITCH) == []
     assert K in core.pending_syncs
     assert one(core, msg(p.Op.SET, b"b", cid=9, seq=1, epoch=1, ver=6)).status == p.Status.OK

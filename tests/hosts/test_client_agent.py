@@ -20,7 +20,7 @@ import pytest
 from kvswitch import protocol as p
 from kvswitch.agent.backend_procs import free_port
 from kvswitch.agent.backends import Backend, MemoryBackend
-from kvswitch.agent.control import AgentControl, ControlError, KeyVersion
+from kvswitch.agent.control import AgentControl, ControlError, KeyVersion, SyncedItem
 from kvswitch.agent.core import AgentCore
 from kvswitch.agent.server import AgentConfig, AgentServer
 from kvswitch.bench.lincheck import Op as HistOp
@@ -303,25 +303,27 @@ def test_control_push_sync_flow(fake_switch: socket.socket, agent_factory: Agent
     with Client([addr(origin)]) as c:
         c.set(b"hot", b"value")
     answers: list[dict[str, object]] = []
-    push = {"cmd": "push", "key": "hot", "replicas": [f"{LOOP}:{replica.port}"]}
-    t = threading.Thread(target=lambda: answers.extend(_control(origin.control_port or 0, push)))
+    sync = {"cmd": "sync", "key": "hot"}
+    t = threading.Thread(target=lambda: answers.extend(_control(origin.control_port or 0, sync)))
     t.start()
-    # The switch's part: stamp the SYNC and reflect it; then collect SYNC_DONE and CONFIRM.
+    # The switch's part: stamp the SYNC and reflect it; then collect SYNC_DONE.
     data, sender = fake_switch.recvfrom(100)
-    sync = p.Message.decode(data)
-    assert (sync.op, sync.key, sync.ver, sender) == (p.Op.SYNC, p.pad_key(b"hot"), 0, addr(origin))
-    fake_switch.sendto(p.Message(p.Op.SYNC, sync.key, epoch=2, ver=41).encode(), sender)
-    seen = {}
-    for _ in range(2):
-        data, sender = fake_switch.recvfrom(100)
-        m = p.Message.decode(data)
-        seen[p.Op(m.op)] = (m.version, sender)
+    msg = p.Message.decode(data)
+    assert (msg.op, msg.key, msg.ver, sender) == (p.Op.SYNC, p.pad_key(b"hot"), 0, addr(origin))
+    fake_switch.sendto(p.Message(p.Op.SYNC, msg.key, epoch=2, ver=41).encode(), sender)
+    data, sender = fake_switch.recvfrom(100)
     t.join()
-    assert seen == {
-        p.Op.SYNC_DONE: ((2, 41), addr(origin)),
-        p.Op.CONFIRM: ((2, 41), addr(replica)),
-    }
-    assert answers == [{"ok": True, "epoch": 2, "ver": 41, "pushed": 1}]
+    done = p.Message.decode(data)
+    assert (p.Op(done.op), done.version, sender) == (p.Op.SYNC_DONE, (2, 41), addr(origin))
+    assert answers == [{"ok": True, "epoch": 2, "ver": 41, "value_hex": b"value".hex()}]
+    # The controller's part: the item into the replica over the replica's control API.
+    push = {"cmd": "push", "key": "hot", "value_hex": b"value".hex(), "epoch": 2, "ver": 41}
+    assert _control(replica.control_port, push) == [
+        {"ok": True, "applied": True, "epoch": 2, "ver": 41}
+    ]
+    data, sender = fake_switch.recvfrom(100)
+    confirm = p.Message.decode(data)
+    assert (p.Op(confirm.op), confirm.version, sender) == (p.Op.CONFIRM, (2, 41), addr(replica))
     keys = _control(replica.control_port, {"cmd": "keys"}, {"cmd": "versions"})
     row = {"key_hex": p.pad_key(b"hot").hex(), "epoch": 2, "ver": 41, "live": True}
     assert keys[0] == {"ok": True, "keys": [row]}
@@ -334,12 +336,15 @@ def test_control_push_sync_flow(fake_switch: socket.socket, agent_factory: Agent
         {"cmd": "frobnicate"},
         b"not json\n",
         b"[1, 2]\n",
-        {"cmd": "push", "key": "hot", "replicas": "nope"},
+        {"cmd": "push", "key": "hot", "value_hex": "zz", "epoch": 2, "ver": 42},
+        {"cmd": "push", "key": "hot", "value_hex": "00", "epoch": 0, "ver": 0},
+        {"cmd": "push", "key": "hot", "value_hex": "00", "epoch": "2", "ver": 42},
+        {"cmd": "push", "key": "hot"},
         {"cmd": "stats"},
     )
     assert out[0] == {"ok": True, "found": True}
-    assert [o["ok"] for o in out[1:6]] == [False] * 5
-    assert out[6]["ok"] is True and out[6]["stats"]["confirm_sent"] == 1  # type: ignore[index]
+    assert [o["ok"] for o in out[1:9]] == [False] * 8
+    assert out[9]["ok"] is True and out[9]["stats"]["confirm_sent"] == 1  # type: ignore[index]
     with Client([addr(replica)]) as c:
         assert c.get(b"hot") is None
 
@@ -351,7 +356,7 @@ def test_control_push_without_reflection_fails_cleanly(
     origin.config.sync_timeout = 0.05
     with Client([addr(origin)]) as c:
         c.set(b"k", b"v")
-    out = _control(origin.control_port or 0, {"cmd": "push", "key": "k", "replicas": []})
+    out = _control(origin.control_port or 0, {"cmd": "sync", "key": "k"})
     assert out == [{"ok": False, "error": "no SYNC reflection from the switch"}]
     assert origin.core.pending_syncs == {}
 
@@ -480,7 +485,7 @@ def test_control_push_of_a_key_not_held(
     fake_switch: socket.socket, agent_factory: AgentFactory
 ) -> None:
     origin = agent_factory(MemoryBackend(), fake_switch.getsockname(), control_port=0)
-    out = _control(origin.control_port or 0, {"cmd": "push", "key": "nope", "replicas": []})
+    out = _control(origin.control_port or 0, {"cmd": "sync", "key": "nope"})
     assert out == [{"ok": False, "error": "key not held here"}]
     assert origin.core.stats["sync_sent"] == 0
 
@@ -538,14 +543,14 @@ def test_agent_control_client(agent_factory: AgentFactory) -> None:
         AgentControl(LOOP, replica.control_port or 0) as rc,
     ):
         assert oc.ping() == origin.port
-        assert oc.push(b"hot", [f"{LOOP}:{replica.port}"]) == (3, 7)
-        deadline = time.monotonic() + 5
-        while not rc.keys() and time.monotonic() < deadline:
-            time.sleep(0.01)
+        item = oc.sync(b"hot")
+        assert item == SyncedItem(b"val", 3, 7)
+        assert rc.push(b"hot", item) == (3, 7)
         assert rc.keys() == {p.pad_key(b"hot"): KeyVersion(3, 7, True)}
-        assert oc.stats()["push_sent"] == 1
+        assert rc.push(b"hot", SyncedItem(b"older", 3, 6)) == (3, 7)  # not newer: kept
+        assert rc.stats()["push_applied"] == rc.stats()["push_stale"] == 1
         with pytest.raises(ControlError, match="key not held"):
-            oc.push(b"cold", [])
+            oc.sync(b"cold")
         assert rc.remove(b"hot") is True
         assert rc.remove(b"hot") is False
         assert rc.versions() == {}

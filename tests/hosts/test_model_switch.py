@@ -1,7 +1,7 @@
 """Agents and clients end to end through a Python model of the switch rules (tests/hosts/model_switch.py).
 
-A key is made hot with two replicas, the origin agent runs the SYNC/PUSH flow through the control
-API, the replicas CONFIRM, and Gets are then redirected to replicas; concurrent clients writing and
+A key is made hot with two replicas, the origin agent runs the SYNC flow through the control API,
+each replica takes the item over its own control API and CONFIRMs, and Gets are then redirected to replicas; concurrent clients writing and
 reading the hot key through redirection produce a linearizable history.
 """
 
@@ -53,11 +53,15 @@ def _make_hot(switch: ModelSwitch, agents: list[AgentServer]) -> list[int]:
     origin = p.HashRing(3).origin(HOT)
     holders = [origin] + [i for i in range(3) if i != origin]
     switch.make_hot(HOT, holders)
-    replicas = [f"127.0.0.1:{agents[i].port}" for i in holders[1:]]
+    # The controller's push (controller/agents.py): the origin syncs, each replica takes the item
+    # over its own control channel.
     with AgentControl("127.0.0.1", agents[origin].control_port or 0) as ctl:
-        epoch, ver = ctl.push(HOT, replicas)
+        item = ctl.sync(HOT)
+    for i in holders[1:]:
+        with AgentControl("127.0.0.1", agents[i].control_port or 0) as ctl:
+            assert ctl.push(HOT, item) == (item.epoch, item.ver)
     slot = switch.hot[p.pad_key(HOT)]
-    assert (epoch, ver) == (switch.epoch, slot.slot_ver)
+    assert (item.epoch, item.ver) == (switch.epoch, slot.slot_ver)
     _wait(
         lambda: (
             all(slot.valid_ver.get(i) == slot.slot_ver for i in holders[1:])

@@ -47,7 +47,7 @@ class CliRecorder:
             keys.append(
                 f"{v[0]}/{v[1]}" if k.kind == "lpm" else hex(v) if k.bitwidth == 128 else str(v)
             )
-        args = [str(params[p.name]) for p in act.params]
+        args = [str(params.get(p.name, 0)) for p in act.params]  # missing: 0, as the engine
         self.lines.append(f"table_add {table} {action} {' '.join(keys)} => {' '.join(args)}")
         return 0
 

@@ -26,6 +26,7 @@ from softswitch.runtime.p4runtime_server import P4RuntimeServer
 
 P4_DIR = Path(__file__).parent / "p4"
 PROGRAM = P4_DIR / "runtime.p4"
+PROGRAM_TNA = P4_DIR / "runtime_tna.p4"
 CPU_PORT = 255
 
 
@@ -60,16 +61,31 @@ class Program:
     blob_path: Path
 
 
-@pytest.fixture(scope="session")
-def program(tmp_path_factory: pytest.TempPathFactory) -> Program:
-    tmp = tmp_path_factory.mktemp("program")
-    bundle = Bundle.from_file(PROGRAM)
+def make_program(source: Path, tmp: Path) -> Program:
+    bundle = Bundle.from_file(source)
     switch = bundle.compile()
-    info = tmp / "runtime.p4info.txtpb"
+    info = tmp / f"{source.stem}.p4info.txtpb"
     info.write_text(text_format.MessageToString(switch.p4info))
-    blob = tmp / "runtime.bundle.json"
+    blob = tmp / f"{source.stem}.bundle.json"
     blob.write_bytes(bundle.to_bytes())
     return Program(bundle, info, blob)
+
+
+@pytest.fixture(scope="session")
+def program(tmp_path_factory: pytest.TempPathFactory) -> Program:
+    return make_program(PROGRAM, tmp_path_factory.mktemp("program"))
+
+
+@pytest.fixture(scope="session")
+def tna_program(tmp_path_factory: pytest.TempPathFactory) -> Program:
+    """runtime.p4's control-plane names on TNA (runtime_tna.p4)."""
+    return make_program(PROGRAM_TNA, tmp_path_factory.mktemp("program_tna"))
+
+
+@pytest.fixture(params=["v1model", "tna"])
+def arch_program(request: pytest.FixtureRequest, program: Program, tna_program: Program) -> Program:
+    """The runtime test program on each architecture: the same P4Runtime calls drive both."""
+    return program if request.param == "v1model" else tna_program
 
 
 @dataclass

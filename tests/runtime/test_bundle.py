@@ -13,7 +13,8 @@ from tests.runtime.conftest import PROGRAM
 
 def test_round_trip_and_defines() -> None:
     bundle = Bundle.from_file(PROGRAM, {"TABLE_SIZE": "77"})
-    assert set(bundle.files) == {"runtime.p4", "include/headers.p4"}
+    # every source of the folder travels: the TNA twin beside it too
+    assert set(bundle.files) == {"runtime.p4", "runtime_tna.p4", "include/headers.p4"}
     again = Bundle.from_bytes(bundle.to_bytes())
     assert again == bundle
     [lpm] = [t for t in again.compile().p4info.tables if t.preamble.alias == "ipv4_lpm"]

@@ -1,5 +1,6 @@
 """The switch driven by finsy, a P4Runtime client from PyPI: pipeline, entries, counters,
-registers, multicast groups, packet-in/out."""
+registers, multicast groups, packet-in/out; the main scenarios on the v1model and the TNA build of
+the runtime test program (same names, same calls)."""
 
 from __future__ import annotations
 
@@ -25,7 +26,9 @@ def options(program: Program, **kw: object) -> fy.SwitchOptions:
     return fy.SwitchOptions(p4info=program.p4info_path, p4blob=program.blob_path, device_id=0, **kw)
 
 
-def test_pipeline_entries_counters_registers(rt_server: Server, program: Program) -> None:
+def test_pipeline_entries_counters_registers(rt_server: Server, arch_program: Program) -> None:
+    program = arch_program
+
     async def scenario() -> None:
         async with fy.Switch("sw", rt_server.address, options(program)) as sw:
             assert rt_server.device.pipeline is not None  # finsy installed the pipeline
@@ -91,7 +94,9 @@ def test_pipeline_entries_counters_registers(rt_server: Server, program: Program
     asyncio.run(scenario())
 
 
-def test_multicast_default_action_and_packet_io(rt_server: Server, program: Program) -> None:
+def test_multicast_default_action_and_packet_io(rt_server: Server, arch_program: Program) -> None:
+    program = arch_program
+
     async def scenario() -> None:
         async with fy.Switch("sw", rt_server.address, options(program)) as sw:
             await sw.write(

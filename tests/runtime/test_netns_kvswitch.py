@@ -60,6 +60,8 @@ def rack_commands() -> list[str]:
     cmds = []
     for ip, mac, port in [*SERVERS, CLIENT]:
         cmds.append(f"table_add ipv4_lpm set_next_hop {ip}/32 => {port} {mac} {SWITCH_MAC}")
+        server = int((ip, mac, port) in SERVERS)
+        cmds.append(f"table_add HostportTable set_source {ip}/32 => {port} {server}")
     for offset, (ip, mac, port) in enumerate(SERVERS):
         cmds.append(f"table_add ServeroffsetTable set_server_offset {ip} => {offset} {port}")
         cmds.append(f"table_add PorttoserverTable set_replica {port} => {ip} {mac}")
@@ -87,7 +89,7 @@ def install_hot_key(address: str, key: bytes) -> None:
         updates = []
         for table_name, action_name, params in (
             ("HotkeyTable", "set_hot", [SLOT, len(SERVERS)]),
-            ("KeyindexTable", "set_key_index", [SLOT, SLOT * MAX_SERVERS]),
+            ("KeyindexTable", "set_key_index", [SLOT, SLOT * MAX_SERVERS, 0]),
         ):
             table, action = index.table(table_name), index.action(action_name)
             assert table is not None and action is not None

@@ -71,6 +71,12 @@ class SwitchAdapter:
                 "set_next_hop",
                 {"port": port, "dmac": mac, "smac": SWITCH_MAC},
             )
+            sw.table_add(  # trust.p4: where each source hangs off, and whether it is a server
+                "HostportTable",
+                {"src_addr": (host_ip, 32)},
+                "set_source",
+                {"port": port, "server": int(host_ip != CLIENT_IP)},
+            )
 
     def reg(self, name: str) -> list[int]:
         return [int(x) for x in self.sw.register_read(self.regs[name])]

@@ -111,20 +111,31 @@ def test_gets_never_reach_a_server_without_the_key() -> None:
         model.run_trace(rng.integers(0, 200, size=500), rng.random(500) < 0.3)
 
 
-def test_writes_invalidate_until_confirmed() -> None:
+def test_reads_keep_spreading_while_a_write_is_in_flight() -> None:
     model = fresh(lag=5)
     kid = 17
     origin = int(ORIGIN[kid])
     other = (origin + 1) % M
     model.apply(diff(Plan(M, K), build_plan([(key16(kid), (origin, other))], None, M, K), RACK))
     assert (kid, other) in model.serving()
-    model.run_trace(np.array([kid]), np.array([True]))  # a Set: new version, replica stale
-    assert model.serving() == []
-    model.run_trace(np.full(3, kid), np.zeros(3, bool))  # Gets before the confirm: origin only
-    assert model.load[other] == 1  # only the UPDATE copy
-    model.run_trace(np.full(10, kid), np.zeros(10, bool))  # confirm lands after 5 queries
+    slot = model.tables.hot[kid][0]
+    model.run_trace(np.array([kid]), np.array([True]))  # a Set: new version, in flight
+    assert model.slot_ver[slot] > model.origin_ver[slot]
+    assert (kid, other) in model.serving()  # a write in flight is no doubt
+    model.run_trace(np.full(4, kid), np.zeros(4, bool))  # Gets before the replies: spread
+    assert model.load[other] == 1 + 2  # the UPDATE copy and every second Get
+    assert model.hot_wr[slot] == 1 and model.read_hot_writes()[slot] == 1
+    model.run_trace(np.full(10, kid), np.zeros(10, bool))  # reply and confirm land after 5
+    assert model.slot_ver[slot] == model.origin_ver[slot]
     assert (kid, other) in model.serving()
-    assert model.load[other] > 1
+    # the origin reported the write, the replica's confirm is lost: it leaves the read set
+    model.run_trace(np.array([kid]), np.array([True]))
+    slot_ver = int(model.slot_ver[slot])
+    kernel.deliver(
+        slot, -1, slot_ver, model.slot_ver, model.origin_ver, model.valid_ver,
+        *model.compiled()[5:7],
+    )  # fmt: skip
+    assert model.serving() == []
 
 
 def test_model_rejects_bad_operations() -> None:

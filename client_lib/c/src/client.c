@@ -236,9 +236,9 @@ static kvs_error finish(const kvs_header *rh, const uint8_t *value, void *buf, s
         info->server = server;
     }
     if (rh->op != KVS_OP_GET_REPLY)
-        /* As the Python client: a write answered STALE (a newer stamped write already won) is
-         * ordered before that write, so it succeeded; info->status says STALE. */
-        return rh->status == KVS_STATUS_STALE ? KVS_OK : kvs_status_error(rh->status);
+        /* As the Python client: a write answered STALE was not applied (the server holds a newer
+         * version, in info->epoch/ver): KVS_ERR_STALE, never a success. */
+        return kvs_status_error(rh->status);
     kvs_error e = kvs_status_error(rh->status);
     if (e != KVS_OK)
         return e;

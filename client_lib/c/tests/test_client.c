@@ -335,7 +335,7 @@ static void test_statuses(void **state)
     } cases[] = {{KVS_STATUS_NOT_FOUND, KVS_ERR_NOT_FOUND},
                  {KVS_STATUS_BAD_REQUEST, KVS_ERR_BAD_REQUEST},
                  {KVS_STATUS_TOO_LARGE, KVS_ERR_TOO_LARGE},
-                 {KVS_STATUS_STALE, KVS_OK}, /* a write ordered before a newer one */
+                 {KVS_STATUS_STALE, KVS_ERR_STALE}, /* not applied: never a success */
                  {KVS_STATUS_DUPLICATE, KVS_OK},
                  {KVS_STATUS_SERVER_ERROR, KVS_ERR_SERVER}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

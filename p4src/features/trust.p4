@@ -1,0 +1,94 @@
+// Who may send what: docs/protocol.md "Trust". Applied right after KvsCheck, before every other
+// KVSwitch feature, so nothing a client host forged reaches the version registers or a server.
+//
+// A packet's sender is a *server* when its IPv4 source address hits HostportTable with `server` = 1
+// and it arrived on the port the entry names; anything else is a *client*. Rules:
+//   S (source)   a packet whose source address hits HostportTable but arrived on another port is
+//                spoofed: dropped, whatever it carries. A UDP datagram to the KVS port from a client
+//                that KvsCheck did not accept (truncated, or an IP fragment: the switch cannot see
+//                its header, so it could not stamp or clear it) is dropped too.
+//   O (ops)      only servers send GET_REPLY, SET_REPLY, DEL_REPLY, CONFIRM, PUSH, SYNC, SYNC_DONE,
+//                REMOVE and REMOVE_REPLY; UPDATE/UPDATE_DEL are made by this switch's egress and
+//                never accepted from any host (kvswitch.p4); clients send GET, SET and DEL only.
+//                Anything else from a client (a server-only op, an unknown op) is dropped.
+//   V (versions) every request (GET, SET, DEL) leaves here with epoch = ver = 0 and the flag bits
+//                F_TCP/F_DUP cleared: versions come from the switch alone. Replicas (rule 1) stamps
+//                a hot SET/DEL afterwards; a cold one reaches its origin unversioned.
+// A dropped packet also has meta.kvs_ok cleared, so no later control reads or writes state for it.
+//
+// Table (controller contract, installed with the static entries, controller/trust.py):
+//   HostportTable  IPv4 source (LPM: a /32 per server and per client, or a client subnet) ->
+//                  set_source(port, server): the switch port that source hangs off, and 1 for a
+//                  server of the rack. A source that misses is an unknown client (rules O and V
+//                  hold; rule S cannot).
+//
+// Test-only builds switch one rule off each, to show the adversarial suite (tests/security) fails
+// without it: -DKVS_TEST_NO_TRUST_SOURCE, -DKVS_TEST_NO_TRUST_SERVER_OPS,
+// -DKVS_TEST_NO_TRUST_ZERO_VERSIONS. Never use them in a rack that serves anyone.
+#ifndef KVSWITCH_TRUST_P4
+#define KVSWITCH_TRUST_P4
+
+control Trust(inout headers_t hdr, inout kvs_meta_t meta, inout standard_metadata_t std) {
+    bool known = false;
+    bool is_server = false;
+    PortId_t host_port = 0;
+
+    @name("set_source")
+    action set_source(PortId_t port, bit<1> server) {
+        known = true;
+        host_port = port;
+        is_server = server == 1;
+    }
+
+    @name("HostportTable")
+    table hostport_table {
+        key = {
+            hdr.ipv4.src_addr: lpm @name("src_addr");
+        }
+        actions = {
+            set_source;
+            @defaultonly NoAction;
+        }
+        default_action = NoAction();
+        size = IPV4_ROUTES;
+    }
+
+    action refuse() {
+        mark_to_drop(std);
+        meta.kvs_ok = false;
+    }
+
+    apply {
+        if (hdr.ipv4.isValid()) {
+            hostport_table.apply();
+            bool spoofed = known && host_port != std.ingress_port;
+            bool from_server = known && is_server && !spoofed;
+            bool to_kvs = hdr.udp.isValid() && hdr.udp.dst_port == KVS_PORT;
+#ifndef KVS_TEST_NO_TRUST_SOURCE
+            if (spoofed || (!from_server && to_kvs && !meta.kvs_ok)) {
+                refuse();
+            }
+#endif
+            if (meta.kvs_ok) {
+                KvsOp op = hdr.kvs.op;
+                bool request = op == KvsOp.GET || op == KvsOp.SET || op == KvsOp.DEL;
+#ifndef KVS_TEST_NO_TRUST_SERVER_OPS
+                if (!request && !from_server) {
+                    refuse();
+                }
+#endif
+#ifndef KVS_TEST_NO_TRUST_ZERO_VERSIONS
+                bit<16> authority = hdr.kvs.flags & (KVS_F_TCP | KVS_F_DUP);
+                if (request && (hdr.kvs.epoch != 0 || hdr.kvs.ver != 0 || authority != 0)) {
+                    hdr.kvs.epoch = 0;
+                    hdr.kvs.ver = 0;
+                    hdr.kvs.flags = hdr.kvs.flags & ~(KVS_F_TCP | KVS_F_DUP);
+                    meta.l4_dirty = true;
+                }
+#endif
+            }
+        }
+    }
+}
+
+#endif  // KVSWITCH_TRUST_P4
