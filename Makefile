@@ -9,8 +9,12 @@ SYSPY ?= /usr/bin/python3
 APT_PACKAGES := python3-venv python3-dev build-essential pkg-config memcached redis-server \
 	libcmocka-dev tcpdump ethtool iproute2 mininet
 STAMP := $(VENV)/.installed
+# p4runtime-shell pins an old protobuf that cannot share .venv with finsy: its own venv, which the
+# tests run as a subprocess (tests/runtime/test_p4runtime_shell.py)
+P4RTSH := $(ROOT)/.venv-p4rtsh
+P4RTSH_STAMP := $(P4RTSH)/.installed
 
-.PHONY: help deps venv install test test-py test-c lint c demo bench sim clean install-c tofino
+.PHONY: help deps venv install p4rtsh test test-py test-c lint c demo bench sim clean install-c tofino
 
 help:
 	@echo "make demo     start a rack on the software switch, run a skewed workload, plot the balance"
@@ -37,6 +41,13 @@ $(STAMP): pyproject.toml | deps
 
 venv install: $(STAMP)
 
+$(P4RTSH_STAMP): | deps
+	test -x $(P4RTSH)/bin/python || $(SYSPY) -m venv $(P4RTSH)
+	$(P4RTSH)/bin/pip install -q 'p4runtime-shell==0.0.6'
+	touch $@
+
+p4rtsh: $(P4RTSH_STAMP)
+
 c: deps
 	$(MAKE) -C client_lib/c
 
@@ -47,7 +58,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-test-py: $(STAMP) c
+test-py: $(STAMP) c $(P4RTSH_STAMP)
 	$(PY) -m pytest -q
 
 test-c: c

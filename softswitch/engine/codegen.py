@@ -2105,7 +2105,8 @@ class Translator:
                 lname = self.ck.name_of(lname_node.children[0])
                 idx = None
                 for i, (info, _s, _a) in enumerate(sel.type.table.actions):
-                    if info.name == lname or info.name.rsplit(".", 1)[-1] == lname:
+                    local = self.ck.name_of(info.tree.children[1])  # as declared (an @name
+                    if lname in (info.name, info.name.rsplit(".", 1)[-1], local):  # may differ)
                         idx = i
                 if idx is None:
                     raise self.err(
