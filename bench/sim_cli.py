@@ -3,6 +3,8 @@
 kvswitch sim run --skew 0.99 --policy balance --max-replicas 53 --csv run.csv
 kvswitch sim figures --out results            # CSV + PNG + a markdown table
 kvswitch sim figures --out /tmp/q --quick     # a small-scale suite (seconds)
+kvswitch sim explore                          # the protocol's bounded exhaustive check
+kvswitch sim explore --preset faults --losses 2 --client "set a1,get" --client "get,set b1"
 """
 
 from __future__ import annotations
@@ -170,6 +172,75 @@ def cmd_racks(ns: argparse.Namespace) -> int:
     return 0
 
 
+def _explore_args(parser: argparse.ArgumentParser) -> None:
+    from kvswitch.bench import explore as ex
+
+    parser.add_argument(
+        "--preset",
+        action="append",
+        choices=sorted(ex.PRESETS),
+        help="a named scenario (repeatable; default: " + ", ".join(ex.CHECKED) + ")",
+    )
+    parser.add_argument(
+        "--client",
+        action="append",
+        help="one client's operations, e.g. \"set a1,get\" (repeatable; replaces the presets')",
+    )
+    for name in ("replicas", "losses", "dups", "retries", "sync-retries"):
+        parser.add_argument(f"--{name}", type=int, help="bound (default: the preset's)")
+    for name, text in (
+        ("hotset-change", "a replica removed and re-added"),
+        ("restart", "a switch restart (epoch + 1)"),
+        ("eager-retries", "clients may time out while the first attempt is on its way"),
+        ("drain-before-remove", "remove a replica's copy only once no Get is on its way to it"),
+    ):
+        parser.add_argument(
+            f"--{name}", action=argparse.BooleanOptionalAction, default=None, help=text
+        )
+    parser.add_argument("--broken", choices=sorted(ex.BROKEN), help="a broken variant of the rules")
+    parser.add_argument("--max-states", type=int, default=None)
+
+
+def cmd_explore(ns: argparse.Namespace) -> int:
+    from kvswitch.bench import explore as ex
+
+    overrides: dict = {}
+    if ns.client:
+        overrides["programs"] = tuple(ex.parse_program(text) for text in ns.client)
+    for name in ("replicas", "losses", "dups", "retries", "sync_retries"):
+        if getattr(ns, name) is not None:
+            overrides[name] = getattr(ns, name)
+    for name in ("hotset_change", "restart", "eager_retries", "drain_before_remove"):
+        if getattr(ns, name) is not None:
+            overrides[name] = getattr(ns, name)
+    rules = ex.BROKEN[ns.broken] if ns.broken else None
+    failed = 0
+    for preset in ns.preset or ex.CHECKED:
+        scenario = replace(ex.PRESETS[preset], **overrides)
+        print(f"{preset}: {scenario.describe()}", flush=True)
+
+        def progress(rep: ex.Report) -> None:
+            print(
+                f"  ... {rep.states} states, {rep.end_states} end states, "
+                f"{rep.histories} histories, {rep.seconds:.0f} s",
+                flush=True,
+            )
+
+        rep = ex.explore(scenario, rules, ns.max_states, progress)
+        print(f"  {rep.summary()}", flush=True)
+        if rep.violation is not None:
+            failed += 1
+            print("  counterexample (message by message):")
+            for i, line in enumerate(rep.violation, 1):
+                print(f"    {i:2d}. {line}")
+            print("  history:")
+            for line in ex.format_history(rep.history):
+                print(f"    {line}")
+        elif not rep.complete:
+            failed += 1
+    return 1 if failed else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = t.Parser(
         prog="kvswitch sim",
@@ -210,6 +281,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     figs.add_argument("--seed", type=int, default=1, help="random seed")
     figs.set_defaults(func=cmd_figures)
+    explore = sub.add_parser(
+        "explore", help="bounded exhaustive check of the coherence protocol (linearizability)"
+    )
+    _explore_args(explore)
+    explore.set_defaults(func=cmd_explore)
     ns = parser.parse_args(sys.argv[1:] if argv is None else argv)
     try:
         return int(ns.func(ns))
