@@ -35,6 +35,22 @@ never answered has an unknown outcome. The history is part of the state, so two 
 when their histories are equal too. A run ends when every client has its last reply (nothing
 later can change the history) or when nothing can move; each distinct end history is checked with
 :func:`kvswitch.bench.lincheck.check_register`.
+
+Findings against the rules as they stand (each reproduced by ``kvswitch sim explore --preset
+NAME``; not in :data:`CHECKED`, which are the presets the rules pass):
+- ``two-writers``: a write overtaken at the origin by a newer one is answered ``STALE`` (a success
+  for the client: ordered before the newer write), but rule 2 counts only ``OK`` replies, so the
+  read set still holds replicas of the value before both writes; a read that starts after the
+  ``STALE`` reply returns that value. Rule 2 counting ``STALE`` write replies too (they carry the
+  version the origin holds) passes this scenario.
+- ``restart``: a write stamped in epoch e is on its way to the origin when the switch restarts;
+  the controller's push SYNCs the key and the switch (registers 0, so no write looks in flight)
+  stamps the *old* value (e+1, 1); the late write is then answered ``STALE`` and lost although
+  acknowledged.
+- ``hotset-undrained``: a Get sent to a replica before it leaves the hot set arrives after the
+  controller removed its copy and after an old ``UPDATE`` re-created an older one; its reply's
+  version is below origin_ver, so rule 6 lets the stale value through. (``hotset`` checks the
+  change with the controller draining such Gets first.)
 """
 
 from __future__ import annotations
@@ -113,7 +129,7 @@ class Scenario:
     eager_retries: bool = False
     # the controller removes the leaving replica's copy only once no Get sent to it is still on
     # its way (without this, a Get routed before the removal can read a stale copy that an old
-    # UPDATE re-created after it: see the module's docstring)
+    # UPDATE re-created after it: the module docstring's "hotset-undrained")
     drain_before_remove: bool = False
 
     def __post_init__(self) -> None:
