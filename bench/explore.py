@@ -237,7 +237,7 @@ class Agents:
     """AgentCore transitions over canonical snapshots, each computed once."""
 
     def __init__(self) -> None:
-        self.memo: dict[tuple[Any, ...], tuple[AgentState, tuple[tuple[bytes, int], ...]]] = {}
+        self.memo: dict[tuple[Any, ...], tuple[AgentState, tuple, Any]] = {}
         self.calls = 0
 
     @staticmethod
@@ -252,8 +252,8 @@ class Agents:
             core.backend.put(key, item)
         for (cid, seq), result in ids:
             core.ids.add(cid, seq, result)
-        for key, replicas in pending:
-            core.start_sync(key, list(replicas))
+        for key in pending:
+            core.start_sync(key)
         return core
 
     @staticmethod
@@ -261,43 +261,49 @@ class Agents:
         assert isinstance(core.ids, _Ids)
         items = tuple(sorted(core.backend.items()))
         ids = tuple(sorted(core.ids.seen.items()))
-        pending = tuple(sorted((k, tuple(ps.replicas)) for k, ps in core.pending_syncs.items()))
+        pending = tuple(sorted(core.pending_syncs))
         return (items, ids, pending)
 
-    def _run(
-        self, state: AgentState, what: tuple[Any, ...]
-    ) -> tuple[AgentState, tuple[tuple[bytes, int], ...]]:
+    def _run(self, state: AgentState, what: tuple[Any, ...]) -> tuple[AgentState, tuple, Any]:
+        """(state after, outputs as (bytes, entity), the item a SYNC just completed with)."""
         memo = self.memo.get((state, what))
         if memo is not None:
             return memo
         self.calls += 1
         core = self._restore(state)
+        synced = None
         if what[0] == "msg":
+            pending = core.pending_syncs.get(KEY)
             out = core.handle(what[1], what[2])
-        elif what[0] == "sync":
-            _, out = core.start_sync(KEY, [_addr(r) for r in what[1]])
-        else:  # "remove": the controller's channel (server.py's "remove" command)
+            if pending is not None and pending.done.is_set() and pending.found:
+                assert pending.version is not None
+                synced = (pending.value, *pending.version)
+        elif what[0] == "sync":  # the control channel's "sync"
+            _, out = core.start_sync(KEY)
+        elif what[0] == "push":  # the control channel's "push" (a replica's half)
+            _, _, out = core.push_item(KEY, *what[1:])
+        else:  # the control channel's "remove"
             core.remove_local(KEY)
             out = []
-        result = (self._snapshot(core), tuple((raw, _entity(addr)) for raw, addr in out))
+        result = (self._snapshot(core), tuple((raw, _entity(addr)) for raw, addr in out), synced)
         self.memo[(state, what)] = result
         return result
 
-    def handle(self, state: AgentState, raw: bytes, src: int) -> tuple[AgentState, tuple]:
+    def handle(self, state: AgentState, raw: bytes, src: int) -> tuple[AgentState, tuple, Any]:
         return self._run(state, ("msg", raw, _addr(src)))
 
-    def start_sync(self, state: AgentState, replicas: tuple[int, ...]) -> tuple[AgentState, tuple]:
-        return self._run(state, ("sync", replicas))
+    def start_sync(self, state: AgentState) -> tuple[AgentState, tuple]:
+        return self._run(state, ("sync",))[:2]
+
+    def push(self, state: AgentState, item: tuple[bytes, int, int]) -> tuple[AgentState, tuple]:
+        return self._run(state, ("push", *item))[:2]
 
     def remove(self, state: AgentState) -> AgentState:
         return self._run(state, ("remove",))[0]
 
     @staticmethod
-    def pending_sync(state: AgentState) -> tuple[int, ...] | None:
-        for key, replicas in state[2]:
-            if key == KEY:
-                return tuple(_entity(a) for a in replicas)
-        return None
+    def sync_pending(state: AgentState) -> bool:
+        return KEY in state[2]
 
 
 # -- messages and states ----------------------------------------------------------------------------
@@ -308,7 +314,8 @@ Msg = tuple[int, int, int, int, int, int, bytes, int, int, int, int]
 # (gver, slot_ver, origin_ver, valid_ver per server, epoch, floor, holders (origin first))
 Switch = tuple[int, int, int, tuple[int, ...], int, int, tuple[int, ...]]
 # (switch, agents, clients (invoked, waiting), messages (sorted), used (loss, dup, retry,
-#  sync retry), controller (hot-set phase 0/1/2, restarted 0/1), history)
+#  sync retry), controller (hot-set phase 0/1/2, restarted 0/1, replicas a running sync will
+#  push to, pushes to make), history)
 State = tuple[Any, ...]
 # history: one record per invoked operation: (client, index, call, ret or None, output)
 Record = tuple[int, int, int, int | None, Any]
@@ -425,7 +432,7 @@ class Explorer:
         valid = (0,) + (1,) * self.sc.replicas
         switch: Switch = (1, 1, 1, valid, 1, 0, tuple(range(n)))
         clients = tuple((0, False) for _ in self.sc.programs)
-        return (switch, (held,) * n, clients, (), (0, 0, 0, 0), (0, 0), ())
+        return (switch, (held,) * n, clients, (), (0, 0, 0, 0), (0, 0, None, ()), ())
 
     # -- the switch -------------------------------------------------------------------------------
 
@@ -536,12 +543,14 @@ class Explorer:
         sw, agents, clients, msgs, used, ctl, hist = s
         hop, dst, src = m[0], m[1], m[2]
         if hop == 1:  # a server handles it: the real agent
-            st, out = self.agents.handle(agents[dst], _raw(m), src)
-            new = [
-                _msg(0, to, dst, raw) if to < 0 or to >= CLIENT0 else _msg(1, to, dst, raw)
-                for raw, to in out
-            ]
+            st, out, synced = self.agents.handle(agents[dst], _raw(m), src)
+            new = [_msg(0, to, dst, raw) for raw, to in out]  # to the switch or a client
             ag = (*agents[:dst], st, *agents[dst + 1 :])
+            phase, restarted, sync_for, pushes = ctl
+            if synced is not None and sync_for is not None:
+                # the controller's sync returns the item; it pushes it into every replica
+                pushes = tuple(sorted(pushes + tuple((r, *synced) for r in sync_for)))
+                ctl = (phase, restarted, None, pushes)
             yield ("deliver", m), (sw, ag, clients, _add(msgs, new), used, ctl, hist)
             return
         sw2, out, onward = self._at_switch(sw, m)
@@ -580,11 +589,23 @@ class Explorer:
     def _controller(self, s: State) -> Iterator[tuple[tuple[Any, ...], State]]:
         sw, agents, clients, msgs, used, ctl, hist = s
         gver, slot_ver, origin_ver, valid, epoch, _floor, holders = sw
-        phase, restarted = ctl
+        phase, restarted, sync_for, pushes = ctl
         sc = self.sc
+        for item in dict.fromkeys(pushes):  # the control channel's push into one replica
+            r = item[0]
+            st, out = self.agents.push(agents[r], item[1:])
+            ag = (*agents[:r], st, *agents[r + 1 :])
+            c2 = (phase, restarted, sync_for, _remove(pushes, item))
+            new = [_msg(0, SW, r, raw) for raw, _ in out]
+            yield (
+                ("controller: push", f"r{r}", item),
+                (sw, ag, clients, _add(msgs, new), used, c2, hist),
+            )
         if (
             sc.hotset_change
             and phase == 0
+            and sync_for is None
+            and not pushes
             and not (sc.drain_before_remove and self._gets_to(msgs, sc.replicas))
         ):
             # break: the last replica leaves (cell 0, floor = global_ver), its copy removed
@@ -594,38 +615,34 @@ class Explorer:
             ag = (*agents[:r], self.agents.remove(agents[r]), *agents[r + 1 :])
             yield (
                 ("controller: remove", f"r{r}"),
-                (sw2, ag, clients, msgs, used, (1, restarted), hist),
+                (sw2, ag, clients, msgs, used, (1, restarted, None, ()), hist),
             )
         if sc.hotset_change and phase == 1:
             # make: it is back (cell 0, floor = global_ver); the origin SYNCs and pushes
             r = sc.replicas
             vv = tuple(0 if i == r else v for i, v in enumerate(valid))
             sw2 = (gver, slot_ver, origin_ver, vv, epoch, gver, (*holders, r))
-            yield from self._sync(("controller: re-add", f"r{r}"), sw2, s, (2, restarted))
+            c2 = (2, restarted, sw2[6][1:], pushes)
+            yield from self._sync(("controller: re-add", f"r{r}"), sw2, s, c2)
         if sc.restart and not restarted:
             # switch restart: registers 0, epoch + 1; the controller re-pushes the hot key
             sw2 = (0, 0, 0, (0,) * len(valid), epoch + 1, 0, holders)
-            yield from self._sync(
-                ("controller: switch restart", f"epoch {epoch + 1}"), sw2, s, (phase, 1)
-            )
+            c2 = (phase, 1, holders[1:], pushes)
+            yield from self._sync(("controller: switch restart", f"epoch {epoch + 1}"), sw2, s, c2)
         loss, dup, retry, sretry = used
-        pending = Agents.pending_sync(agents[ORIGIN])
-        if pending is not None and sretry < sc.sync_retries:
+        if Agents.sync_pending(agents[ORIGIN]) and sretry < sc.sync_retries:
             s2 = (sw, agents, clients, msgs, (loss, dup, retry, sretry + 1), ctl, hist)
-            yield from self._sync(("origin: SYNC again",), sw, s2, ctl, pending)
+            yield from self._sync(("origin: SYNC again",), sw, s2, ctl)
 
     def _sync(
         self,
         label: tuple[Any, ...],
         sw2: Switch,
         s: State,
-        ctl: tuple[int, int],
-        replicas: tuple[int, ...] | None = None,
+        ctl: tuple[Any, ...],
     ) -> Iterator[tuple[tuple[Any, ...], State]]:
         _, agents, clients, msgs, used, _, hist = s
-        if replicas is None:
-            replicas = sw2[6][1:]
-        st, out = self.agents.start_sync(agents[ORIGIN], replicas)
+        st, out = self.agents.start_sync(agents[ORIGIN])
         new = [_msg(0, SW, ORIGIN, raw) for raw, _ in out]
         ag = (st, *agents[1:])
         yield label, (sw2, ag, clients, _add(msgs, new), used, ctl, hist)

@@ -92,14 +92,20 @@ def test_agent_snapshots_are_canonical() -> None:
     agents = ex.Agents()
     start = ex.Agents.initial(Item(b"v0", 1, 1))
     set_a = p.Message(p.Op.SET, ex.KEY, b"a", cid=1, seq=1, epoch=1, ver=2).encode()
-    state, out = agents.handle(start, set_a, ex.CLIENT0)
+    state, out, _ = agents.handle(start, set_a, ex.CLIENT0)
     assert [p.Message.decode(raw).status for raw, _ in out] == [p.Status.OK]
-    again, out2 = agents.handle(state, set_a, ex.CLIENT0)  # the same id: F_DUP, nothing applied
+    again, out2, _ = agents.handle(state, set_a, ex.CLIENT0)  # the same id: F_DUP, not applied
     assert again == state and p.Message.decode(out2[0][0]).flags & p.F_DUP
-    assert agents.handle(start, set_a, ex.CLIENT0) == (state, out)  # memoised
+    assert agents.handle(start, set_a, ex.CLIENT0) == (state, out, None)  # memoised
     assert ex.Agents._snapshot(ex.Agents._restore(state)) == state
-    pending, sync = agents.start_sync(state, (1, 2))
-    assert ex.Agents.pending_sync(pending) == (1, 2) and len(sync) == 1
+    pending, sync = agents.start_sync(state)
+    assert ex.Agents.sync_pending(pending) and len(sync) == 1
+    reflected = p.Message(p.Op.SYNC, ex.KEY, epoch=1, ver=3).encode()
+    done, out3, synced = agents.handle(pending, reflected, ex.SW)
+    assert not ex.Agents.sync_pending(done) and synced == (b"a", 1, 3)
+    assert p.Message.decode(out3[0][0]).op == p.Op.SYNC_DONE
+    _, confirm = agents.push(start, synced)
+    assert p.Message.decode(confirm[0][0]).version == (1, 3)
 
 
 def test_parse_program() -> None:
