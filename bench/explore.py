@@ -5,7 +5,8 @@ A small rack: clients issuing Gets and Sets of one hot key, its origin (server 0
 Every reachable state is visited once (breadth first, a visited set over the whole state): each
 step delivers any one message in flight (so every interleaving and reordering), or, within the
 bounds, loses or duplicates one, lets a client invoke its next operation or retry the pending one
-(same request id), or lets the controller act (a replica removed and re-added; a switch restart).
+(same request id), or lets the controller act (a replica removed and re-added; a switch restart;
+one push of a synced item into one replica).
 
 Nothing here re-states a rule:
 - the switch's rules are the functions of :mod:`kvswitch.bench.coherence` (their ``.py_func``,
@@ -17,17 +18,20 @@ Nothing here re-states a rule:
   snapshotted into a canonical tuple (items, applied request ids, pending SYNCs) and every
   (state, input) -> (state, outputs) transition is memoised, so the agent's code runs once per
   distinct transition and the explorer stays fast without a second copy of the agent's rules.
+  The controller reaches the agents as server.py's control channel does (``remove_local``,
+  ``start_sync``, ``push_item``), each call one atomic step.
 
 Messages: a server's message goes to the switch (hop 0: replies, CONFIRM, SYNC, SYNC_DONE), which
-applies its rules when it is delivered and forwards a reply to its client at once; a request or a
-write's copy travels from the switch to a server (hop 1); a PUSH goes from the origin to a replica
-(one hop: the switch applies no rule to it). The client -> switch and switch -> client links are
+applies its rules when it is delivered and forwards a reply to its client at once; a request, a
+write's copy or a reflected SYNC travels from the switch to a server (hop 1). The client -> switch
+and switch -> client links are
 not separate hops: delaying a request before the switch is the same as invoking it later, and
 delaying a reply after the switch is the same as answering later, and both only widen the
 operation's interval (a history that is linearizable with the narrower interval stays so with the
 wider one); a loss on the last hop to the client is explored apart (the switch applied the reply,
 the client never saw it and retries). A Get's round-robin turn is explored as any ordinal, which
-covers every round-robin position.
+covers every round-robin position. A client times out (and resends, if the retry bound allows)
+once nothing in flight can answer it any more; ``eager_retries`` lets it time out at any moment.
 
 History: an operation's call is the step the client invoked it, its return the step the reply
 reached it (steps numbered by history events, so equal histories are equal states); an operation
@@ -50,7 +54,13 @@ NAME``; not in :data:`CHECKED`, which are the presets the rules pass):
 - ``hotset-undrained``: a Get sent to a replica before it leaves the hot set arrives after the
   controller removed its copy and after an old ``UPDATE`` re-created an older one; its reply's
   version is below origin_ver, so rule 6 lets the stale value through. (``hotset`` checks the
-  change with the controller draining such Gets first.)
+  change with the controller draining such Gets first.) A removal that leaves a tombstone with
+  the stored version (so the old UPDATE is STALE) passes this scenario with one replica (checked
+  with a patched agent).
+- The ``restart`` case passes when the restart comes with no write in flight
+  (``restart-quiet``), and when the origin drops a versioned write of an older epoch than the
+  one it holds instead of answering ``STALE`` (the client's resend is stamped in the new epoch;
+  checked with a patched agent, one retry).
 """
 
 from __future__ import annotations
@@ -131,6 +141,10 @@ class Scenario:
     # its way (without this, a Get routed before the removal can read a stale copy that an old
     # UPDATE re-created after it: the module docstring's "hotset-undrained")
     drain_before_remove: bool = False
+    # the switch restarts only while no write is on its way to a server (without this, the
+    # controller's SYNC after the restart can stamp the old value newer than that write: the
+    # module docstring's "restart")
+    restart_when_quiet: bool = False
 
     def __post_init__(self) -> None:
         values = [v for prog in self.programs for v in prog if v is not None]
@@ -150,6 +164,7 @@ class Scenario:
             f"hot-set change {'on' if self.hotset_change else 'off'}, "
             f"restart {'on' if self.restart else 'off'}"
             + (", removal drains Gets" if self.drain_before_remove else "")
+            + (", restart with no write in flight" if self.restart_when_quiet else "")
         )
 
 
@@ -179,10 +194,12 @@ PRESETS: dict[str, Scenario] = {
     "two-writers": _scenario(((b"a1", _G), (b"a2",))),
     # a switch restart (registers 0, epoch + 1, the controller pushes the key again)
     "restart": _scenario(((b"a1",), (_G,)), restart=True),
+    # the same while no write is on its way (old-epoch replies, confirms and reads after it)
+    "restart-quiet": _scenario(((b"a1",), (_G, _G)), restart=True, restart_when_quiet=True),
 }
 
 #: The presets the real rules pass (``make test``, ``kvswitch sim explore``).
-CHECKED: tuple[str, ...] = ("writes", "faults", "hotset")
+CHECKED: tuple[str, ...] = ("writes", "faults", "hotset", "restart-quiet")
 
 
 def _confirm_without_floor(slot, cell, current, ver, floor, slot_ver, valid_ver) -> None:
@@ -624,7 +641,8 @@ class Explorer:
             sw2 = (gver, slot_ver, origin_ver, vv, epoch, gver, (*holders, r))
             c2 = (2, restarted, sw2[6][1:], pushes)
             yield from self._sync(("controller: re-add", f"r{r}"), sw2, s, c2)
-        if sc.restart and not restarted:
+        quiet = not any(m[0] == 1 and m[3] in (p.Op.SET, p.Op.UPDATE) for m in msgs)
+        if sc.restart and not restarted and (quiet or not sc.restart_when_quiet):
             # switch restart: registers 0, epoch + 1; the controller re-pushes the hot key
             sw2 = (0, 0, 0, (0,) * len(valid), epoch + 1, 0, holders)
             c2 = (phase, 1, holders[1:], pushes)
