@@ -193,6 +193,7 @@ def _explore_args(parser: argparse.ArgumentParser) -> None:
         ("restart", "a switch restart (epoch + 1)"),
         ("eager-retries", "clients may time out while the first attempt is on its way"),
         ("drain-before-remove", "remove a replica's copy only once no Get is on its way to it"),
+        ("restart-when-quiet", "restart the switch only while no write is on its way"),
     ):
         parser.add_argument(
             f"--{name}", action=argparse.BooleanOptionalAction, default=None, help=text
@@ -210,7 +211,14 @@ def cmd_explore(ns: argparse.Namespace) -> int:
     for name in ("replicas", "losses", "dups", "retries", "sync_retries"):
         if getattr(ns, name) is not None:
             overrides[name] = getattr(ns, name)
-    for name in ("hotset_change", "restart", "eager_retries", "drain_before_remove"):
+    flags = (
+        "hotset_change",
+        "restart",
+        "eager_retries",
+        "drain_before_remove",
+        "restart_when_quiet",
+    )
+    for name in flags:
         if getattr(ns, name) is not None:
             overrides[name] = getattr(ns, name)
     rules = ex.BROKEN[ns.broken] if ns.broken else None
