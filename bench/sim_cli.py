@@ -194,6 +194,7 @@ def _explore_args(parser: argparse.ArgumentParser) -> None:
         ("eager-retries", "clients may time out while the first attempt is on its way"),
         ("drain-before-remove", "remove a replica's copy only once no Get is on its way to it"),
         ("restart-when-quiet", "restart the switch only while no write is on its way"),
+        ("stale-is-success", "a Set answered STALE counts as done (the clients before StaleWrite)"),
     ):
         parser.add_argument(
             f"--{name}", action=argparse.BooleanOptionalAction, default=None, help=text
@@ -217,6 +218,7 @@ def cmd_explore(ns: argparse.Namespace) -> int:
         "eager_retries",
         "drain_before_remove",
         "restart_when_quiet",
+        "stale_is_success",
     )
     for name in flags:
         if getattr(ns, name) is not None:

@@ -108,6 +108,15 @@ def test_agent_snapshots_are_canonical() -> None:
     assert p.Message.decode(confirm[0][0]).version == (1, 3)
 
 
+def test_refused_write_left_out_of_the_history() -> None:
+    """A Set answered STALE raises StaleWrite (not applied): it is no operation of the history,
+    unless the scenario asks for the earlier clients' "done, ordered before the newer write"."""
+    hist = ((0, 0, 0, 2, False), (1, 0, 1, 3, True), (0, 1, 4, 5, b"v0"))
+    programs = ((b"a1", None), (b"a2",))
+    ops = ex.Explorer(ex.Scenario(programs=programs)).history(hist)
+    assert [(op.kind, op.value) for op in ops] == [("set", b"a2"), ("get", None)]
+
+
 def test_parse_program() -> None:
     assert ex.parse_program("set a1, get ,set b2") == (b"a1", None, b"b2")
     with pytest.raises(ValueError):
