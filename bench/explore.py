@@ -610,7 +610,7 @@ class Explorer:
 
     def _controller(self, s: State) -> Iterator[tuple[tuple[Any, ...], State]]:
         sw, agents, clients, msgs, used, ctl, hist = s
-        gver, slot_ver, origin_ver, valid, epoch, _floor, holders = sw
+        gver, slot_ver, origin_ver, valid, epoch, floor, holders = sw
         phase, restarted, sync_for, pushes = ctl
         sc = self.sc
         for item in dict.fromkeys(pushes):  # the control channel's push into one replica
@@ -630,17 +630,29 @@ class Explorer:
             and not pushes
             and not (sc.drain_before_remove and self._gets_to(msgs, sc.replicas))
         ):
-            # break: the last replica leaves (cell 0, floor = global_ver), its copy removed
+            # break: the last replica leaves (its cell 0; the floor is set only when holders are
+            # added, as controller/plan.py does), then its copy is removed
             r = sc.replicas
             vv = tuple(0 if i == r else v for i, v in enumerate(valid))
-            sw2 = (gver, slot_ver, origin_ver, vv, epoch, gver, tuple(h for h in holders if h != r))
+            sw2 = (
+                gver,
+                slot_ver,
+                origin_ver,
+                vv,
+                epoch,
+                floor,
+                tuple(h for h in holders if h != r),
+            )
             ag = (*agents[:r], self.agents.remove(agents[r]), *agents[r + 1 :])
             yield (
                 ("controller: remove", f"r{r}"),
                 (sw2, ag, clients, msgs, used, (1, restarted, None, ()), hist),
             )
         if sc.hotset_change and phase == 1:
-            # make: it is back (cell 0, floor = global_ver); the origin SYNCs and pushes
+            # make: it is back (floor = global_ver, then its cell 0); the origin SYNCs, the
+            # controller pushes. (plan.py reads global_ver before planning: the versions handed
+            # out since went to the current holders only, so no earlier-membership confirm
+            # carries one and reading it here instead admits no more confirms.)
             r = sc.replicas
             vv = tuple(0 if i == r else v for i, v in enumerate(valid))
             sw2 = (gver, slot_ver, origin_ver, vv, epoch, gver, (*holders, r))
