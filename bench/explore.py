@@ -45,11 +45,12 @@ NAME``; not in :data:`CHECKED`, which are the presets the rules pass):
 - ``two-writers``: a write overtaken at the origin by a newer one is refused ``STALE`` (the client
   raises StaleWrite: not applied), but its UPDATE copy can reach a replica before the newer one's;
   a Get routed there while the replica was in the read set is answered with the refused value,
-  and rule 6 lets it through once the newer write completed (its version is <= origin_ver). With
-  ``stale_is_success`` (the clients before StaleWrite: ordered before the newer write) the same
-  preset fails differently: rule 2 counts only ``OK`` replies, so after the ``STALE`` reply the
-  read set still serves the value before both writes. Rule 6 passing only ``ver == origin_ver``
-  passes this preset (checked with a rule variant).
+  and rule 6 lets it through once the newer write completed (its version is <= origin_ver): a
+  read returns a value that was never written. It passes with ``stale_is_success`` (a Set
+  answered STALE counted as done, ordered before the newer write), and with rule 6 passing only
+  ``ver == origin_ver`` (checked with a rule variant). (Before rule 2 counted STALE replies, the
+  same scenario with ``stale_is_success`` failed: the read set still served the value before both
+  writes after the STALE reply.)
 - ``hotset-undrained``: a Get sent to a replica before it leaves the hot set arrives after the
   controller removed its copy and after an old ``UPDATE`` re-created an older one; its reply's
   version is below origin_ver, so rule 6 lets the stale value through. (``hotset`` checks the
@@ -193,8 +194,8 @@ PRESETS: dict[str, Scenario] = {
     ),
     # the same, two replicas, without draining the Gets on their way to the leaving replica
     "hotset-undrained": _scenario(((b"a1", b"a2"), (_G,)), hotset_change=True),
-    # two concurrent writers, one of them reading after its own write
-    "two-writers": _scenario(((b"a1", _G), (b"a2",))),
+    # two concurrent writers and a reader
+    "two-writers": _scenario(((b"a1",), (b"a2",), (_G,))),
     # a switch restart (registers 0, epoch + 1, the controller pushes the key again)
     "restart": _scenario(((b"a1",), (_G,)), restart=True),
     # the same while no write is on its way (old-epoch replies, confirms and reads after it)
@@ -491,7 +492,9 @@ class Explorer:
                 return (gver, slot_ver, ov[0], valid, cur_epoch, floor, holders), [], True
             return sw, [], bool(self.rules.replica_reply_passes(SLOT, current, ver, ov))  # rule 6
         if op in (p.Op.SET_REPLY, p.Op.DEL_REPLY):
-            if from_origin and status == p.Status.OK:  # rule 2
+            # rule 2: OK, or STALE (a newer write got there first; the reply carries the version
+            # the origin holds)
+            if from_origin and status in (p.Status.OK, p.Status.STALE):
                 self.rules.origin_report(SLOT, current, ver, ov)
             return (gver, slot_ver, ov[0], valid, cur_epoch, floor, holders), [], True
         if op == p.Op.CONFIRM:  # rule 3, consumed
