@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -98,6 +98,8 @@ class Metrics:
     agent_errors: int = 0
     period_ms: float = 0.0  # time the period's reads, planning and batch took
     error: str = ""
+    # replicated keys (hex) -> their holders, origin first, as the switch holds them after the batch
+    holders: dict[str, list[int]] = field(default_factory=dict)
 
     def line(self) -> str:
         text = (
@@ -121,6 +123,7 @@ class Metrics:
             "agent_errors": self.agent_errors,
             "period_ms": round(self.period_ms, 2),
             "error": self.error,
+            "holders": self.holders,
         }
 
 
@@ -295,6 +298,7 @@ class Runtime:
             agent_errors=self.driver.agent_errors - errors_before,
             period_ms=(time.perf_counter() - began) * 1000.0,
             error=error,
+            holders={key.hex(): list(kp.holders) for key, kp in plan.keys.items() if kp.replicas},
         )
         if report is not None:
             self._save_state()
