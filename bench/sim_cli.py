@@ -24,6 +24,21 @@ from kvswitch.controller.placement import POLICIES
 QUICK = {"keys": 20_000, "k": 200, "servers": 8, "queries": 200_000, "periods": 5, "stages": 4}
 
 
+def read_csv(path: Path) -> list[dict]:
+    """Rows written by :func:`write_csv` (numbers back as numbers; none if there is no file)."""
+    if not path.exists():
+        return []
+
+    def value(text: str) -> object:
+        try:
+            return float(text)
+        except ValueError:
+            return text
+
+    with path.open(newline="") as fh:
+        return [{k: value(v) for k, v in row.items()} for row in csv.DictReader(fh)]
+
+
 def write_csv(rows: list[dict], path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     columns: list[str] = []
@@ -128,6 +143,11 @@ def cmd_figures(ns: argparse.Namespace) -> int:
     if ns.quick:
         base = replace(base, **QUICK)
     runs = experiments(base)
+    if ns.only:
+        unknown = set(ns.only) - {run.experiment for run in runs}
+        if unknown:
+            raise ValueError(f"no experiment {', '.join(sorted(unknown))}")
+        runs = [run for run in runs if run.experiment in ns.only]
     out = Path(ns.out)
     print(f"figure suite: {len(runs)} runs, {base.periods} periods of {base.queries} queries, "
           f"writing {out}/", flush=True)  # fmt: skip
@@ -135,6 +155,9 @@ def cmd_figures(ns: argparse.Namespace) -> int:
     periods, summaries = run_suite(
         runs, ns.warmup, ns.workers, progress=lambda line: print(line, flush=True)
     )
+    if ns.only:  # the other experiments' rows of an earlier run in OUT stay
+        periods += [r for r in read_csv(out / "periods.csv") if r["experiment"] not in ns.only]
+        summaries += [r for r in read_csv(out / "summary.csv") if r["experiment"] not in ns.only]
     write_csv(periods, out / "periods.csv")
     write_csv(summaries, out / "summary.csv")
     (out / "summary.md").write_text(markdown_table(summaries))
@@ -290,6 +313,14 @@ def main(argv: list[str] | None = None) -> int:
         "--workers", type=t.positive_int, default=None, help="processes (default: one per CPU)"
     )
     figs.add_argument("--seed", type=int, default=1, help="random seed")
+    figs.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="EXPERIMENT",
+        help="run only this experiment (repeatable: skew, prediction, writes, shift-hot-in, "
+        "shift-random, shift-hot-out, scale); the others' rows already in --out are kept",
+    )
     figs.set_defaults(func=cmd_figures)
     explore = sub.add_parser(
         "explore", help="bounded exhaustive check of the coherence protocol (linearizability)"
