@@ -91,3 +91,15 @@ def test_sim_racks_reports_the_imbalance_over_all_servers(
     assert main([*args, "--queries", "40000", "--periods", "3", "--workers", "1"]) == 0
     out = capsys.readouterr().out
     assert "lambda over 8 servers" in out and "2 racks x 4 servers" in out
+
+
+def test_figures_only_reruns_one_experiment_and_keeps_the_rest(tmp_path: Path) -> None:
+    out = str(tmp_path)
+    assert main(["figures", "--quick", "--only", "scale", "--out", out]) == 0
+    assert main(["figures", "--quick", "--only", "prediction", "--out", out]) == 0
+    with (tmp_path / "summary.csv").open() as fh:
+        rows = list(csv.DictReader(fh))
+    assert {r["experiment"] for r in rows} == {"scale", "prediction"}
+    assert float(next(r for r in rows if r["experiment"] == "scale")["servers"]) > 0
+    assert (tmp_path / "fig9c_scale.png").stat().st_size > 0
+    assert main(["figures", "--quick", "--only", "nonesuch", "--out", out]) == 2
