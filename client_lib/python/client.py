@@ -27,7 +27,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from kvswitch import protocol as p
-from kvswitch.client.errors import BadRequest, ClientClosed, ServerError, StaleWrite, Timeout
+from kvswitch.client.errors import (
+    BadRequest,
+    ClientClosed,
+    ServerError,
+    StaleWrite,
+    Timeout,
+    Unavailable,
+)
 
 Addr = tuple[str, int]
 
@@ -365,6 +372,8 @@ def _raise_status(reply: p.Message) -> None:
             reply.epoch,
             reply.ver,
         )
+    if status == p.Status.UNAVAILABLE:
+        raise Unavailable("the switch answered UNAVAILABLE: the key's server is down", status)
     raise ServerError(f"the server answered status {status}", status)
 
 

@@ -41,6 +41,13 @@ class StaleWrite(ServerError):
         self.ver = ver
 
 
+class Unavailable(ServerError):
+    """The switch answered ``UNAVAILABLE`` for the key's server: that server is down (the
+    controller declared it dead, docs/protocol.md "Faults"). The request was **not applied**
+    anywhere; it is answered at once instead of timing out. Retrying later may succeed (the server
+    restarts, or a Get of a hot key is routed to a replica)."""
+
+
 class ClientClosed(KvsError):
     """The client was closed."""
 
@@ -54,5 +61,6 @@ __all__ = [
     "ServerError",
     "StaleWrite",
     "Timeout",
+    "Unavailable",
     "ValueTooLarge",
 ]

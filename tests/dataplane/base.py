@@ -301,6 +301,9 @@ class Dataplane:
             self.handles[("LoadcountTable", server.ip.encode())] = self.sw.table_add(
                 "LoadcountTable", {"dst_addr": ip_int(server.ip)}, "count_load", {}
             )
+            self.handles[("ReplycountTable", server.ip.encode())] = self.sw.table_add(
+                "ReplycountTable", {"src_addr": ip_int(server.ip)}, "count_reply", {}
+            )
         self.sw.register_write(self.register("epoch"), 0, EPOCH)
 
     def make_hot(
@@ -351,6 +354,14 @@ class Dataplane:
     def load_count(self, server: Host) -> tuple[int, int]:
         handle = self.handles[("LoadcountTable", server.ip.encode())]
         return self.sw.direct_counter_read("LoadcountTable", handle)
+
+    def reply_count(self, server: Host) -> tuple[int, int]:
+        handle = self.handles[("ReplycountTable", server.ip.encode())]
+        return self.sw.direct_counter_read("ReplycountTable", handle)
+
+    def set_down(self, server: Host) -> None:
+        """The controller declared ``server`` dead (liveness.p4's DownTable)."""
+        self.sw.table_add("DownTable", {"dst_addr": ip_int(server.ip)}, "set_down", {})
 
     # -- packets -------------------------------------------------------------------------------
     def send(self, port: int, pkt: Packet | bytes) -> list[tuple[int, bytes]]:
