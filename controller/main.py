@@ -67,6 +67,18 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--metrics", help="append one JSON object per period to this file")
     ap.add_argument("--state", help="state file: epoch, threshold, last counts (restarts)")
     ap.add_argument("--timeout", type=float, default=10.0, help="switch/agent timeout, seconds")
+    ap.add_argument(
+        "--down-after",
+        type=int,
+        default=2,
+        help="periods missed in a row before a server is declared down (default 2)",
+    )
+    ap.add_argument(
+        "--probe-timeout",
+        type=float,
+        default=0.5,
+        help="seconds an agent's ping may take before it counts as missed (default 0.5)",
+    )
     ap.add_argument("--no-pipeline", action="store_true", help="do not set the pipeline")
     ap.add_argument("-v", "--verbose", action="store_true")
     return ap
@@ -102,6 +114,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.period <= 0 or (args.periods is not None and args.periods < 0):
         print("kvswitch controller: --period must be > 0 and --periods >= 0", file=sys.stderr)
         return 2
+    if args.down_after < 1 or not 0 < args.probe_timeout < 60:
+        print(
+            "kvswitch controller: --down-after must be >= 1, --probe-timeout in (0, 60)",
+            file=sys.stderr,
+        )
+        return 2
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -135,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         args.target,
         args.timeout,
     )
-    agents = AgentPool(rack, args.timeout)
+    agents = AgentPool(rack, args.timeout, args.probe_timeout)
     metrics: TextIO | None = None
     try:
         with contextlib.ExitStack() as stack:
@@ -153,6 +171,7 @@ def main(argv: list[str] | None = None) -> int:
                 observe_only=args.observe_only,
                 metrics=metrics,
                 state_file=Path(args.state) if args.state else None,
+                down_after=args.down_after,
             )
             runtime.start()
             run_periods(runtime, args.period, args.periods, stop)

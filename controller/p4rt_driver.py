@@ -296,16 +296,34 @@ class P4RuntimeDriver(Driver):
         return out
 
     def read_load_counters(self) -> list[int]:
+        return self._per_server_counts(names.LOADCOUNT_TABLE, names.MATCH_DST)
+
+    def read_reply_counters(self) -> list[int]:
+        """Replies each server sent since the last reset (ReplycountTable, liveness.p4)."""
+        return self._per_server_counts(names.REPLYCOUNT_TABLE, names.MATCH_SRC)
+
+    def _per_server_counts(self, table: str, field: str) -> list[int]:
+        """Packets per server of a direct-counter table keyed by a server address."""
         server_of_ip = self.rack.server_of_ip()
-        loads = [0] * len(self.rack)
-        for entry in self._read_table(names.LOADCOUNT_TABLE, counters=True):
-            server = server_of_ip.get(int(entry.match[names.MATCH_DST]))
+        counts = [0] * len(self.rack)
+        for entry in self._read_table(table, counters=True):
+            server = server_of_ip.get(int(entry.match[field]))
             if server is not None and entry.counter_data is not None:
-                loads[server] += entry.counter_data.packet_count
-        return loads
+                counts[server] += entry.counter_data.packet_count
+        return counts
+
+    def read_down(self) -> set[int]:
+        """Servers the switch's DownTable holds as dead (a restarted controller keeps them)."""
+        server_of_ip = self.rack.server_of_ip()
+        down: set[int] = set()
+        for entry in self._read_table(names.DOWN_TABLE):
+            server = server_of_ip.get(int(entry.match[names.MATCH_DST]))
+            if server is not None:
+                down.add(server)
+        return down
 
     def reset_counters(self) -> None:
-        for table in (names.HOTKEY_TABLE, names.LOADCOUNT_TABLE):
+        for table in (names.HOTKEY_TABLE, names.LOADCOUNT_TABLE, names.REPLYCOUNT_TABLE):
             self._thrift_call("bm_mt_reset_counters", 0, self.names("table", table))
         self._thrift_call("bm_counter_reset_all", 0, self.names("counter", names.HOTKEY_WRITES))
         for stage in range(self.stages):

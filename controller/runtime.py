@@ -19,13 +19,15 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
 from kvswitch import protocol as p
+from kvswitch.agent.control import ControlError
 from kvswitch.controller import names
 from kvswitch.controller.agents import AgentPool
+from kvswitch.controller.membership import NO_PROBE, Change, Event, Membership, Observation
 from kvswitch.controller.ops import (
     EntryOp,
     MulticastGroupSet,
@@ -36,12 +38,14 @@ from kvswitch.controller.ops import (
 )
 from kvswitch.controller.p4rt_driver import DriverError, P4RuntimeDriver
 from kvswitch.controller.period import Controller, ControllerConfig, PeriodReport
-from kvswitch.controller.plan import Plan, diff, rack_setup
+from kvswitch.controller.plan import Plan, diff, down_entry, rack_setup
 from kvswitch.controller.rackfile import RackFile
 from kvswitch.controller.threshold import imbalance, max_over_mean
 
 LOG = logging.getLogger("kvswitch.controller")
 EPOCH_MAX = 0xFFFF  # the epoch register is bit<16>; 0 is never used
+#: A failed push is retried in this many following periods at most, then given up (logged).
+PUSH_ATTEMPTS = 5
 
 
 def next_epoch(*seen: int) -> int:
@@ -98,6 +102,8 @@ class Metrics:
     agent_errors: int = 0
     period_ms: float = 0.0  # time the period's reads, planning and batch took
     error: str = ""
+    down: list[int] = field(default_factory=list)  # servers declared dead (failure detector)
+    events: list[str] = field(default_factory=list)  # membership changes seen this period
 
     def line(self) -> str:
         text = (
@@ -105,6 +111,10 @@ class Metrics:
             f"hot {self.hot_keys}  replicas {self.replicas}  updates {self.updates}  "
             f"loads {','.join(str(x) for x in self.loads)}"
         )
+        if self.down:
+            text += f"  down {','.join(str(s) for s in self.down)}"
+        if self.events:
+            text += f"  events {','.join(self.events)}"
         return text + (f"  error {self.error}" if self.error else "")
 
     def record(self) -> dict[str, Any]:
@@ -121,6 +131,8 @@ class Metrics:
             "agent_errors": self.agent_errors,
             "period_ms": round(self.period_ms, 2),
             "error": self.error,
+            "down": self.down,
+            "events": self.events,
         }
 
 
@@ -134,6 +146,8 @@ class Runtime:
         observe_only: bool = False,
         metrics: TextIO | None = None,
         state_file: Path | None = None,
+        down_after: int = 2,
+        min_sent: int = 5,
     ) -> None:
         self.driver = driver
         self.rack = rack
@@ -145,6 +159,8 @@ class Runtime:
         self.controller = Controller(config, self.ring.origin, rack.rack(), driver.slots)
         self.periods = 0
         self.epoch = 0
+        self.membership = Membership(len(rack.servers), down_after, min_sent)
+        self.push_attempts: dict[bytes, int] = {}
 
     # -- start-up -----------------------------------------------------------------------------------
 
@@ -171,6 +187,9 @@ class Runtime:
         self.driver.apply(self.driver.reconcile([op for op in static if _switch_op(op)]))
         self.driver.apply([op for op in static if not _switch_op(op)])  # the epoch register
         self.controller.plan = self.recover()
+        for server in self.driver.read_down():  # a restarted controller keeps the dead dead
+            self.membership.mark_down(server)
+        self._set_down()
         if self.observe_only and self.controller.plan.keys:
             LOG.info("observe-only: removing %d hot keys", len(self.controller.plan.keys))
             self.driver.apply(diff(self.controller.plan, self._empty(), self.controller.rack))
@@ -238,12 +257,13 @@ class Runtime:
             LOG.info("recover: pushing %d hot keys whose replicas are not valid", len(pushes))
             self.driver.apply(pushes)
 
-    def drop_stale_copies(self) -> None:
-        """Agents drop copies of keys they neither originate nor replicate in the plan."""
+    def drop_stale_copies(self, servers: set[int] | None = None) -> None:
+        """Agents (all, or ``servers``) drop copies of keys they neither originate nor replicate
+        in the plan."""
         if self.agents is None:
             return
         plan = self.controller.plan
-        for server, keys in self.agents.holdings().items():
+        for server, keys in self.agents.holdings(servers).items():
             for key in keys:
                 kp = plan.keys.get(key)
                 if self.ring.origin(key) == server or (kp is not None and server in kp.holders):
@@ -261,8 +281,11 @@ class Runtime:
         began = time.perf_counter()
         errors_before = self.driver.agent_errors
         error = ""
+        events: list[str] = []
         ops: list[Operation] = []
         try:
+            if not self.observe_only:
+                events = self.watch()
             if self.observe_only:
                 report = self._observe()
             else:
@@ -295,7 +318,10 @@ class Runtime:
             agent_errors=self.driver.agent_errors - errors_before,
             period_ms=(time.perf_counter() - began) * 1000.0,
             error=error,
+            down=sorted(self.membership.down),
+            events=events,
         )
+        self.controller.excluded = frozenset()  # a restarted server is placed again next period
         if report is not None:
             self._save_state()
         LOG.info("%s", metrics.line())
@@ -304,17 +330,109 @@ class Runtime:
             self.metrics.flush()
         return metrics
 
+    # -- failure detection (docs/controller_runtime.md "Failure detection") ----------------------
+
+    def watch(self) -> list[str]:
+        """Feed the failure detector one period (packets sent to each server, its replies, its
+        agent's ping) and act on what changed: a dead server's requests are refused by the switch
+        and it leaves every replica set (this period's plan); a restarted one leaves them too (its
+        copies are invalid) and is placed again from the next period; a server that comes back
+        gets its stale copies dropped and its hot keys restored before its requests flow again."""
+        sent = self.driver.read_load_counters()
+        replies = self.driver.read_reply_counters()
+        probes = self.agents.ping() if self.agents is not None else None
+        observations = [
+            Observation(sent[s], replies[s], probes[s] if probes is not None else None)
+            for s in range(len(self.rack.servers))
+        ]
+        if probes is None:  # no agents at all: the counters alone speak
+            observations = [Observation(o.sent, o.replied, NO_PROBE) for o in observations]
+        changes = self.membership.observe(observations)
+        restarted: set[int] = set()
+        for change in changes:
+            self._act(change, restarted)
+        self._set_down()
+        self.controller.excluded = frozenset(restarted)
+        return [_event_text(c, self.rack) for c in changes]
+
+    def _act(self, change: Change, restarted: set[int]) -> None:
+        server, name = change.server, self.rack.servers[change.server].name
+        if change.event is Event.DOWN:
+            LOG.warning(
+                "server %s declared down: its requests are refused, it holds no replica", name
+            )
+            self.driver.apply([down_entry(EntryOp.ADD, self.controller.rack, server)])
+            return
+        if change.event is Event.RESTART or change.restarted:
+            LOG.warning("server %s restarted (incarnation %s)", name, change.incarnation)
+            restarted.add(server)
+            self.restore_origin(server)
+        if change.event is Event.UP:
+            self.drop_stale_copies({server})
+            self.driver.apply([down_entry(EntryOp.DELETE, self.controller.rack, server)])
+            LOG.warning("server %s is back: serving its keys again", name)
+
+    def _set_down(self) -> None:
+        down = self.membership.down
+        self.controller.down = down
+        if self.agents is not None:
+            self.agents.down = down
+
+    def restore_origin(self, origin: int) -> None:
+        """A restarted origin (memory backend: empty) gets each of its hot keys back from a
+        replica the switch counts as holding the latest completed version (``valid_ver`` >=
+        ``origin_ver`` > 0), before any Get reaches it through a DownTable entry's removal.
+        Keys with no such replica are lost with the origin's memory and logged as lost."""
+        if self.agents is None:
+            return
+        keys = [(k, kp) for k, kp in self.controller.plan.keys.items() if kp.origin == origin]
+        if not keys:
+            return
+        origin_ver = self.driver.read_register(names.REG_ORIGIN_VER)
+        valid = self.driver.read_register(names.REG_VALID_VER)
+        m = len(self.rack.servers)
+        down = self.membership.down
+        restored = lost = 0
+        for key, kp in keys:
+            ov = origin_ver[kp.slot]
+            base = names.valid_base(kp.slot, m)
+            sources = [s for s in kp.replicas if s not in down and ov and valid[base + s] >= ov]
+            for source in sources:
+                try:
+                    if self.agents.restore(key, origin, source):
+                        restored += 1
+                        break
+                except ControlError as exc:
+                    LOG.warning("restore %s from server %d: %s", key.hex(), source, exc)
+            else:
+                lost += 1 if ov else 0
+        LOG.warning(
+            "server %s restarted: %d hot keys restored from replicas, %d without a valid replica",
+            self.rack.servers[origin].name,
+            restored,
+            lost,
+        )
+
     def _retry_pushes(self, done: list[Operation]) -> None:
         """Push again the keys whose push failed in an earlier period and that are still hot with
-        replicas (to the replicas they have now); those this period pushed are not repeated."""
+        replicas (to the replicas they have now); those this period pushed are not repeated. A
+        key whose origin is down is not pushed (it cannot SYNC), and a push is given up after
+        :data:`PUSH_ATTEMPTS` periods (its replicas stay invalid; the key's next write makes them
+        valid through its UPDATE copies)."""
         pushed = {op.key for op in done if isinstance(op, PushRequest)}
         plan = self.controller.plan.keys
+        down = self.membership.down
         retry: list[Operation] = []
         for key in list(self.driver.failed_pushes):
             kp = plan.get(key)
-            if kp is None or not kp.replicas:
+            attempts = self.push_attempts.get(key, 0)
+            if kp is None or not kp.replicas or kp.origin in down or attempts >= PUSH_ATTEMPTS:
+                if kp is not None and kp.replicas and attempts >= PUSH_ATTEMPTS:
+                    LOG.warning("push of %s given up after %d attempts", key.hex(), attempts)
                 del self.driver.failed_pushes[key]
+                self.push_attempts.pop(key, None)
             elif key not in pushed:
+                self.push_attempts[key] = attempts + 1
                 retry.append(PushRequest(key, kp.origin, kp.replicas))
         if retry:
             LOG.info("retrying %d pushes", len(retry))
@@ -372,6 +490,13 @@ class Runtime:
         tmp = self.state_file.with_suffix(".tmp")
         tmp.write_text(json.dumps(state) + "\n")
         tmp.replace(self.state_file)
+
+
+def _event_text(change: Change, rack: RackFile) -> str:
+    name = rack.servers[change.server].name
+    if change.event is Event.UP and change.restarted:
+        return f"{name}:up-restarted"
+    return f"{name}:{change.event.value}"
 
 
 def _observations(raw: Any) -> dict[bytes, float]:

@@ -100,6 +100,23 @@ class AgentControl:
     def ping(self) -> int:
         return int(self.request(cmd="ping")["port"])
 
+    def incarnation(self) -> int:
+        """The random number the agent picked at start: a new one means it restarted."""
+        value = self.request(cmd="ping").get("incarnation")
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            raise ControlError(f"agent {self.addr}: ping without an incarnation")
+        return value
+
+    def item(self, key: bytes | str) -> SyncedItem | None:
+        """The agent's own live copy of ``key`` with its version (read locally, no SYNC); None
+        if it holds none. Used to restore an origin that restarted empty from a valid replica."""
+        answer = self.request(cmd="item", key_hex=p.pad_key(key).hex())
+        if not answer.get("found"):
+            return None
+        return SyncedItem(
+            bytes.fromhex(answer["value_hex"]), int(answer["epoch"]), int(answer["ver"])
+        )
+
     def sync(self, key: bytes | str) -> SyncedItem:
         """The origin SYNCs ``key`` through the switch and hands back its value and new version."""
         answer = self.request(cmd="sync", key_hex=p.pad_key(key).hex())

@@ -13,6 +13,7 @@ import contextlib
 import errno
 import json
 import os
+import secrets
 import socket
 import socketserver
 import stat
@@ -51,6 +52,9 @@ class AgentServer:
         self.config = config
         self.lock = threading.Lock()
         self._stop = threading.Event()
+        # A random number picked at start: the controller's ping sees a restart, however fast, as
+        # a new incarnation (docs/controller_runtime.md "Failure detection"). Never 0.
+        self.incarnation = secrets.randbits(63) or 1
         self._threads: list[threading.Thread] = []
         self.udp, self._tcp = self._bind_kvs_port(config)
         self.port = self.udp.getsockname()[1]
@@ -166,7 +170,7 @@ class AgentServer:
         cmd = request.get("cmd")
         try:
             if cmd == "ping":
-                return {"ok": True, "port": self.port}
+                return {"ok": True, "port": self.port, "incarnation": self.incarnation}
             if cmd == "stats":
                 with self.lock:
                     stats = dict(self.core.stats)
@@ -181,6 +185,18 @@ class AgentServer:
                     if it.live or cmd == "versions"
                 ]
                 return {"ok": True, "keys": rows}
+            if cmd == "item":
+                with self.lock:
+                    item = self.core.backend.get(_key_of(request))
+                if item is None or not item.live:
+                    return {"ok": True, "found": False}
+                return {
+                    "ok": True,
+                    "found": True,
+                    "value_hex": item.value.hex(),
+                    "epoch": item.epoch,
+                    "ver": item.ver,
+                }
             if cmd == "remove":
                 key = _key_of(request)
                 with self.lock:
