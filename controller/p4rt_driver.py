@@ -35,6 +35,7 @@ from thrift.protocol import TBinaryProtocol, TMultiplexedProtocol
 from thrift.transport import TSocket, TTransport
 
 from kvswitch import protocol as p
+from kvswitch.agent.control import NotHeld
 from kvswitch.controller import names
 from kvswitch.controller.driver import Driver
 from kvswitch.controller.ops import (
@@ -552,6 +553,9 @@ class P4RuntimeDriver(Driver):
             elif isinstance(op, RemoveRequest):
                 for server in op.servers:
                     self.agents.remove(op.key, server)
+        except NotHeld:  # nothing to push: the key's next write validates its replicas
+            LOG.info("push of %s: its origin holds no copy (not retried)", op.key.hex())
+            self.failed_pushes.pop(op.key, None)
         except Exception as exc:  # the switch is already consistent; replicas stay invalid (safe)
             self.agent_errors += 1
             if isinstance(op, PushRequest):

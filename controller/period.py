@@ -172,7 +172,9 @@ class Controller:
         cfg = self.config
         observed = merge_observations(hot, pipe)
         predicted = self.predictor.update(observed)
-        threshold = self.threshold.update(loads)
+        # a dead server's load (0: its requests are refused) says nothing about the balance
+        live = [x for s, x in enumerate(loads) if s not in self.down]
+        threshold = self.threshold.update(live or loads)
         origins = [self.origin_of(key) for key, _ in predicted]
         measured = key_write_ratios(hot, writes or {})
         cold = cold_load_estimate(

@@ -305,11 +305,13 @@ class Runtime:
         plan = self.controller.plan
         counts = OpCounts.of(ops)
         loads = report.loads if report is not None else []
+        down = self.membership.down
+        live = [x for s, x in enumerate(loads) if s not in down]  # lambda of the servers up
         metrics = Metrics(
             period=self.periods,
             time=time.time(),
-            lambda_=imbalance(loads),
-            max_mean=max_over_mean(loads),
+            lambda_=imbalance(live),
+            max_mean=max_over_mean(live),
             threshold=report.threshold if report is not None else 0.0,
             hot_keys=len(plan.keys),
             replicas=sum(len(kp.replicas) for kp in plan.keys.values()),

@@ -25,6 +25,15 @@ class ControlError(RuntimeError):
     """The agent refused a control request, or the connection failed."""
 
 
+class NotHeld(ControlError):
+    """The agent holds no live copy of the key (``sync`` of a key its origin does not have: never
+    written, deleted, or lost with a restarted memory backend). Not worth retrying: the key's next
+    write reaches its replicas through the switch's UPDATE copies."""
+
+
+NOT_HELD = "key not held here"  # the agent's error text for NotHeld
+
+
 @dataclass(frozen=True, slots=True)
 class SyncedItem:
     """An origin's value with the version the switch stamped for it (the ``sync`` answer)."""
@@ -94,6 +103,8 @@ class AgentControl:
                 raise ControlError(f"control connection to {self.addr}: {exc}") from exc
         if not isinstance(answer, dict) or not answer.get("ok"):
             error = answer.get("error") if isinstance(answer, dict) else answer
+            if error == NOT_HELD:
+                raise NotHeld(f"agent {self.addr}: {NOT_HELD}")
             raise ControlError(f"agent {self.addr} refused {fields.get('cmd')}: {error}")
         return answer
 

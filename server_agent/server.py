@@ -25,6 +25,7 @@ from typing import Any
 
 from kvswitch import protocol as p
 from kvswitch.agent.backends import BackendError
+from kvswitch.agent.control import NOT_HELD
 from kvswitch.agent.core import Addr, AgentCore, Output
 
 _TCP_READ_LIMIT = p.HEADER_LEN + 0xFFFF
@@ -218,14 +219,14 @@ class AgentServer:
         replicas over their control channels)."""
         with self.lock:
             if not self.core.holds(key):
-                return {"ok": False, "error": "key not held here"}
+                return {"ok": False, "error": NOT_HELD}
         for _ in range(max(1, self.config.sync_attempts)):
             with self.lock:
                 pending, out = self.core.start_sync(key)
             self.send(out)
             if pending.done.wait(self.config.sync_timeout):
                 if not pending.found:
-                    return {"ok": False, "error": "key not held here"}
+                    return {"ok": False, "error": NOT_HELD}
                 epoch, ver = pending.version or (0, 0)
                 return {"ok": True, "epoch": epoch, "ver": ver, "value_hex": pending.value.hex()}
         with self.lock:
