@@ -34,6 +34,7 @@ from kvswitch.controller.ops import (
     OpCounts,
     Operation,
     PushRequest,
+    RegisterWrite,
     TableEntry,
 )
 from kvswitch.controller.p4rt_driver import DriverError, P4RuntimeDriver
@@ -364,11 +365,14 @@ class Runtime:
                 "server %s declared down: its requests are refused, it holds no replica", name
             )
             self.driver.apply([down_entry(EntryOp.ADD, self.controller.rack, server)])
+            self.driver.apply(self.adopt_replica_versions(server))
             return
         if change.event is Event.RESTART or change.restarted:
             LOG.warning("server %s restarted (incarnation %s)", name, change.incarnation)
             restarted.add(server)
-            self.restore_origin(server)
+        # a restarted origin lost its memory; one that was only unreachable may have missed the
+        # version its replicas hold (adopt_replica_versions): both get it back, newer only
+        self.restore_origin(server)
         if change.event is Event.UP:
             self.drop_stale_copies({server})
             self.driver.apply([down_entry(EntryOp.DELETE, self.controller.rack, server)])
@@ -379,6 +383,29 @@ class Runtime:
         self.controller.down = down
         if self.agents is not None:
             self.agents.down = down
+
+    def adopt_replica_versions(self, origin: int) -> list[Operation]:
+        """For each hot key of a dead origin whose replicas confirmed a write the origin never
+        reported (it died with the write in flight: ``valid_ver`` > ``origin_ver``), take the
+        newest such version as the key's latest completed one. That write was never acknowledged,
+        so making it visible is allowed (it was pending), and it must be: rule 6 drops every reply
+        of a replica holding it, so the key's Gets would time out instead of being served. The
+        origin gets that version back when it returns (:meth:`restore_origin`)."""
+        keys = [kp for kp in self.controller.plan.keys.values() if kp.origin == origin]
+        if not any(kp.replicas for kp in keys):
+            return []
+        origin_ver = self.driver.read_register(names.REG_ORIGIN_VER)
+        valid = self.driver.read_register(names.REG_VALID_VER)
+        m = len(self.rack.servers)
+        ops: list[Operation] = []
+        for kp in keys:
+            base = names.valid_base(kp.slot, m)
+            newest = max((valid[base + s] for s in kp.replicas), default=0)
+            if origin_ver[kp.slot] and newest > origin_ver[kp.slot]:
+                ops.append(RegisterWrite(names.REG_ORIGIN_VER, kp.slot, newest))
+        if ops:
+            LOG.warning("%d hot keys take their replicas' newer, unreported version", len(ops))
+        return ops
 
     def restore_origin(self, origin: int) -> None:
         """A restarted origin (memory backend: empty) gets each of its hot keys back from a
@@ -402,6 +429,9 @@ class Runtime:
             for source in sources:
                 try:
                     if self.agents.restore(key, origin, source):
+                        LOG.info(
+                            "restored %s on server %d from server %d", key.hex(), origin, source
+                        )
                         restored += 1
                         break
                 except ControlError as exc:
@@ -409,7 +439,7 @@ class Runtime:
             else:
                 lost += 1 if ov else 0
         LOG.warning(
-            "server %s restarted: %d hot keys restored from replicas, %d without a valid replica",
+            "server %s back: %d hot keys restored from replicas, %d without a valid replica",
             self.rack.servers[origin].name,
             restored,
             lost,

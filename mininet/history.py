@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kvswitch.client import Client, KvsError
+from kvswitch.client import Client, KvsError, Unavailable
 from kvswitch.protocol import pad_key
 
 
@@ -66,6 +66,8 @@ def worker(plan: Plan, tag: str, seed: int, ops: list[dict[str, Any]]) -> None:
                 try:
                     kv.set(key, value)
                     ret: float | None = time.monotonic()
+                except Unavailable:  # refused by the switch: applied nowhere, no effect to check
+                    continue
                 except (KvsError, TimeoutError):
                     ret = None
                 ops.append({"kind": "set", "key": wire, "call": call, "ret": ret,

@@ -429,12 +429,20 @@ class Rack:
         finally:
             control.close()
 
-    def kill_agent(self, name: str) -> None:
-        """SIGKILL the agent of server ``name`` (by its PID): no goodbye, its memory is gone."""
+    def kill_agent(self, name: str) -> list[str]:
+        """SIGKILL the agent of server ``name`` (by its PID): no goodbye, its memory is gone.
+        Returns the keys (hex) it held live just before."""
+        held: list[str] = []
+        with (
+            contextlib.suppress(ControlError),
+            AgentControl.at(f"unix:{self.run_dir / (name + '.ctl')}", 0.5) as control,
+        ):
+            held = [k.hex() for k in control.keys()]  # noqa: SIM118 (an agent call)
         proc = self.agents.pop(name)
         os.kill(proc.popen.pid, signal.SIGKILL)
         proc.popen.wait()
         self.procs.remove(proc)
+        return held
 
     def controller_command(self) -> list[str]:
         o = self.opts
@@ -622,13 +630,18 @@ class Rack:
 
     def server_event(self, event: ServerEvent, elapsed: float) -> dict[str, Any]:
         """Kill or restart a server's agent now; what happened, when (Unix time)."""
+        record: dict[str, Any] = {"action": event.action, "server": event.server}
         if event.action == "kill":
-            self.kill_agent(event.server)
+            record["held"] = self.kill_agent(event.server)
+            record["time"], record["mono"] = time.time(), time.monotonic()
         else:
+            # started (Unix and monotonic time: the histories'); "ready": its control answers
+            record["time"], record["mono"] = time.time(), time.monotonic()
             self.start_agent(event.server)
             self.wait_agent(event.server)
+            record["ready"] = time.time()
         self.echo(f"rack: {event.action} {event.server} at {elapsed:.2f} s")
-        return {"action": event.action, "server": event.server, "time": time.time()}
+        return record
 
     def agent_versions(self) -> dict[str, dict[str, list[Any]]]:
         """Every running agent's stored versions (key hex -> [epoch, ver, live]) over its
