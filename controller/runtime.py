@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from kvswitch import protocol as p
-from kvswitch.agent.control import ControlError
+from kvswitch.agent.control import ControlError, KeyVersion
 from kvswitch.controller import names
 from kvswitch.controller.agents import AgentPool
 from kvswitch.controller.membership import NO_PROBE, Change, Event, Membership, Observation
@@ -195,7 +195,8 @@ class Runtime:
             LOG.info("observe-only: removing %d hot keys", len(self.controller.plan.keys))
             self.driver.apply(diff(self.controller.plan, self._empty(), self.controller.rack))
             self.controller.plan = self._empty()
-        self.drop_stale_copies()
+        held = self.drop_stale_copies()
+        self.invalidate_missing_copies(held)
         self.push_unconfirmed()
         LOG.info(
             "started: epoch %d, %d servers, %d slots, %d hot keys held",
@@ -258,13 +259,32 @@ class Runtime:
             LOG.info("recover: pushing %d hot keys whose replicas are not valid", len(pushes))
             self.driver.apply(pushes)
 
-    def drop_stale_copies(self, servers: set[int] | None = None) -> None:
+    def invalidate_missing_copies(self, held: dict[int, dict[bytes, KeyVersion]]) -> None:
+        """A replica of the recovered plan whose agent answered but holds no live copy of the key
+        (it restarted while no controller watched, so no incarnation change was seen) gets its
+        ``valid_ver`` cell zeroed: no Get is redirected to it, and :meth:`push_unconfirmed` pushes
+        the key again."""
+        m = len(self.rack.servers)
+        zero: list[Operation] = [
+            RegisterWrite(names.REG_VALID_VER, names.valid_base(kp.slot, m) + s, 0)
+            for key, kp in self.controller.plan.keys.items()
+            for s in kp.replicas
+            if s in held and key not in held[s]
+        ]
+        if zero:
+            LOG.warning("recover: %d replicas hold no copy of their key: invalidated", len(zero))
+            self.driver.apply(zero)
+
+    def drop_stale_copies(
+        self, servers: set[int] | None = None
+    ) -> dict[int, dict[bytes, KeyVersion]]:
         """Agents (all, or ``servers``) drop copies of keys they neither originate nor replicate
-        in the plan."""
+        in the plan; returns what each reachable agent held live before."""
         if self.agents is None:
-            return
+            return {}
         plan = self.controller.plan
-        for server, keys in self.agents.holdings(servers).items():
+        holdings = self.agents.holdings(servers)
+        for server, keys in holdings.items():
             for key in keys:
                 kp = plan.keys.get(key)
                 if self.ring.origin(key) == server or (kp is not None and server in kp.holders):
@@ -274,6 +294,7 @@ class Runtime:
                     LOG.info("server %d: dropped a stale copy of %s", server, key.hex())
                 except Exception as exc:  # logged; the copy is never served (no table uses it)
                     LOG.warning("server %d: cannot drop %s: %s", server, key.hex(), exc)
+        return holdings
 
     # -- periods ------------------------------------------------------------------------------------
 

@@ -265,3 +265,38 @@ def test_dead_replica_refused_and_restarted_origin_restored(
     finally:
         pool.close()
         bridge.close()
+
+
+def test_restarted_controller_repushes_a_replica_that_lost_its_copy(
+    live_switch: LiveSwitch, program: Program, loopback_rack: tuple[RackFile, list[AgentServer]]
+) -> None:
+    """A replica's agent restarted while no controller ran (no incarnation change seen): the next
+    controller finds it holds no copy, zeroes its valid_ver cell and pushes the key again."""
+    rack, agents = loopback_rack
+    bridge = Bridge(live_switch.device, rack)
+    pool = AgentPool(rack, timeout=5.0)
+    try:
+        with P4RuntimeDriver(live_switch.address, program, rack.rack(), pool) as drv:
+            runtime = Runtime(drv, rack, ControllerConfig(k=8, t0=20.0), agents=pool)
+            runtime.start()
+            kp, ver = _replicate_hot(live_switch, drv, runtime, agents)
+            lost = kp.replicas[0]
+            assert agents[lost].core.remove_local(HOT)
+        with P4RuntimeDriver(live_switch.address, program, rack.rack(), pool) as drv:
+            again = Runtime(drv, rack, ControllerConfig(k=8, t0=20.0), agents=pool)
+            again.start()
+            for _ in range(3):  # a push can time out on a loaded machine: retried, as periods do
+                if agents[lost].core.backend.get(HOT) is not None:
+                    break
+                again.push_unconfirmed()
+            item = agents[lost].core.backend.get(HOT)
+            assert item is not None and item.value == b"hot value" and item.ver > ver
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline:
+                if drv.read_register(names.REG_VALID_VER)[kp.slot * SERVERS + lost] == item.ver:
+                    break
+                time.sleep(0.05)
+            assert drv.read_register(names.REG_VALID_VER)[kp.slot * SERVERS + lost] == item.ver
+    finally:
+        pool.close()
+        bridge.close()
