@@ -5,6 +5,7 @@ P4 pipeline, driven over the agents' Unix control sockets. Then Gets of the key 
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 import time
@@ -154,6 +155,26 @@ def _stop_agent(agent: AgentServer, pool: AgentPool) -> None:
             control.close()
 
 
+@contextlib.contextmanager
+def _control(
+    live_switch: LiveSwitch, rack: RackFile, probe_timeout: float = 0.5
+) -> Iterator[tuple[AgentPool, Bridge]]:
+    """The agents' control pool, and the switch bridged to the agents' sockets meanwhile."""
+    bridge = Bridge(live_switch.device, rack)
+    pool = AgentPool(rack, timeout=5.0, probe_timeout=probe_timeout)
+    try:
+        yield pool, bridge
+    finally:
+        pool.close()
+        bridge.close()
+
+
+def _started(drv: P4RuntimeDriver, rack: RackFile, pool: AgentPool, t0: float = 20.0) -> Runtime:
+    runtime = Runtime(drv, rack, ControllerConfig(k=8, t0=t0), agents=pool)
+    runtime.start()
+    return runtime
+
+
 def _replicate_hot(
     live_switch: LiveSwitch, drv: P4RuntimeDriver, runtime: Runtime, agents: list[AgentServer]
 ) -> tuple[KeyPlan, int]:
@@ -189,22 +210,18 @@ def test_push_through_the_switch_with_real_agents(
     live_switch: LiveSwitch, program: Program, loopback_rack: tuple[RackFile, list[AgentServer]]
 ) -> None:
     rack, agents = loopback_rack
-    bridge = Bridge(live_switch.device, rack)
-    pool = AgentPool(rack, timeout=5.0)
-    try:
-        with P4RuntimeDriver(live_switch.address, program, rack.rack(), pool) as drv:
-            runtime = Runtime(drv, rack, ControllerConfig(k=8, t0=20.0), agents=pool)
-            runtime.start()
-            origin = runtime.ring.origin(HOT)
-            kp, _ = _replicate_hot(live_switch, drv, runtime, agents)
-            ports = set()
-            for i in range(3 * len(kp.holders)):
-                out = live_switch.device.process(9, get_frame(rack, HOT, origin, seq=100 + i))
-                ports |= {port for port, _ in out}
-            assert ports == {rack.servers[s].port for s in kp.holders}
-    finally:
-        pool.close()
-        bridge.close()
+    with (
+        _control(live_switch, rack) as (pool, _),
+        P4RuntimeDriver(live_switch.address, program, rack.rack(), pool) as drv,
+    ):
+        runtime = _started(drv, rack, pool)
+        origin = runtime.ring.origin(HOT)
+        kp, _ = _replicate_hot(live_switch, drv, runtime, agents)
+        ports = set()
+        for i in range(3 * len(kp.holders)):
+            out = live_switch.device.process(9, get_frame(rack, HOT, origin, seq=100 + i))
+            ports |= {port for port, _ in out}
+        assert ports == {rack.servers[s].port for s in kp.holders}
 
 
 def test_dead_replica_refused_and_restarted_origin_restored(
@@ -216,55 +233,51 @@ def test_dead_replica_refused_and_restarted_origin_restored(
     the origin's agent restarts empty -> its new incarnation is seen at the next period and the
     hot key is restored into it from the valid replica; the dead agent comes back -> up again."""
     rack, agents = loopback_rack
-    bridge = Bridge(live_switch.device, rack)
-    pool = AgentPool(rack, timeout=5.0, probe_timeout=0.3)
-    try:
-        with P4RuntimeDriver(live_switch.address, program, rack.rack(), pool) as drv:
-            runtime = Runtime(drv, rack, ControllerConfig(k=8, t0=10.0), agents=pool)
-            runtime.start()
-            kp, ver = _replicate_hot(live_switch, drv, runtime, agents)
-            dead, alive = kp.replicas[0], kp.replicas[-1]
-            assert dead != alive, kp
-            _stop_agent(agents[dead], pool)
+    with (
+        _control(live_switch, rack, 0.3) as (pool, bridge),
+        P4RuntimeDriver(live_switch.address, program, rack.rack(), pool) as drv,
+    ):
+        runtime = _started(drv, rack, pool, 10.0)
+        kp, ver = _replicate_hot(live_switch, drv, runtime, agents)
+        dead, alive = kp.replicas[0], kp.replicas[-1]
+        assert dead != alive, kp
+        _stop_agent(agents[dead], pool)
 
-            def period() -> Metrics:  # HOT stays hot: 60 Gets a period, answered by the agents
-                for i in range(60):
-                    for _, raw in live_switch.device.process(9, get_frame(rack, HOT, kp.origin, i)):
-                        bridge.deliver(raw)
-                time.sleep(0.2)  # the replies cross the switch (ReplycountTable)
-                return runtime.period()
+        def period() -> Metrics:  # HOT stays hot: 60 Gets a period, answered by the agents
+            for i in range(60):
+                for _, raw in live_switch.device.process(9, get_frame(rack, HOT, kp.origin, i)):
+                    bridge.deliver(raw)
+            time.sleep(0.2)  # the replies cross the switch (ReplycountTable)
+            return runtime.period()
 
-            assert period().events == []  # one missed period: suspect only
-            m = period()
-            assert m.events == [f"s{dead}:down"] and m.down == [dead], m
-            assert drv.read_down() == {dead}
-            assert dead not in runtime.controller.plan.keys[HOT].holders
-            assert drv.read_register(names.REG_VALID_VER)[kp.slot * SERVERS + dead] == 0
-            cold = next(
-                k for i in range(1000) if runtime.ring.origin(k := p.pad_key(b"c%d" % i)) == dead
-            )
-            out = live_switch.device.process(9, get_frame(rack, cold, dead, seq=5))
-            assert [port for port, _ in out] == [rack.clients[0].port]
-            reply = p.Message.decode(bytes(Ether(out[0][1])[UDP].payload))
-            assert (reply.op, reply.status, reply.seq) == (p.Op.GET_REPLY, p.Status.UNAVAILABLE, 5)
+        assert period().events == []  # one missed period: suspect only
+        m = period()
+        assert m.events == [f"s{dead}:down"] and m.down == [dead], m
+        assert drv.read_down() == {dead}
+        assert dead not in runtime.controller.plan.keys[HOT].holders
+        assert drv.read_register(names.REG_VALID_VER)[kp.slot * SERVERS + dead] == 0
+        cold = next(
+            k for i in range(1000) if runtime.ring.origin(k := p.pad_key(b"c%d" % i)) == dead
+        )
+        out = live_switch.device.process(9, get_frame(rack, cold, dead, seq=5))
+        assert [port for port, _ in out] == [rack.clients[0].port]
+        reply = p.Message.decode(bytes(Ether(out[0][1])[UDP].payload))
+        assert (reply.op, reply.status, reply.seq) == (p.Op.GET_REPLY, p.Status.UNAVAILABLE, 5)
 
-            origin = kp.origin
-            _stop_agent(agents[origin], pool)
-            agents[origin] = _start_agent(rack, origin)
-            m = period()
-            assert m.events == [f"s{origin}:restart"], m
-            item = agents[origin].core.backend.get(HOT)
-            assert item is not None and (item.value, item.ver) == (b"hot value", ver)
+        origin = kp.origin
+        _stop_agent(agents[origin], pool)
+        agents[origin] = _start_agent(rack, origin)
+        m = period()
+        assert m.events == [f"s{origin}:restart"], m
+        item = agents[origin].core.backend.get(HOT)
+        assert item is not None and (item.value, item.ver) == (b"hot value", ver)
 
-            agents[dead] = _start_agent(rack, dead)
-            m = period()
-            assert m.events == [f"s{dead}:up-restarted"] and m.down == [], m
-            assert drv.read_down() == set()
-            out = live_switch.device.process(9, get_frame(rack, cold, dead, seq=6))
-            assert [port for port, _ in out] == [rack.servers[dead].port]
-    finally:
-        pool.close()
-        bridge.close()
+        agents[dead] = _start_agent(rack, dead)
+        m = period()
+        assert m.events == [f"s{dead}:up-restarted"] and m.down == [], m
+        assert drv.read_down() == set()
+        out = live_switch.device.process(9, get_frame(rack, cold, dead, seq=6))
+        assert [port for port, _ in out] == [rack.servers[dead].port]
 
 
 def test_restarted_controller_repushes_a_replica_that_lost_its_copy(
@@ -273,18 +286,14 @@ def test_restarted_controller_repushes_a_replica_that_lost_its_copy(
     """A replica's agent restarted while no controller ran (no incarnation change seen): the next
     controller finds it holds no copy, zeroes its valid_ver cell and pushes the key again."""
     rack, agents = loopback_rack
-    bridge = Bridge(live_switch.device, rack)
-    pool = AgentPool(rack, timeout=5.0)
-    try:
+    with _control(live_switch, rack) as (pool, _):
         with P4RuntimeDriver(live_switch.address, program, rack.rack(), pool) as drv:
-            runtime = Runtime(drv, rack, ControllerConfig(k=8, t0=20.0), agents=pool)
-            runtime.start()
+            runtime = _started(drv, rack, pool)
             kp, ver = _replicate_hot(live_switch, drv, runtime, agents)
             lost = kp.replicas[0]
             assert agents[lost].core.remove_local(HOT)
         with P4RuntimeDriver(live_switch.address, program, rack.rack(), pool) as drv:
-            again = Runtime(drv, rack, ControllerConfig(k=8, t0=20.0), agents=pool)
-            again.start()
+            again = _started(drv, rack, pool)
             for _ in range(3):  # a push can time out on a loaded machine: retried, as periods do
                 if agents[lost].core.backend.get(HOT) is not None:
                     break
@@ -297,6 +306,3 @@ def test_restarted_controller_repushes_a_replica_that_lost_its_copy(
                     break
                 time.sleep(0.05)
             assert drv.read_register(names.REG_VALID_VER)[kp.slot * SERVERS + lost] == item.ver
-    finally:
-        pool.close()
-        bridge.close()
