@@ -364,13 +364,10 @@ class Runtime:
         gets its stale copies dropped and its hot keys restored before its requests flow again."""
         sent = self.driver.read_load_counters()
         replies = self.driver.read_reply_counters()
-        probes = self.agents.ping() if self.agents is not None else None
-        observations = [
-            Observation(sent[s], replies[s], probes[s] if probes is not None else None)
-            for s in range(len(self.rack.servers))
-        ]
-        if probes is None:  # no agents at all: the counters alone speak
-            observations = [Observation(o.sent, o.replied, NO_PROBE) for o in observations]
+        m = len(self.rack.servers)
+        # without agents nothing can be pinged (nor shown back): such servers are not monitored
+        probes = self.agents.ping() if self.agents is not None else [NO_PROBE] * m
+        observations = [Observation(sent[s], replies[s], probes[s]) for s in range(m)]
         changes = self.membership.observe(observations)
         restarted: set[int] = set()
         for change in changes:
