@@ -6,8 +6,6 @@ KVS_ERR_UNAVAILABLE is tested in client_lib/c/tests/test_client.c."""
 from __future__ import annotations
 
 import asyncio
-import socket
-import threading
 import time
 from collections.abc import Iterator
 
@@ -15,36 +13,21 @@ import pytest
 
 from kvswitch import protocol as p
 from kvswitch.client import AsyncClient, Client, Request, ServerError, Unavailable
+from tests.hosts.conftest import fake_server
 
 
 def _serve(ignore_first: bool) -> Iterator[tuple[str, int]]:
     """Answers every request UNAVAILABLE, as the switch does; with ``ignore_first``, only from
     the second datagram of each request id on (the first one was "lost")."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    sock.bind(("127.0.0.1", 0))
-    sock.settimeout(0.1)
-    stop = threading.Event()
     seen: set[tuple[int, int]] = set()
 
-    def serve() -> None:
-        while not stop.is_set():
-            try:
-                data, src = sock.recvfrom(65535)
-            except TimeoutError:
-                continue
-            req = p.Message.decode(data)
-            if ignore_first and (req.cid, req.seq) not in seen:
-                seen.add((req.cid, req.seq))
-                continue
-            reply = req.reply(p.REPLY_OF[p.Op(req.op)], p.Status.UNAVAILABLE)
-            sock.sendto(reply.encode(), src)
+    def answer(req: p.Message) -> p.Message | None:
+        if ignore_first and (req.cid, req.seq) not in seen:
+            seen.add((req.cid, req.seq))
+            return None
+        return req.reply(p.REPLY_OF[p.Op(req.op)], p.Status.UNAVAILABLE)
 
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    yield sock.getsockname()
-    stop.set()
-    thread.join()
-    sock.close()
+    yield from fake_server(answer)
 
 
 @pytest.fixture
