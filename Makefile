@@ -9,8 +9,12 @@ SYSPY ?= /usr/bin/python3
 APT_PACKAGES := python3-venv python3-dev build-essential pkg-config memcached redis-server \
 	libcmocka-dev tcpdump ethtool iproute2 mininet
 STAMP := $(VENV)/.installed
+# p4runtime-shell pins an old protobuf that cannot share .venv with finsy: its own venv, which the
+# tests run as a subprocess (tests/runtime/test_p4runtime_shell.py)
+P4RTSH := $(ROOT)/.venv-p4rtsh
+P4RTSH_STAMP := $(P4RTSH)/.installed
 
-.PHONY: help deps venv install test test-py test-c lint c demo bench sim clean install-c
+.PHONY: help deps venv install p4rtsh test test-py test-c lint c demo bench sim clean install-c tofino
 
 help:
 	@echo "make demo     start a rack on the software switch, run a skewed workload, plot the balance"
@@ -19,6 +23,7 @@ help:
 	@echo "make c        build the C client library and load generator"
 	@echo "make bench    run the benchmarks (prints figures)"
 	@echo "make sim      reproduce the paper's figures with the simulator (writes results/)"
+	@echo "make tofino   compile p4src/kvswitch_tna.p4 for Tofino (needs a Tofino P4 compiler on PATH)"
 
 # System packages (Debian/Ubuntu, as root). Skipped when everything is already there.
 deps:
@@ -36,6 +41,13 @@ $(STAMP): pyproject.toml | deps
 
 venv install: $(STAMP)
 
+$(P4RTSH_STAMP): | deps
+	test -x $(P4RTSH)/bin/python || $(SYSPY) -m venv $(P4RTSH)
+	$(P4RTSH)/bin/pip install -q 'p4runtime-shell==0.0.6'
+	touch $@
+
+p4rtsh: $(P4RTSH_STAMP)
+
 c: deps
 	$(MAKE) -C client_lib/c
 
@@ -46,7 +58,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-test-py: $(STAMP) c
+test-py: $(STAMP) c $(P4RTSH_STAMP)
 	$(PY) -m pytest -q
 
 test-c: c
@@ -62,6 +74,23 @@ sim: $(STAMP)
 
 demo: $(STAMP) c
 	$(PY) -m kvswitch demo
+
+# The TNA build for Tofino hardware: bf-p4c (Intel's SDE) or p4c built with its open-source
+# backends/tofino (the `p4c --target tofino` driver). P4Info with standard externs, as Stratum
+# wants (docs/tofino.md). Not part of `make test`: tests/dataplane/test_tofino_compile.py runs the
+# same compile when a compiler is on PATH and skips with a message otherwise.
+TOFINO_P4C ?= $(shell command -v bf-p4c 2>/dev/null || (command -v p4c >/dev/null 2>&1 && p4c --target tofino --arch tna --version >/dev/null 2>&1 && command -v p4c))
+TOFINO_OUT ?= build/tofino
+tofino:
+	@if [ -z "$(TOFINO_P4C)" ]; then \
+		echo "make tofino: no Tofino P4 compiler found (bf-p4c, or p4c built with backends/tofino);"; \
+		echo "  nothing compiled. The software switch runs p4src/kvswitch_tna.p4 without one."; \
+		exit 2; \
+	fi
+	mkdir -p $(TOFINO_OUT)
+	$(TOFINO_P4C) --std p4-16 --target tofino --arch tna -I p4src \
+		--p4runtime-files $(TOFINO_OUT)/kvswitch_tna.p4info.txtpb --p4runtime-force-std-externs \
+		-o $(TOFINO_OUT) p4src/kvswitch_tna.p4
 
 clean:
 	rm -rf build *.egg-info .pytest_cache results

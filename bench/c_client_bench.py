@@ -12,7 +12,6 @@ in C independently of how fast the Python agent answers.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
@@ -28,6 +27,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from kvswitch import argtypes as t
 from kvswitch.client.client import Client, Request
 from kvswitch.client.errors import Timeout
 from kvswitch.paths import repo_root
@@ -194,19 +194,29 @@ def python_pipeline(port: int, keys: list[str], seconds: float, window: int) -> 
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="kvswitch bench c-client", description=__doc__)
-    ap.add_argument("--seconds", type=float, default=3.0, help="length of each run (default 3)")
+def build_parser() -> t.Parser:
+    ap = t.Parser(prog="kvswitch bench c-client", description=__doc__)
     ap.add_argument(
-        "--keys", type=int, default=1000, help="distinct keys, preloaded (default 1000)"
+        "--seconds", type=t.positive_float, default=3.0, help="length of each run (default 3)"
     )
     ap.add_argument(
-        "--rate", type=float, default=0, help="open-loop rate (default: 80%% of C closed loop)"
+        "--keys", type=t.positive_int, default=1000, help="distinct keys, preloaded (default 1000)"
     )
     ap.add_argument(
-        "--window", type=int, default=32, help="requests in flight, C and Python (default 32)"
+        "--rate",
+        type=t.nonneg_float,
+        default=0,
+        help="open-loop rate (default: 80%% of C closed loop)",
     )
-    ap.add_argument("--repeat", type=int, default=2, help="closed-loop rounds, best kept (2)")
+    ap.add_argument(
+        "--window",
+        type=t.positive_int,
+        default=32,
+        help="requests in flight, C and Python (default 32)",
+    )
+    ap.add_argument(
+        "--repeat", type=t.positive_int, default=2, help="closed-loop rounds, best kept (2)"
+    )
     ap.add_argument("--json", action="store_true", help="print the figures as JSON too")
     return ap
 

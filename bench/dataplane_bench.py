@@ -9,7 +9,7 @@ has three holders that all confirmed the current version, so two Gets in three a
 
 from __future__ import annotations
 
-import argparse
+import subprocess
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -17,6 +17,7 @@ from typing import Any
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
+from kvswitch import argtypes as t
 from kvswitch.paths import p4src_dir
 from kvswitch.protocol import KVS_PORT, Message, Op, pad_key
 
@@ -32,10 +33,13 @@ def _ip(text: str) -> int:
     return int.from_bytes(bytes(int(x) for x in text.split(".")), "big")
 
 
-def build_switch(defines: dict[str, str] | None = None) -> Any:
+PROGRAMS = {"v1model": "kvswitch.p4", "tna": "kvswitch_tna.p4"}
+
+
+def build_switch(defines: dict[str, str] | None = None, arch: str = "v1model") -> Any:
     from softswitch import Switch  # imported here: the engine is optional for `kvswitch bench`
 
-    source = p4src_dir() / "kvswitch.p4"
+    source = p4src_dir() / PROGRAMS[arch]
     return Switch.from_file(str(source), defines=defines, include_dirs=[str(source.parent)])
 
 
@@ -69,7 +73,12 @@ def install_rack(sw: Any) -> None:
     holders = SERVERS[:3]
     base = HOT_SLOT * MAX_SERVERS
     sw.table_add("HotkeyTable", {"key": key}, "set_hot", {"slot": HOT_SLOT, "n": len(holders)})
-    sw.table_add("KeyindexTable", {"key": key}, "set_key_index", {"slot": HOT_SLOT, "base": base})
+    sw.table_add(
+        "KeyindexTable",
+        {"key": key},
+        "set_key_index",
+        {"slot": HOT_SLOT, "base": base, "floor": 0},
+    )
     for ordinal, (ip, mac, port) in enumerate(holders):
         sw.table_add(
             "ServermapTable",
@@ -95,17 +104,29 @@ def get_packet(key: bytes) -> bytes:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="kvswitch bench dataplane", description=__doc__)
-    parser.add_argument("--seconds", type=float, default=0.5, help="time per run")
+    parser = t.Parser(prog="kvswitch bench dataplane", description=__doc__)
+    parser.add_argument("--seconds", type=t.positive_float, default=0.5, help="time per run")
     parser.add_argument(
-        "--runs", type=int, default=5, help="runs per packet kind (best and median)"
+        "--runs", type=t.positive_int, default=5, help="runs per packet kind (best and median)"
     )
-    parser.add_argument("--profile", type=int, default=5000, help="packets to profile (0: none)")
+    parser.add_argument(
+        "--profile", type=t.nonneg_int, default=5000, help="packets to profile (0: none)"
+    )
+    parser.add_argument(
+        "--p4c-json",
+        action="store_true",
+        help="compare with the program loaded from p4c-bm2-ss's BMv2 JSON (p4c on PATH)",
+    )
+    parser.add_argument(
+        "--arch", choices=sorted(PROGRAMS), default="v1model", help="the build: kvswitch(_tna).p4"
+    )
     args = parser.parse_args(list(argv) if argv is not None else None)
+    if args.p4c_json and args.arch != "v1model":
+        parser.error("--p4c-json compares the v1model build (p4c-bm2-ss compiles v1model only)")
 
     started = time.perf_counter()
     try:
-        sw = build_switch()
+        sw = build_switch(arch=args.arch)
     except ImportError as exc:
         print(f"software switch engine not available: {exc}")
         return 2
@@ -120,8 +141,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     if [port for port, _ in sw.process(CLIENT[2], cold)] != [1]:
         print("cold Get did not go to its origin")
         return 1
-    from kvswitch.bench.softswitch_bench import measure, profile_stages
+    from kvswitch.bench.softswitch_bench import compare, measure, p4c_json_switch, profile_stages
 
+    if args.p4c_json:
+        source = p4src_dir() / "kvswitch.p4"
+        try:
+            from_json = p4c_json_switch(source, [source.parent])
+        except (OSError, subprocess.CalledProcessError) as exc:
+            print(f"cannot compile with p4c-bm2-ss: {exc}")
+            return 2
+        install_rack(from_json)
+        switches = {"source": sw, "p4c JSON": from_json}
+        print(f"alternating windows, {args.runs * 2} per program, {args.seconds} s in all")
+        for pkt, name in ((hot, "hot Get"), (cold, "cold Get")):
+            if sw.process(CLIENT[2], pkt) != from_json.process(CLIENT[2], pkt):
+                print(f"{name}: source and p4c JSON give different packets")
+                return 1
+            for prog, rates in compare(
+                switches, CLIENT[2], pkt, args.seconds, args.runs * 2
+            ).items():
+                print(
+                    f"{name:9s} {prog:9s} median {rates[len(rates) // 2]:10,.0f}"
+                    f"  best {rates[-1]:10,.0f} packets/s"
+                )
+        return 0
     print(f"best and median of {args.runs} runs of {args.seconds} s, one core")
     for pkt, name in ((hot, "hot Get"), (cold, "cold Get")):
         measure(sw, CLIENT[2], pkt, 0.2)  # warm-up

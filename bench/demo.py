@@ -8,7 +8,6 @@ interpreter (nothing imports ``mininet/``). The figures come from the controller
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
@@ -19,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kvswitch import argtypes as t
 from kvswitch.paths import repo_root
 
 
@@ -28,20 +28,32 @@ def rack_script() -> Path | None:
     return script if script is not None and script.is_file() else None
 
 
-def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="kvswitch demo", description=__doc__.split("\n")[0])
-    ap.add_argument("--servers", type=int, default=8)
-    ap.add_argument("--clients", type=int, default=2)
-    ap.add_argument("--rate", type=int, default=1500, help="requests/s over all clients")
-    ap.add_argument("--duration", type=float, default=40.0, help="seconds of load")
-    ap.add_argument("--period", type=float, default=1.0, help="controller period (s)")
-    ap.add_argument("--zipf", type=float, default=0.99)
-    ap.add_argument("--keys", type=int, default=1000)
-    ap.add_argument("--policy", default="balance")
-    ap.add_argument("--bound", type=float, default=0.1, help="T falls while max > (1+bound)*mean")
-    ap.add_argument("--gamma", type=float, default=0.5, help="T <- gamma*T per such period")
-    ap.add_argument("--target", choices=("softswitch", "bmv2"), default="softswitch")
-    ap.add_argument("--backend", choices=("memory", "memcached", "redis"), default="memory")
+def build_parser() -> t.Parser:
+    ap = t.Parser(prog="kvswitch demo", description=__doc__.split("\n")[0])
+    ap.add_argument("--servers", type=t.positive_int, default=8, help="servers in the rack (8)")
+    ap.add_argument("--clients", type=t.positive_int, default=2, help="client hosts (2)")
+    ap.add_argument("--rate", type=t.positive_int, default=1500, help="requests/s over all clients")
+    ap.add_argument("--duration", type=t.positive_float, default=40.0, help="seconds of load")
+    ap.add_argument("--period", type=t.positive_float, default=1.0, help="controller period (s)")
+    ap.add_argument("--zipf", type=t.nonneg_float, default=0.99, help="Zipf skew of the keys")
+    ap.add_argument("--keys", type=t.positive_int, default=1000, help="distinct keys (1000)")
+    ap.add_argument("--policy", default="balance", help="replica placement (default balance)")
+    ap.add_argument(
+        "--bound", type=t.nonneg_float, default=0.1, help="T falls while max > (1+bound)*mean"
+    )
+    ap.add_argument("--gamma", type=t.fraction, default=0.5, help="T <- gamma*T per such period")
+    ap.add_argument(
+        "--target",
+        choices=("softswitch", "bmv2"),
+        default="softswitch",
+        help="switch of the rack (default softswitch)",
+    )
+    ap.add_argument(
+        "--backend",
+        choices=("memory", "memcached", "redis"),
+        default="memory",
+        help="the servers' store (default memory)",
+    )
     ap.add_argument("--observe-only", action="store_true", help="controller off (baseline)")
     ap.add_argument("--out", type=Path, default=Path("results/demo"), help="output folder")
     return ap

@@ -21,6 +21,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from kvswitch import argtypes as t
 from kvswitch.agent.backend_procs import (
     MEMCACHED,
     REDIS_SERVER,
@@ -110,14 +111,18 @@ def measure(port: int, args: argparse.Namespace) -> dict[str, float]:
     }
 
 
-def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="kvswitch bench hosts", description=__doc__)
-    ap.add_argument("--backends", default="memory,memcached,redis")
-    ap.add_argument("--keys", type=int, default=1000)
-    ap.add_argument("--value-size", type=int, default=64)
-    ap.add_argument("--sequential", type=int, default=5000, help="Gets with one in flight")
-    ap.add_argument("--requests", type=int, default=20000, help="pipelined Gets")
-    ap.add_argument("--window", type=int, default=32, help="requests in flight when pipelined")
+def build_parser() -> t.Parser:
+    ap = t.Parser(prog="kvswitch bench hosts", description=__doc__)
+    ap.add_argument(
+        "--backends", default="memory,memcached,redis", help="comma-separated backends to run"
+    )
+    ap.add_argument("--keys", type=t.positive_int, default=1000, help="distinct keys (1000)")
+    ap.add_argument("--value-size", type=t.nonneg_int, default=64, help="bytes per value (64)")
+    ap.add_argument("--sequential", type=t.nonneg_int, default=5000, help="Gets with one in flight")
+    ap.add_argument("--requests", type=t.nonneg_int, default=20000, help="pipelined Gets")
+    ap.add_argument(
+        "--window", type=t.positive_int, default=32, help="requests in flight when pipelined"
+    )
     return ap
 
 

@@ -5,7 +5,8 @@ docs/dataplane.md); registers and counters are numpy arrays. Queries run either 
 compiled kernel (:mod:`kvswitch.bench.kernel`, fast) or through :class:`ReferencePipeline`, the
 same rules (:mod:`kvswitch.bench.coherence`) driven by a plain-Python loop that the tests compare
 the kernel's loop against. The model also
-plays the agents' side of pushes (SYNC, SYNC_DONE, PUSH, CONFIRM, all delivered at once) and keeps
+plays the agents' side of pushes (SYNC, SYNC_DONE, the controller's push into each replica, CONFIRM,
+all delivered at once) and keeps
 which servers store a replica copy of each key.
 
 Keys are the simulator's integer ids (``key16(id)`` on the wire, ids < 2**31).
@@ -243,7 +244,8 @@ class Model(Driver):
     # -- agents ---------------------------------------------------------------------------------
     def push(self, kid: int, replicas: Sequence[int]) -> None:
         """The origin SYNCs the key (rule 5: fresh version), acknowledges it (SYNC_DONE, rule 2)
-        and PUSHes it to ``replicas``, which store it and CONFIRM (rule 3); delivered at once.
+        and the controller pushes it into ``replicas``, which store it and CONFIRM (rule 3);
+        delivered at once.
 
         While a write of the key is on its way to the origin (``slot_ver > origin_ver``) the
         switch reflects the SYNC unstamped: nothing is validated, the replicas wait for the key's

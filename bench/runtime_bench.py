@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
@@ -23,6 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kvswitch import argtypes as t
 from kvswitch.paths import repo_root
 
 PROGRAM = (repo_root() or Path.cwd()) / "tests" / "runtime" / "p4" / "runtime.p4"
@@ -430,18 +430,24 @@ def bench_forwarding(program: Path, packets: int, pings: int, rate: float) -> di
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="kvswitch bench runtime", description=__doc__.split("\n\n")[0])
-    p.add_argument("--program", type=Path, default=PROGRAM)
-    p.add_argument("--entries", type=int, default=10_000)
-    p.add_argument("--batch", type=int, default=500)
-    p.add_argument("--packets", type=int, default=20_000, help="UDP datagrams blasted h1 -> h2")
+    p = t.Parser(prog="kvswitch bench runtime", description=__doc__.split("\n\n")[0])
+    p.add_argument("--program", type=Path, default=PROGRAM, help="P4 program (source)")
+    p.add_argument(
+        "--entries", type=t.positive_int, default=10_000, help="routes written over P4Runtime"
+    )
+    p.add_argument("--batch", type=t.positive_int, default=500, help="updates per Write")
+    p.add_argument(
+        "--packets", type=t.nonneg_int, default=20_000, help="UDP datagrams blasted h1 -> h2"
+    )
     p.add_argument(
         "--rate",
-        type=float,
+        type=t.nonneg_float,
         default=0.0,
         help="sender pacing in packets/s (0: as fast as possible)",
     )
-    p.add_argument("--pings", type=int, default=1000, help="UDP echo round trips for latency")
+    p.add_argument(
+        "--pings", type=t.nonneg_int, default=1000, help="UDP echo round trips for latency"
+    )
     args = p.parse_args(argv)
 
     eps = bench_entries(args.program, args.entries, args.batch)

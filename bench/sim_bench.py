@@ -7,11 +7,11 @@ included) on one core, and the plain-Python reference of the same rules on a sho
 
 from __future__ import annotations
 
-import argparse
 import time
 
 import numpy as np
 
+from kvswitch import argtypes as t
 from kvswitch.bench.model import Model, ReferencePipeline
 from kvswitch.bench.workload import Workload
 from kvswitch.controller.hashring import key_id, origins_of_ids
@@ -21,13 +21,22 @@ from kvswitch.controller.rack import Rack
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="kvswitch bench sim", description=__doc__)
-    parser.add_argument("--keys", type=int, default=1_000_000)
-    parser.add_argument("--skew", type=float, default=0.99)
-    parser.add_argument("--queries", type=int, default=20_000_000)
-    parser.add_argument("--reference-queries", type=int, default=100_000)
-    parser.add_argument("--write-ratio", type=float, default=0.0)
-    parser.add_argument("--policy", default="balance")
+    parser = t.Parser(prog="kvswitch bench sim", description=__doc__)
+    parser.add_argument(
+        "--keys", type=t.int_range(1, 2**31 - 1), default=1_000_000, help="distinct keys"
+    )
+    parser.add_argument("--skew", type=t.nonneg_float, default=0.99, help="Zipf skew")
+    parser.add_argument(
+        "--queries", type=t.positive_int, default=20_000_000, help="queries simulated"
+    )
+    parser.add_argument(
+        "--reference-queries",
+        type=t.positive_int,
+        default=100_000,
+        help="queries run through the reference pipeline",
+    )
+    parser.add_argument("--write-ratio", type=t.fraction, default=0.0, help="share of writes (0-1)")
+    parser.add_argument("--policy", default="balance", help="replica placement")
     ns = parser.parse_args(argv)
 
     servers, k, stages = 32, 10_000, 4

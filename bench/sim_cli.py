@@ -3,6 +3,8 @@
 kvswitch sim run --skew 0.99 --policy balance --max-replicas 53 --csv run.csv
 kvswitch sim figures --out results            # CSV + PNG + a markdown table
 kvswitch sim figures --out /tmp/q --quick     # a small-scale suite (seconds)
+kvswitch sim explore                          # the protocol's bounded exhaustive check
+kvswitch sim explore --preset faults --losses 2 --client "set a1,get" --client "get,set b1"
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import time
 from dataclasses import fields, replace
 from pathlib import Path
 
+from kvswitch import argtypes as t
 from kvswitch.bench.simulator import MODES, SimConfig, simulate, summary
 from kvswitch.bench.workload import SHIFTS
 from kvswitch.controller.placement import POLICIES
@@ -34,27 +37,33 @@ def write_csv(rows: list[dict], path: Path) -> None:
 
 def _config_args(parser: argparse.ArgumentParser) -> None:
     d = SimConfig()
-    parser.add_argument("--mode", choices=MODES, default=d.mode)
-    parser.add_argument("--policy", choices=POLICIES, default=d.policy)
-    parser.add_argument("--servers", type=int, default=d.servers)
-    parser.add_argument("--k", type=int, default=d.k, help="hot keys (switch slots)")
-    parser.add_argument("--stages", type=int, default=d.stages, help="HashPipe stages")
-    parser.add_argument("--keys", type=int, default=d.keys)
-    parser.add_argument("--skew", type=float, default=d.skew, help="Zipf skew, 0 = uniform")
-    parser.add_argument("--write-ratio", type=float, default=d.write_ratio)
-    parser.add_argument("--queries", type=int, default=d.queries, help="per period")
-    parser.add_argument("--periods", type=int, default=d.periods)
-    parser.add_argument("--alpha", type=float, default=d.alpha)
-    parser.add_argument("--bound", type=float, default=d.bound)
-    parser.add_argument("--gamma", type=float, default=d.gamma)
-    parser.add_argument("--t0-fraction", type=float, default=d.t0_fraction)
-    parser.add_argument("--max-replicas", type=int, default=None, help="per server")
-    parser.add_argument("--tolerance", type=float, default=d.tolerance)
-    parser.add_argument("--lag", type=int, default=d.lag, help="queries until a confirm lands")
-    parser.add_argument("--shift", choices=SHIFTS, default=d.shift)
-    parser.add_argument("--shift-period", type=int, default=d.shift_period)
-    parser.add_argument("--shift-count", type=int, default=d.shift_count)
-    parser.add_argument("--seed", type=int, default=d.seed)
+    add = parser.add_argument
+    add("--mode", choices=MODES, default=d.mode, help=f"system simulated (default {d.mode})")
+    add("--policy", choices=POLICIES, default=d.policy, help=f"replica placement ({d.policy})")
+    add("--servers", type=t.positive_int, default=d.servers, help="servers in the rack")
+    add("--k", type=t.positive_int, default=d.k, help="hot keys (switch slots)")
+    add("--stages", type=t.positive_int, default=d.stages, help="HashPipe stages")
+    add("--keys", type=t.int_range(1, 2**31 - 1), default=d.keys, help="distinct keys")
+    add("--skew", type=t.nonneg_float, default=d.skew, help="Zipf skew, 0 = uniform")
+    add("--write-ratio", type=t.fraction, default=d.write_ratio, help="share of writes (0-1)")
+    add("--queries", type=t.positive_int, default=d.queries, help="per period")
+    add("--periods", type=t.positive_int, default=d.periods, help="controller periods")
+    add("--alpha", type=t.fraction, default=d.alpha, help="predictor smoothing (0-1)")
+    add("--bound", type=t.nonneg_float, default=d.bound, help="max/mean bound of the threshold")
+    add("--gamma", type=t.fraction, default=d.gamma, help="threshold decay (0-1)")
+    add(
+        "--t0-fraction",
+        type=t.nonneg_float,
+        default=d.t0_fraction,
+        help="initial threshold as a fraction of the first period's mean server load",
+    )
+    add("--max-replicas", type=t.positive_int, default=None, help="per server")
+    add("--tolerance", type=t.nonneg_float, default=d.tolerance, help="balance tolerance")
+    add("--lag", type=t.nonneg_int, default=d.lag, help="queries until a confirm lands")
+    add("--shift", choices=SHIFTS, default=d.shift, help="popularity shift (default none)")
+    add("--shift-period", type=t.nonneg_int, default=d.shift_period, help="period of the shift")
+    add("--shift-count", type=t.nonneg_int, default=d.shift_count, help="keys that shift")
+    add("--seed", type=int, default=d.seed, help="random seed")
 
 
 def _config(ns: argparse.Namespace) -> SimConfig:
@@ -163,8 +172,87 @@ def cmd_racks(ns: argparse.Namespace) -> int:
     return 0
 
 
+def _explore_args(parser: argparse.ArgumentParser) -> None:
+    from kvswitch.bench import explore as ex
+
+    parser.add_argument(
+        "--preset",
+        action="append",
+        choices=sorted(ex.PRESETS),
+        help="a named scenario (repeatable; default: " + ", ".join(ex.CHECKED) + ")",
+    )
+    parser.add_argument(
+        "--client",
+        action="append",
+        help="one client's operations, e.g. \"set a1,get\" (repeatable; replaces the presets')",
+    )
+    for name in ("replicas", "losses", "dups", "retries", "sync-retries"):
+        parser.add_argument(f"--{name}", type=int, help="bound (default: the preset's)")
+    for name, text in (
+        ("hotset-change", "a replica removed and re-added"),
+        ("restart", "a switch restart (epoch + 1)"),
+        ("eager-retries", "clients may time out while the first attempt is on its way"),
+        ("drain-before-remove", "remove a replica's copy only once no Get is on its way to it"),
+        ("restart-when-quiet", "restart the switch only while no write is on its way"),
+        ("stale-is-success", "a Set answered STALE counts as done (the clients before StaleWrite)"),
+    ):
+        parser.add_argument(
+            f"--{name}", action=argparse.BooleanOptionalAction, default=None, help=text
+        )
+    parser.add_argument("--broken", choices=sorted(ex.BROKEN), help="a broken variant of the rules")
+    parser.add_argument("--max-states", type=int, default=None)
+
+
+def cmd_explore(ns: argparse.Namespace) -> int:
+    from kvswitch.bench import explore as ex
+
+    overrides: dict = {}
+    if ns.client:
+        overrides["programs"] = tuple(ex.parse_program(text) for text in ns.client)
+    for name in ("replicas", "losses", "dups", "retries", "sync_retries"):
+        if getattr(ns, name) is not None:
+            overrides[name] = getattr(ns, name)
+    flags = (
+        "hotset_change",
+        "restart",
+        "eager_retries",
+        "drain_before_remove",
+        "restart_when_quiet",
+        "stale_is_success",
+    )
+    for name in flags:
+        if getattr(ns, name) is not None:
+            overrides[name] = getattr(ns, name)
+    rules = ex.BROKEN[ns.broken] if ns.broken else None
+    failed = 0
+    for preset in ns.preset or ex.CHECKED:
+        scenario = replace(ex.PRESETS[preset], **overrides)
+        print(f"{preset}: {scenario.describe()}", flush=True)
+
+        def progress(rep: ex.Report) -> None:
+            print(
+                f"  ... {rep.states} states, {rep.end_states} end states, "
+                f"{rep.histories} histories, {rep.seconds:.0f} s",
+                flush=True,
+            )
+
+        rep = ex.explore(scenario, rules, ns.max_states, progress)
+        print(f"  {rep.summary()}", flush=True)
+        if rep.violation is not None:
+            failed += 1
+            print("  counterexample (message by message):")
+            for i, line in enumerate(rep.violation, 1):
+                print(f"    {i:2d}. {line}")
+            print("  history:")
+            for line in ex.format_history(rep.history):
+                print(f"    {line}")
+        elif not rep.complete:
+            failed += 1
+    return 1 if failed else 0
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = t.Parser(
         prog="kvswitch sim",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -172,25 +260,42 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="one simulation, progress per period")
     _config_args(run)
-    run.add_argument("--warmup", type=int, default=3, help="periods left out of the summary")
+    run.add_argument(
+        "--warmup", type=t.nonneg_int, default=3, help="periods left out of the summary"
+    )
     run.add_argument("--csv", help="write every period's metrics here")
     run.set_defaults(func=cmd_run)
     racks = sub.add_parser("racks", help="several racks, one switch each; imbalance over all")
     _config_args(racks)
-    racks.add_argument("--racks", type=int, default=32)
-    racks.add_argument("--warmup", type=int, default=3)
-    racks.add_argument("--workers", type=int, default=None)
+    racks.add_argument("--racks", type=t.positive_int, default=32, help="racks simulated (32)")
+    racks.add_argument(
+        "--warmup", type=t.nonneg_int, default=3, help="periods left out of the summary"
+    )
+    racks.add_argument(
+        "--workers", type=t.positive_int, default=None, help="processes (default: one per CPU)"
+    )
     racks.add_argument("--csv", help="write the per-period totals here (and racks to *.racks.csv)")
     racks.set_defaults(func=cmd_racks)
     figs = sub.add_parser("figures", help="the paper's figures (CSV, PNG, markdown table)")
-    figs.add_argument("--out", default="results")
+    figs.add_argument("--out", default="results", help="output folder (default results)")
     figs.add_argument("--quick", action="store_true", help="small scale (tests, smoke)")
-    figs.add_argument("--periods", type=int, default=8)
-    figs.add_argument("--queries", type=int, default=SimConfig().queries)
-    figs.add_argument("--warmup", type=int, default=3)
-    figs.add_argument("--workers", type=int, default=None)
-    figs.add_argument("--seed", type=int, default=1)
+    figs.add_argument("--periods", type=t.positive_int, default=8, help="periods per run")
+    figs.add_argument(
+        "--queries", type=t.positive_int, default=SimConfig().queries, help="per period"
+    )
+    figs.add_argument(
+        "--warmup", type=t.nonneg_int, default=3, help="periods left out of the summary"
+    )
+    figs.add_argument(
+        "--workers", type=t.positive_int, default=None, help="processes (default: one per CPU)"
+    )
+    figs.add_argument("--seed", type=int, default=1, help="random seed")
     figs.set_defaults(func=cmd_figures)
+    explore = sub.add_parser(
+        "explore", help="bounded exhaustive check of the coherence protocol (linearizability)"
+    )
+    _explore_args(explore)
+    explore.set_defaults(func=cmd_explore)
     ns = parser.parse_args(sys.argv[1:] if argv is None else argv)
     try:
         return int(ns.func(ns))

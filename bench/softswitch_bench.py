@@ -1,11 +1,12 @@
 """Packet-rate harness for the software switch: packets per second on one core for one packet, and
 a cProfile breakdown of where the time goes by pipeline stage.
 
-    python -m kvswitch.bench.softswitch_bench [--seconds S]
+    python -m kvswitch.bench.softswitch_bench [--seconds S] [--p4c-json]
 
 On its own it measures the engine's L3 test program (tests/softswitch/p4/basic.p4) with one LPM
 route; the KVSwitch benchmark (bench/dataplane_bench.py) calls ``measure`` and ``profile_stages``
-with its own switch and packets.
+with its own switch and packets. With ``--p4c-json`` (p4c-bm2-ss on PATH) the same program is also
+compiled by p4c and loaded from its BMv2 JSON, and both are measured in alternating windows.
 """
 
 from __future__ import annotations
@@ -75,7 +76,11 @@ def profile_stages(sw: Switch, port: int, packet: bytes, packets: int = 5000) ->
     sees it; the profiler's overhead inflates every figure about equally) and in the switch itself
     (traffic manager, replication, glue)."""
     prog = sw.program
-    codes = {stage: getattr(prog, stage).__code__ for stage in STAGES}
+    if prog.arch == "tna":
+        funcs = {role.replace("_", " "): fn for role, fn in prog.tna.funcs.items()}
+    else:
+        funcs = {STAGE_LABELS[stage]: getattr(prog, stage) for stage in STAGES}
+    codes = {label: fn.__code__ for label, fn in funcs.items()}
     prof = cProfile.Profile()
     prof.enable()
     for _ in range(packets):
@@ -85,11 +90,11 @@ def profile_stages(sw: Switch, port: int, packet: bytes, packets: int = 5000) ->
     result: dict[str, float] = {}
     total = 0.0
     for (file, line, func), (_cc, _nc, _tt, ct, _callers) in stats.items():
-        if func.endswith("_process") and file.endswith("switch.py"):
+        if func == "process" and file.endswith("switch.py"):
             total = ct
-        for stage, code in codes.items():
+        for label, code in codes.items():
             if (file, line, func) == (code.co_filename, code.co_firstlineno, code.co_name):
-                result[STAGE_LABELS[stage]] = ct / packets * 1e9
+                result[label] = ct / packets * 1e9
     result["switch (traffic manager, copies, glue)"] = max(
         total / packets * 1e9 - sum(result.values()), 0.0
     )
@@ -97,22 +102,71 @@ def profile_stages(sw: Switch, port: int, packet: bytes, packets: int = 5000) ->
     return result
 
 
-def _default_switch() -> tuple[Switch, bytes]:
+def p4c_json_switch(
+    source: Path, include_dirs: list[Path] | None = None, defines: dict[str, str] | None = None
+) -> Switch:
+    """The program compiled by p4c-bm2-ss (from PATH) and loaded from its BMv2 JSON and P4Info."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    from finsy.proto import p4i
+    from google.protobuf import text_format
+
+    p4c = shutil.which("p4c-bm2-ss")
+    if p4c is None:
+        raise FileNotFoundError("p4c-bm2-ss is not on PATH")
+    with tempfile.TemporaryDirectory(prefix="softswitch-bench-") as tmp:
+        out, info = Path(tmp) / "prog.json", Path(tmp) / "prog.p4info.txtpb"
+        cmd = [p4c, "--std", "p4-16", "-o", str(out), "--p4runtime-files", str(info)]
+        cmd += [f"-I{d}" for d in include_dirs or []]
+        cmd += [f"-D{k}={v}" for k, v in (defines or {}).items()]
+        subprocess.run([*cmd, str(source)], check=True, capture_output=True)
+        return Switch.from_json(out, text_format.Parse(info.read_text(), p4i.P4Info()))
+
+
+def compare(
+    switches: dict[str, Switch], port: int, packet: bytes, seconds: float, rounds: int
+) -> dict[str, list[float]]:
+    """packets/s of each switch, measured in alternating windows (``rounds`` each)."""
+    rates: dict[str, list[float]] = {name: [] for name in switches}
+    for _ in range(rounds):
+        for name, sw in switches.items():
+            rates[name].append(measure(sw, port, packet, seconds / rounds, windows=1)["pps"])
+    return {name: sorted(r) for name, r in rates.items()}
+
+
+BASIC = Path(__file__).resolve().parent.parent / "tests" / "softswitch" / "p4" / "basic.p4"
+
+
+def _route(sw: Switch) -> Switch:
+    sw.table_add("ipv4_lpm", {"dst": (0x0A000000, 8)}, "ipv4_forward", {"dstAddr": 2, "port": 3})
+    return sw
+
+
+def _default_packet() -> bytes:
     from scapy.layers.inet import IP, UDP
     from scapy.layers.l2 import Ether
 
-    root = Path(__file__).resolve().parent.parent
-    sw = Switch.from_file(root / "tests" / "softswitch" / "p4" / "basic.p4")
-    sw.table_add("ipv4_lpm", {"dst": (0x0A000000, 8)}, "ipv4_forward", {"dstAddr": 2, "port": 3})
-    pkt = bytes(Ether() / IP(dst="10.1.2.3") / UDP(dport=9) / (b"x" * 64))
-    return sw, pkt
+    return bytes(Ether() / IP(dst="10.1.2.3") / UDP(dport=9) / (b"x" * 64))
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--seconds", type=float, default=2.0)
+    ap.add_argument("--seconds", type=float, default=2.0, help="measuring time")
+    ap.add_argument(
+        "--p4c-json", action="store_true", help="also run p4c's BMv2 JSON of the program"
+    )
     args = ap.parse_args(argv)
-    sw, pkt = _default_switch()
+    sw, pkt = _route(Switch.from_file(BASIC)), _default_packet()
+    if args.p4c_json:
+        switches = {"source": sw, "p4c JSON": _route(p4c_json_switch(BASIC))}
+        if len({repr(s.process(1, pkt)) for s in switches.values()}) != 1:
+            print("source and p4c JSON give different outputs")
+            return 1
+        for name, rates in compare(switches, 1, pkt, args.seconds, 10).items():
+            print(f"{name:9s} median {rates[len(rates) // 2]:10,.0f}  best {rates[-1]:10,.0f}")
+        return 0
     r = measure(sw, 1, pkt, args.seconds)
     print(
         f"basic L3 (LPM + IPv4 checksum verify/update): {r['pps']:,.0f} packets/s median, "

@@ -25,6 +25,7 @@ from typing import TextIO
 
 from google.protobuf import text_format
 
+from kvswitch import argtypes as t
 from kvswitch.controller.agents import AgentPool
 from kvswitch.controller.p4rt_driver import DriverError, P4RuntimeDriver, Program, SwitchAddress
 from kvswitch.controller.period import ControllerConfig
@@ -35,8 +36,8 @@ from kvswitch.controller.runtime import Runtime
 LOG = logging.getLogger("kvswitch.controller")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
+def build_parser() -> t.Parser:
+    ap = t.Parser(
         prog="kvswitch controller",
         description="KVSwitch controller: hot-key replication on BMv2 or the software switch.",
     )
@@ -50,37 +51,63 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ap.add_argument("--bmv2-json", help="p4c-compiled BMv2 JSON (target bmv2)")
     ap.add_argument("--p4info", help="P4Info text file (target bmv2: the one p4c wrote)")
-    ap.add_argument("--grpc-addr", default="127.0.0.1:9559", help="P4Runtime server")
-    ap.add_argument("--device-id", type=int, default=0, help="P4Runtime device id (default 0)")
+    ap.add_argument(
+        "--grpc-addr", type=t.endpoint, default="127.0.0.1:9559", help="P4Runtime server"
+    )
+    ap.add_argument(
+        "--device-id", type=t.nonneg_int, default=0, help="P4Runtime device id (default 0)"
+    )
     ap.add_argument("--thrift-host", default="127.0.0.1", help="BMv2 Thrift runtime host")
-    ap.add_argument("--thrift-port", type=int, default=9090, help="BMv2 Thrift runtime port")
-    ap.add_argument("--target", choices=("softswitch", "bmv2"), default="softswitch")
-    ap.add_argument("--period", type=float, default=1.0, help="seconds per period (default 1)")
-    ap.add_argument("--periods", type=int, help="stop after N periods (default: run until killed)")
-    ap.add_argument("--k", type=int, default=64, help="hot keys tracked (<= the program's slots)")
-    ap.add_argument("--policy", choices=sorted(POLICIES), default="ring")
-    ap.add_argument("--alpha", type=float, default=0.5, help="predictor smoothing")
-    ap.add_argument("--bound", type=float, default=0.30, help="max/mean bound of the threshold")
-    ap.add_argument("--gamma", type=float, default=0.8, help="threshold decay")
-    ap.add_argument("--t0", type=float, help="initial threshold (default: first period's mean)")
+    ap.add_argument("--thrift-port", type=t.port, default=9090, help="BMv2 Thrift runtime port")
+    ap.add_argument(
+        "--target",
+        choices=("softswitch", "bmv2"),
+        default="softswitch",
+        help="the switch the controller drives (default softswitch)",
+    )
+    ap.add_argument(
+        "--period", type=t.positive_float, default=1.0, help="seconds per period (default 1)"
+    )
+    ap.add_argument(
+        "--periods", type=t.positive_int, help="stop after N periods (default: run until killed)"
+    )
+    ap.add_argument(
+        "--k", type=t.positive_int, default=64, help="hot keys tracked (<= the program's slots)"
+    )
+    ap.add_argument(
+        "--policy",
+        choices=sorted(POLICIES),
+        default="ring",
+        help="where hot keys are replicated (default ring)",
+    )
+    ap.add_argument("--alpha", type=t.fraction, default=0.5, help="predictor smoothing (0-1)")
+    ap.add_argument(
+        "--bound", type=t.nonneg_float, default=0.30, help="max/mean bound of the threshold"
+    )
+    ap.add_argument("--gamma", type=t.fraction, default=0.8, help="threshold decay (0-1)")
+    ap.add_argument(
+        "--t0", type=t.nonneg_float, help="initial threshold (default: first period's mean)"
+    )
     ap.add_argument("--observe-only", action="store_true", help="report only; no hot keys")
     ap.add_argument("--metrics", help="append one JSON object per period to this file")
     ap.add_argument("--state", help="state file: epoch, threshold, last counts (restarts)")
-    ap.add_argument("--timeout", type=float, default=10.0, help="switch/agent timeout, seconds")
+    ap.add_argument(
+        "--timeout", type=t.positive_float, default=10.0, help="switch/agent timeout, seconds"
+    )
     ap.add_argument(
         "--down-after",
-        type=int,
+        type=t.positive_int,
         default=2,
         help="periods missed in a row before a server is declared down (default 2)",
     )
     ap.add_argument(
         "--probe-timeout",
-        type=float,
+        type=t.float_range(0, 60, above=True),
         default=0.5,
         help="seconds an agent's ping may take before it counts as missed (default 0.5)",
     )
     ap.add_argument("--no-pipeline", action="store_true", help="do not set the pipeline")
-    ap.add_argument("-v", "--verbose", action="store_true")
+    ap.add_argument("-v", "--verbose", action="store_true", help="log every period's details")
     return ap
 
 
@@ -113,12 +140,6 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("finsy").setLevel(logging.DEBUG if args.verbose else logging.CRITICAL)
     if args.period <= 0 or (args.periods is not None and args.periods < 0):
         print("kvswitch controller: --period must be > 0 and --periods >= 0", file=sys.stderr)
-        return 2
-    if args.down_after < 1 or not 0 < args.probe_timeout < 60:
-        print(
-            "kvswitch controller: --down-after must be >= 1, --probe-timeout in (0, 60)",
-            file=sys.stderr,
-        )
         return 2
     stop = threading.Event()
 

@@ -169,6 +169,9 @@ class _Names:
     def register_size(self, alias: str) -> int:
         return self.sizes[self("register", alias)]
 
+    def has(self, kind: str, alias: str) -> bool:
+        return bool(self.full[kind].get(alias))
+
     def hashpipe_stages(self) -> int:
         stages = 0
         while self.full["register"].get(names.reg_hp_cnt(stages)):
@@ -207,6 +210,7 @@ class P4RuntimeDriver(Driver):
         self.stages = self.names.hashpipe_stages()
         self.agent_errors = 0
         self.failed_pushes: dict[bytes, PushRequest] = {}  # by key; retried by the runtime
+        self.deferred_removals: list[RemoveRequest] = []  # run by the next apply()
         self.p4rt_writes = 0
         self._set_pipeline = set_pipeline
         self._loop = _Loop()
@@ -299,6 +303,14 @@ class P4RuntimeDriver(Driver):
     def read_load_counters(self) -> list[int]:
         return self._per_server_counts(names.LOADCOUNT_TABLE, names.MATCH_DST)
 
+    @property
+    def has_liveness(self) -> bool:
+        """The program has liveness.p4's tables (a build without them: no reply counts, no
+        refusals; the failure detector then goes by the agents' pings alone)."""
+        return self.names.has("table", names.REPLYCOUNT_TABLE) and self.names.has(
+            "table", names.DOWN_TABLE
+        )
+
     def read_reply_counters(self) -> list[int]:
         """Replies each server sent since the last reset (ReplycountTable, liveness.p4)."""
         return self._per_server_counts(names.REPLYCOUNT_TABLE, names.MATCH_SRC)
@@ -317,6 +329,8 @@ class P4RuntimeDriver(Driver):
         """Servers the switch's DownTable holds as dead (a restarted controller keeps them)."""
         server_of_ip = self.rack.server_of_ip()
         down: set[int] = set()
+        if not self.has_liveness:
+            return down
         for entry in self._read_table(names.DOWN_TABLE):
             server = server_of_ip.get(int(entry.match[names.MATCH_DST]))
             if server is not None:
@@ -324,7 +338,8 @@ class P4RuntimeDriver(Driver):
         return down
 
     def reset_counters(self) -> None:
-        for table in (names.HOTKEY_TABLE, names.LOADCOUNT_TABLE, names.REPLYCOUNT_TABLE):
+        tables = (names.HOTKEY_TABLE, names.LOADCOUNT_TABLE, names.REPLYCOUNT_TABLE)
+        for table in tables[:2] if not self.has_liveness else tables:
             self._thrift_call("bm_mt_reset_counters", 0, self.names("table", table))
         self._thrift_call("bm_counter_reset_all", 0, self.names("counter", names.HOTKEY_WRITES))
         for stage in range(self.stages):
@@ -334,10 +349,22 @@ class P4RuntimeDriver(Driver):
 
     def apply(self, ops: Sequence[Operation]) -> None:
         """One P4Runtime Write for the switch part (cut at register writes on BMv2, which go over
-        Thrift), then the agents' pushes and removals, all in the given order."""
+        Thrift), then the agents' pushes, all in the given order.
+
+        Removals wait one batch (one period): they run at the start of the next call, before its
+        tables can point at those servers again. A Get routed to a leaving replica just before the
+        tables changed may still be on its way; removing the copy under it, with an old UPDATE of
+        the key arriving after, would let that Get read an older value (found by the exhaustive
+        explorer, preset ``hotset-undrained``). A period is far longer than a rack's delays."""
+        deferred, self.deferred_removals = self.deferred_removals, []
+        for op in deferred:
+            self._agent_op(op)
         batch: list[Any] = []
         groups: set[int] | None = None
         for op in ops:
+            if isinstance(op, RemoveRequest):
+                self.deferred_removals.append(op)
+                continue
             if isinstance(op, RegisterWrite) and self.address.target == "bmv2":
                 self._write(batch)
                 batch = []

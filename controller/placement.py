@@ -141,6 +141,11 @@ class _Cost:
         """The part of a holder's load that more holders would split: its share of the reads."""
         return self.load * (1.0 - self.writes) / n
 
+    def priority(self, n: int, unit: float) -> float:
+        """How much one more holder lowers each holder's load per unit of load it adds to the
+        rack (its write copies; ``unit`` stands in for a read-only key's zero cost)."""
+        return (self.movable(n) - self.movable(n + 1)) / (self.load * self.writes + unit)
+
 
 def holder_loads(load: float, n: int, write_ratio: float) -> tuple[float, float]:
     """(origin's, each replica's) load from a key of ``load`` held by ``n`` servers, under the
@@ -186,6 +191,7 @@ def _balance(
     if total <= 0:
         return [tuple(m) for m in members]
     mean = total / servers
+    unit = mean * 1e-3
     for i, ((_, load), origin) in enumerate(zip(predicted, origins, strict=True)):
         if load >= mean and load >= threshold and costs[i].writes * servers < 1.0:
             # a key heavier than a whole server goes everywhere at once: an even split adds no
@@ -198,7 +204,7 @@ def _balance(
             share = costs[i].holder(n, s == origin)
             loads[s] += share
             if load >= threshold:
-                heaps[s].append((-costs[i].movable(n), i))
+                heaps[s].append((-costs[i].priority(n, unit), i))
     for heap in heaps:
         heapq.heapify(heap)
     # every move adds at least one replica, so the budget bounds the number of moves
@@ -209,10 +215,10 @@ def _balance(
         heap = heaps[top]
         moved = False
         while heap and not moved:
-            neg_movable, i = heap[0]
+            neg_priority, i = heap[0]
             n = len(members[i])
             is_origin = top == origins[i]
-            if top not in members[i] or -neg_movable != costs[i].movable(n):
+            if top not in members[i] or -neg_priority != costs[i].priority(n, unit):
                 heapq.heappop(heap)  # stale entry
                 continue
             free = sorted(
@@ -232,7 +238,7 @@ def _balance(
                 used[s] += 1
                 loads[s] += costs[i].holder(n + extra, False)
             for s in members[i]:
-                heapq.heappush(heaps[s], (-costs[i].movable(n + extra), i))
+                heapq.heappush(heaps[s], (-costs[i].priority(n + extra, unit), i))
             moved = True
         if not moved:
             break

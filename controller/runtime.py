@@ -185,6 +185,9 @@ class Runtime:
         self._save_state()
         static = forwarding_ops(self.rack) + trust_ops(self.rack)
         static += rack_setup(self.controller.rack, self.epoch)
+        if not self.driver.has_liveness:
+            LOG.warning("the P4 program has no liveness.p4: dead servers are not refused")
+            static = [op for op in static if not _liveness_op(op)]
         self.driver.apply(self.driver.reconcile([op for op in static if _switch_op(op)]))
         self.driver.apply([op for op in static if not _switch_op(op)])  # the epoch register
         self.controller.plan = self.recover()
@@ -362,9 +365,11 @@ class Runtime:
         and it leaves every replica set (this period's plan); a restarted one leaves them too (its
         copies are invalid) and is placed again from the next period; a server that comes back
         gets its stale copies dropped and its hot keys restored before its requests flow again."""
-        sent = self.driver.read_load_counters()
-        replies = self.driver.read_reply_counters()
         m = len(self.rack.servers)
+        if self.driver.has_liveness:
+            sent, replies = self.driver.read_load_counters(), self.driver.read_reply_counters()
+        else:  # no reply counts: the pings alone
+            sent, replies = [0] * m, [0] * m
         # without agents nothing can be pinged (nor shown back): such servers are not monitored
         probes = self.agents.ping() if self.agents is not None else [NO_PROBE] * m
         observations = [Observation(sent[s], replies[s], probes[s]) for s in range(m)]
@@ -382,7 +387,8 @@ class Runtime:
             LOG.warning(
                 "server %s declared down: its requests are refused, it holds no replica", name
             )
-            self.driver.apply([down_entry(EntryOp.ADD, self.controller.rack, server)])
+            if self.driver.has_liveness:
+                self.driver.apply([down_entry(EntryOp.ADD, self.controller.rack, server)])
             self.driver.apply(self.adopt_replica_versions(server))
             return
         if change.event is Event.RESTART or change.restarted:
@@ -393,7 +399,8 @@ class Runtime:
         self.restore_origin(server)
         if change.event is Event.UP:
             self.drop_stale_copies({server})
-            self.driver.apply([down_entry(EntryOp.DELETE, self.controller.rack, server)])
+            if self.driver.has_liveness:
+                self.driver.apply([down_entry(EntryOp.DELETE, self.controller.rack, server)])
             LOG.warning("server %s is back: serving its keys again", name)
 
     def _set_down(self) -> None:
@@ -566,6 +573,10 @@ def _observations(raw: Any) -> dict[bytes, float]:
 def _state_int(state: dict[str, Any], name: str, top: int) -> int:
     value = state.get(name, 0)
     return value if isinstance(value, int) and 0 <= value <= top else 0
+
+
+def _liveness_op(op: Operation) -> bool:
+    return isinstance(op, TableEntry) and op.table in (names.REPLYCOUNT_TABLE, names.DOWN_TABLE)
 
 
 def _switch_op(op: Operation) -> bool:

@@ -13,6 +13,7 @@ import sys
 # name -> ("module:function", one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "switch": ("softswitch.cli:main", "software P4 switch (simple_switch_grpc-compatible flags)"),
+    "p4c": ("softswitch.p4c:main", "P4Info, device config and BMv2-style JSON from P4 source"),
     "agent": ("kvswitch.agent.main:main", "KVS server agent in front of a backend store"),
     "client": ("kvswitch.client.cli:main", "one-shot get/set/delete against a rack"),
     "controller": ("kvswitch.controller.main:main", "switch-CPU control loop"),

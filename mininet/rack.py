@@ -44,6 +44,8 @@ from kvswitch.protocol import KVS_PORT
 
 PY = sys.executable
 SWITCH_IP, SWITCH_MAC = "10.0.0.254", "02:00:00:00:00:fe"
+# the data-plane build of each --arch (docs/tofino.md for the TNA one)
+PROGRAMS = {"v1model": "kvswitch.p4", "tna": "kvswitch_tna.p4"}
 HERE = Path(__file__).resolve().parent
 
 
@@ -232,6 +234,7 @@ class RackOptions:
     clients: int = 2
     backend: str = "memory"
     target: str = "softswitch"
+    arch: str = "v1model"  # the data-plane build: kvswitch.p4 (v1model) or kvswitch_tna.p4 (tna)
     period: float = 1.0
     k: int = 64
     policy: str = "balance"
@@ -448,7 +451,7 @@ class Rack:
         o = self.opts
         cmd = [
             PY, "-m", "kvswitch", "controller", "--rack", str(self.rack_file),
-            "--p4", str(p4src_dir() / "kvswitch.p4"),
+            "--p4", str(p4src_dir() / PROGRAMS[o.arch]),
             "--grpc-addr", f"127.0.0.1:{self.grpc_port}", "--device-id", "0",
             "--thrift-port", str(self.thrift_port), "--target", o.target,
             "--period", str(o.period), "--k", str(o.k), "--policy", o.policy,
@@ -710,6 +713,9 @@ def build_parser() -> argparse.ArgumentParser:
     a("--clients", type=int, default=2, help="clients C (default 2)")
     a("--backend", choices=("memory", "memcached", "redis"), default="memory")
     a("--target", choices=("softswitch", "bmv2"), default="softswitch")
+    a("--arch", choices=sorted(PROGRAMS), default="v1model",
+      help="data-plane build: v1model (p4src/kvswitch.p4) or tna (p4src/kvswitch_tna.p4, "
+           "software switch only)")  # fmt: skip
     a("--bmv2-json", help="p4c-compiled BMv2 JSON of p4src/kvswitch.p4 (--target bmv2)")
     a("--p4info", help="the P4Info text file p4c wrote with it (--target bmv2)")
     a("--period", type=float, default=1.0, help="controller period in seconds")
@@ -778,6 +784,10 @@ def main(argv: list[str] | None = None) -> int:
     if why:
         print(f"rack: {why}", file=sys.stderr)
         return 2
+    if args.target == "bmv2" and args.arch != "v1model":
+        print("rack: BMv2 runs v1model programs only (--arch tna needs --target softswitch)",
+              file=sys.stderr)  # fmt: skip
+        return 2
     if args.target == "bmv2":
         if shutil.which("simple_switch_grpc") is None:
             print("rack: --target bmv2 needs simple_switch_grpc on PATH", file=sys.stderr)
@@ -794,6 +804,7 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out or Path(f"/tmp/kvswitch-rack-{time.strftime('%Y%m%d-%H%M%S')}")
     opts = RackOptions(
         servers=args.servers, clients=args.clients, backend=args.backend, target=args.target,
+        arch=args.arch,
         period=args.period, k=args.k, policy=args.policy, observe_only=args.observe_only,
         defines=args.defines, bmv2_json=args.bmv2_json, p4info=args.p4info,
         controller=not args.no_controller, agent_args=args.agent_arg,
@@ -817,7 +828,8 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     try:
         with Rack(opts, out) as rack:
-            print(f"rack: up ({args.servers} servers, {args.clients} clients, {args.target}); "
+            print(f"rack: up ({args.servers} servers, {args.clients} clients, {args.target}, "
+                  f"{args.arch}); "
                   f"files in {out}", flush=True)  # fmt: skip
             if args.hold:
                 while True:

@@ -11,6 +11,7 @@
 #include "shared/protocol.p4"
 #include "shared/headers.p4"
 #include "shared/parser.p4"
+#include "shared/parser_v1model.p4"
 #include "features/checksums.p4"
 #include "features/forwarding.p4"
 #include "features/trust.p4"
@@ -46,7 +47,11 @@ control KvsIngress(inout headers_t hdr, inout kvs_meta_t meta, inout standard_me
             forwarding.apply(hdr, std);
             kvs_check.apply(hdr, meta, std.parser_error == error.NoError, std.packet_length);
             // Who may send what (docs/protocol.md "Trust"): may drop and clear meta.kvs_ok.
-            trust.apply(hdr, meta, std);
+            bool refused = false;
+            trust.apply(hdr, meta, std.ingress_port, refused);
+            if (refused) {
+                mark_to_drop(std);
+            }
             if (meta.kvs_ok) {
                 KvsOp op = hdr.kvs.op;
                 bool request = op == KvsOp.GET || op == KvsOp.SET || op == KvsOp.DEL;

@@ -22,7 +22,9 @@ Rules implemented here:
   :meth:`AgentCore.remove_local`); from the network they are dropped and counted
   (``untrusted_op``). A request over TCP carries no version the switch can be relied on to have
   stamped (it parses only a segment's first header), so its ``epoch``/``ver`` are ignored
-  (``tcp_version_ignored``). Request ids are remembered per source address, so one host cannot
+  (``tcp_version_ignored``), and only client requests are taken over TCP: ``UPDATE``,
+  ``UPDATE_DEL`` and ``SYNC`` come from the switch over UDP, so over TCP they are forged
+  (``untrusted_op``). Request ids are remembered per source address, so one host cannot
   answer another's request id in advance.
 - Malformed input is dropped (truncated, unknown op, op not valid at a server) or answered
   ``BAD_REQUEST``/``TOO_LARGE`` when a reply is due; it is counted and changes nothing.
@@ -161,14 +163,13 @@ class AgentCore:
         if op in _CONTROL_ONLY and "network-push" not in self.no_trust:
             self.stats["untrusted_op"] += 1
             return []
-        if (
-            tcp
-            and op in _CLIENT_REQUESTS
-            and msg.ver | msg.epoch
-            and "tcp-versions" not in self.no_trust
-        ):
-            self.stats["tcp_version_ignored"] += 1
-            msg = dataclasses.replace(msg, epoch=0, ver=0)
+        if tcp and "tcp-versions" not in self.no_trust:
+            if op not in _CLIENT_REQUESTS:  # UPDATE, UPDATE_DEL, SYNC come from the switch, by UDP
+                self.stats["untrusted_op"] += 1
+                return []
+            if msg.ver | msg.epoch:
+                self.stats["tcp_version_ignored"] += 1
+                msg = dataclasses.replace(msg, epoch=0, ver=0)
         reply_op = _REPLY_OP.get(op)
         problem = self._check(msg)
         if problem is not None:

@@ -2,28 +2,41 @@
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import signal
 import sys
 
+from kvswitch import argtypes as t
 from kvswitch import protocol as p
-from kvswitch.agent.backends import BackendError, make_backend, parse_hostport
+from kvswitch.agent.backends import BackendError, make_backend
 from kvswitch.agent.core import TEST_NO_TRUST, AgentCore, RecentIds
 from kvswitch.agent.server import AgentConfig, AgentServer
 
 
-def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="kvswitch agent", description=__doc__)
+def build_parser() -> t.Parser:
+    ap = t.Parser(prog="kvswitch agent", description=__doc__)
     ap.add_argument("--listen", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    ap.add_argument("--port", type=int, default=p.KVS_PORT, help="UDP and TCP port (default 8900)")
-    ap.add_argument("--backend", choices=("memory", "memcached", "redis"), default="memory")
-    ap.add_argument("--backend-addr", help="host:port of memcached/redis (their default ports)")
+    ap.add_argument(
+        "--port", type=t.port, default=p.KVS_PORT, help=f"UDP and TCP port (default {p.KVS_PORT})"
+    )
+    ap.add_argument(
+        "--backend",
+        choices=("memory", "memcached", "redis"),
+        default="memory",
+        help="where values live (default memory)",
+    )
+    ap.add_argument(
+        "--backend-addr",
+        type=t.host_port(0),
+        help="host:port of memcached/redis (default: their usual port on 127.0.0.1)",
+    )
     ap.add_argument("--backend-prefix", default="kvs:", help="prefix of the backend's key names")
     ap.add_argument(
-        "--switch-addr", help="switch address (ip[:port]) for CONFIRM, SYNC and SYNC_DONE"
+        "--switch-addr",
+        type=t.host_port(p.KVS_PORT),
+        help="switch address (ip[:port]) for CONFIRM, SYNC and SYNC_DONE",
     )
-    ap.add_argument("--control-port", type=int, help="TCP port of the JSON-lines control API")
+    ap.add_argument("--control-port", type=t.port, help="TCP port of the JSON-lines control API")
     ap.add_argument(
         "--control-listen",
         default="127.0.0.1",
@@ -31,9 +44,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ap.add_argument("--control-unix", help="Unix socket path of the same control API")
     ap.add_argument("--no-tcp", action="store_true", help="serve UDP only")
-    ap.add_argument("--max-value", type=int, default=p.MAX_VALUE, help="largest value accepted")
-    ap.add_argument("--ids-per-client", type=int, default=1024, help="request ids kept per client")
-    ap.add_argument("--ids-clients", type=int, default=1024, help="clients whose ids are kept")
+    ap.add_argument(
+        "--max-value",
+        type=t.int_range(0, p.MAX_VALUE),
+        default=p.MAX_VALUE,
+        help=f"largest value accepted, bytes (0-{p.MAX_VALUE}, the protocol's limit)",
+    )
+    ap.add_argument(
+        "--ids-per-client", type=t.positive_int, default=1024, help="request ids kept per client"
+    )
+    ap.add_argument(
+        "--ids-clients", type=t.positive_int, default=1024, help="clients whose ids are kept"
+    )
     ap.add_argument(
         "--test-no-trust",
         action="append",
@@ -47,9 +69,14 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
     try:
-        backend = make_backend(args.backend, args.backend_addr, args.backend_prefix)
+        backend_addr = None
+        if args.backend_addr is not None:
+            host, port = args.backend_addr
+            host = f"[{host}]" if ":" in host else host
+            backend_addr = f"{host}:{port}" if port else host
+        backend = make_backend(args.backend, backend_addr, args.backend_prefix)
         backend.get(bytes(p.KEY_LEN))  # fail now, clearly, if the backend is unreachable
-        switch = parse_hostport(args.switch_addr, p.KVS_PORT) if args.switch_addr else None
+        switch = args.switch_addr
         core = AgentCore(
             backend,
             switch,

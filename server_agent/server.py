@@ -264,7 +264,8 @@ class _Server(socketserver.ThreadingTCPServer):
 
 
 class _UnixServer(socketserver.ThreadingUnixStreamServer):
-    """The control API on a Unix socket (reachable from other network namespaces)."""
+    """The control API on a Unix socket (reachable from other network namespaces). The socket is
+    created with mode 0600: it writes the store, so only the agent's user may connect."""
 
     daemon_threads = True
 
@@ -273,7 +274,11 @@ class _UnixServer(socketserver.ThreadingUnixStreamServer):
         with contextlib.suppress(FileNotFoundError):  # a stale socket of an earlier run
             if _is_socket(path):
                 os.unlink(path)
-        super().__init__(path, _ControlHandler)
+        old = os.umask(0o177)  # at start-up, before any other thread: no window with a wider mode
+        try:
+            super().__init__(path, _ControlHandler)
+        finally:
+            os.umask(old)
 
 
 def _is_socket(path: str) -> bool:

@@ -13,13 +13,16 @@ import logging
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
+from typing import NoReturn
 
 from softswitch import P4Error
 from softswitch.io import PortIO, parse_port_spec
-from softswitch.runtime.bundle import Bundle
+from softswitch.runtime.bundle import Bundle, embedded_bundle
 from softswitch.runtime.device import Device
+from softswitch.switch import DROP_PORT
 
 LOG = logging.getLogger("softswitch")
 LEVELS = {
@@ -33,36 +36,141 @@ LEVELS = {
 }
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="kvswitch switch", description=__doc__.split("\n\n")[0])
+class Parser(argparse.ArgumentParser):
+    """One-line errors, exit status 2 (as the other kvswitch subcommands)."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"{self.prog}: error: {message} (see {self.prog} --help)", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def _bounded(what: str, low: int, high: int) -> Callable[[str], int]:
+    def check(text: str) -> int:
+        try:
+            value = int(text, 10)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{text} is not a {what} ({low}-{high})")
+        return value
+
+    check.__name__ = what
+    return check
+
+
+tcp_port = _bounded("TCP port", 0, 65535)
+switch_port = _bounded("switch port", 0, DROP_PORT - 1)  # 9-bit egress_spec; 511 drops
+device_id = _bounded("device id", 0, (1 << 64) - 1)
+
+
+def wait_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text} is not a number of seconds (>= 0)")
+    return value
+
+
+def port_spec(text: str) -> tuple[int, str]:
+    try:
+        num, name = parse_port_spec(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    switch_port(str(num))
+    return num, name
+
+
+def grpc_address(text: str) -> str:
+    host, sep, port = text.rpartition(":")
+    if not sep or not host:
+        raise argparse.ArgumentTypeError(f"{text!r} is not HOST:PORT")
+    tcp_port(port)
+    return text
+
+
+def define(text: str) -> tuple[str, str]:
+    name, _, value = text.partition("=")
+    if not name.isidentifier():
+        raise argparse.ArgumentTypeError(f"{text!r} is not NAME or NAME=VALUE")
+    return name, value or "1"
+
+
+def parser() -> Parser:
+    p = Parser(prog="kvswitch switch", description=__doc__.split("\n\n")[0])
     p.add_argument(
         "program",
         nargs="?",
         help="P4-16 program (v1model or TNA, from its main package) as source, or the BMv2 JSON "
         "p4c-bm2-ss wrote (*.json)",
     )
-    p.add_argument("-i", "--interface", action="append", default=[], metavar="PORT@IFACE")
-    p.add_argument("--device-id", type=int, default=0)
-    p.add_argument("--thrift-port", type=int, default=9090)
+    p.add_argument(
+        "-i",
+        "--interface",
+        type=port_spec,
+        action="append",
+        default=[],
+        metavar="PORT@IFACE",
+        help="attach interface IFACE as switch port PORT (0-510); repeatable",
+    )
+    p.add_argument("--device-id", type=device_id, default=0, help="P4Runtime device id (default 0)")
+    p.add_argument(
+        "--thrift-port", type=tcp_port, default=9090, help="BMv2 Thrift runtime port (9090)"
+    )
     p.add_argument("--log-console", action="store_true", help="log to stderr")
     p.add_argument("--log-file", help="log to this file")
-    p.add_argument("-L", "--log-level", choices=sorted(LEVELS), default="info")
+    p.add_argument(
+        "-L", "--log-level", choices=sorted(LEVELS), default="info", help="log level (info)"
+    )
     p.add_argument(
         "--pcap", nargs="?", const=".", metavar="DIR", help="write PORT_in/out.pcap files"
     )
     p.add_argument(
-        "--use-files", type=float, metavar="WAIT", help="ports are pcap files; wait first"
+        "--use-files",
+        type=wait_seconds,
+        metavar="WAIT",
+        help="ports are pcap files IFACE_in.pcap/IFACE_out.pcap; wait WAIT seconds first",
     )
     p.add_argument("--no-p4", action="store_true", help="start without a program")
-    p.add_argument("-D", dest="defines", action="append", default=[], metavar="NAME=VAL")
-    p.add_argument("-I", dest="includes", action="append", default=[], metavar="DIR")
+    add_preprocessor_options(p)
     return p
 
 
-def target_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="kvswitch switch ... --", add_help=True)
-    p.add_argument("--grpc-server-addr", default="0.0.0.0:9559")
-    p.add_argument("--cpu-port", type=int)
+def add_preprocessor_options(p: argparse.ArgumentParser) -> None:
+    """``-D NAME[=VAL]`` and ``-I DIR``, as a compiler takes them (the switch and kvswitch p4c)."""
+    p.add_argument(
+        "-D",
+        dest="defines",
+        type=define,
+        action="append",
+        default=[],
+        metavar="NAME=VAL",
+        help="preprocessor define for P4 source; repeatable",
+    )
+    p.add_argument(
+        "-I",
+        dest="includes",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="include directory for P4 source; repeatable",
+    )
+
+
+def target_parser() -> Parser:
+    p = Parser(prog="kvswitch switch ... --", add_help=True)
+    p.add_argument(
+        "--grpc-server-addr",
+        type=grpc_address,
+        default="0.0.0.0:9559",
+        help="P4Runtime server address (default 0.0.0.0:9559)",
+    )
+    p.add_argument(
+        "--cpu-port",
+        type=switch_port,
+        help="frames sent to this port become P4Runtime packet-ins (no default: none)",
+    )
     return p
 
 
@@ -87,12 +195,14 @@ def setup_logging(args: argparse.Namespace) -> None:
 
 
 def parse_defines(items: list[str]) -> dict[str, str]:
+    """``["NAME=VAL", "FLAG"]`` -> ``{"NAME": "VAL", "FLAG": "1"}`` (raises ValueError)."""
     out = {}
     for item in items:
-        name, _, value = item.partition("=")
-        if not name:
-            raise ValueError(f"bad define {item!r}")
-        out[name] = value or "1"
+        try:
+            name, value = define(item)
+        except argparse.ArgumentTypeError as exc:
+            raise ValueError(str(exc)) from None
+        out[name] = value
     return out
 
 
@@ -115,31 +225,45 @@ def main(argv: list[str] | None = None) -> int:
     if args.program:
         try:
             if args.program.endswith(".json"):
-                device.install(device.load_json(Path(args.program).read_bytes()))
+                data = Path(args.program).read_bytes()
+                inner = embedded_bundle(data)  # written by kvswitch p4c -o
+                pipe = device.load(inner) if inner else device.load_json(data, name=args.program)
+                device.install(pipe)
             else:
-                bundle = Bundle.from_file(args.program, parse_defines(args.defines), args.includes)
+                bundle = Bundle.from_file(args.program, dict(args.defines), args.includes)
                 device.install(device.load(bundle))
-        except (OSError, ValueError, P4Error) as exc:
+        except P4Error as exc:  # names the file (and line) itself
+            print(f"kvswitch switch: {exc}", file=sys.stderr)
+            return 1
+        except OSError as exc:
+            print(f"kvswitch switch: cannot read {exc.filename}: {exc.strerror}", file=sys.stderr)
+            return 1
+        except ValueError as exc:
             print(f"kvswitch switch: cannot load {args.program}: {exc}", file=sys.stderr)
             return 1
 
     io = PortIO(device.process, Path(args.pcap) if args.pcap else None)
     device.transmit = io.transmit
-    try:
-        for spec in args.interface:
-            num, name = parse_port_spec(spec)
+    for num, name in args.interface:
+        try:
             if args.use_files is not None:
                 io.add_file_port(num, name)
             else:
                 io.add_interface(num, name)
-    except PermissionError:
-        print("kvswitch switch: raw sockets need root (or CAP_NET_RAW)", file=sys.stderr)
-        io.close()
-        return 1
-    except (OSError, ValueError) as exc:
-        print(f"kvswitch switch: {exc}", file=sys.stderr)
-        io.close()
-        return 1
+        except PermissionError:
+            print("kvswitch switch: raw sockets need root (or CAP_NET_RAW)", file=sys.stderr)
+            io.close()
+            return 1
+        except OSError as exc:
+            print(
+                f"kvswitch switch: interface {name} (port {num}): {exc.strerror}", file=sys.stderr
+            )
+            io.close()
+            return 1
+        except ValueError as exc:
+            print(f"kvswitch switch: {exc}", file=sys.stderr)
+            io.close()
+            return 1
 
     # Imported here: the servers pull in grpc and thrift, which the I/O alone does not need.
     from softswitch.runtime.p4runtime_server import P4RuntimeServer

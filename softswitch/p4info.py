@@ -247,8 +247,9 @@ def build_p4info(prog: Program) -> Any:
     for n in sorted(dg_ids, key=lambda x: dg_ids[x]):
         msg = info.digests.add()
         _preamble(msg, dg_ids[n], n, alias[n], {})
-        msg.type_spec.struct.name = n
-        st = info.type_info.structs[n]
+        # v1model names a digest by its struct; TNA by its Digest instance (bf-p4c)
+        msg.type_spec.struct.name = prog.digests[n].name
+        st = info.type_info.structs[prog.digests[n].name]
         for fname, ft in prog.digests[n].fields:
             m = st.members.add()
             m.name = fname

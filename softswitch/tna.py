@@ -72,8 +72,9 @@ class TnaPipeline:
         self.ctx = p.ctx
         objs: dict[str, Any] = {k: c() for k, c in t.classes.items()}
         args = {r: tuple(objs[k] for k in keys) for r, keys in t.args.items()}
-        self.ig_objs = [o for k, o in objs.items() if k.startswith("ig_")]
-        self.eg_objs = [o for k, o in objs.items() if k.startswith("eg_")]
+        # reset before each gress (prebound: one call each per packet)
+        self.ig_resets = [o._reset for k, o in objs.items() if k.startswith("ig_")]
+        self.eg_resets = [o._reset for k, o in objs.items() if k.startswith("eg_")]
         self.ig_md, self.ig_prsr, self.ig_tm, self.ig_dprsr = (
             objs[k] for k in ("ig_intr_md", "ig_prsr", "ig_tm", "ig_dprsr")
         )
@@ -137,8 +138,8 @@ class TnaPipeline:
         out: list[tuple[int, bytes]],
     ) -> bytes | None:
         ctx, st = self.ctx, self.status
-        for obj in self.ig_objs:
-            obj._reset()
+        for reset in self.ig_resets:
+            reset()
         for c in self.checksums:
             c[0] = 0
         flag = 0 if resubmit is None else 1
@@ -152,7 +153,8 @@ class TnaPipeline:
         tm.ucast_egress_port = UCAST_UNSET
         ctx.plen = len(data)
         ctx.resubmit = ctx.clone = None
-        ctx.digests = []
+        if ctx.digests:
+            ctx.digests = []
         ctx.sm = st
         st.parser_error = 0
         buf = prefix + second + data
@@ -231,8 +233,8 @@ class TnaPipeline:
         depth: int,
     ) -> None:
         ctx, st = self.ctx, self.status
-        for obj in self.eg_objs:
-            obj._reset()
+        for reset in self.eg_resets:
+            reset()
         for c in self.checksums:
             c[0] = 0
         plen = len(pkt) & 0xFFFF

@@ -5,49 +5,41 @@ Exit status: 0 done, 1 get/del of a missing key, 2 usage, 3 timeout or server er
 
 from __future__ import annotations
 
-import argparse
 import sys
 
+from kvswitch import argtypes as t
 from kvswitch import protocol as p
-from kvswitch.client.client import Addr, Client
+from kvswitch.client.client import Client
 from kvswitch.client.errors import KvsError
 
 
-def _servers(text: str) -> list[Addr]:
-    out: list[Addr] = []
-    for part in text.split(","):
-        host, sep, port = part.strip().rpartition(":")
-        out.append((host, int(port)) if sep else (part.strip(), p.KVS_PORT))
-    return out
-
-
-def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="kvswitch client", description=__doc__)
+def build_parser() -> t.Parser:
+    ap = t.Parser(prog="kvswitch client", description=__doc__)
     ap.add_argument(
         "--servers",
-        default=f"127.0.0.1:{p.KVS_PORT}",
-        help="comma-separated ip[:port] of servers 0..M-1 in rack order",
+        type=t.host_port_list(p.KVS_PORT),
+        default=[("127.0.0.1", p.KVS_PORT)],
+        help=f"comma-separated ip[:port] of servers 0..M-1 in rack order (default port {p.KVS_PORT})",
     )
-    ap.add_argument("--timeout", type=float, default=0.5, help="seconds per attempt")
-    ap.add_argument("--retries", type=int, default=3, help="resends after the first attempt")
+    ap.add_argument(
+        "--timeout", type=t.positive_float, default=0.5, help="seconds per attempt (default 0.5)"
+    )
+    ap.add_argument(
+        "--retries", type=t.nonneg_int, default=3, help="resends after the first attempt (3)"
+    )
     ap.add_argument("--tcp", action="store_true", help="send set/del over TCP")
     sub = ap.add_subparsers(dest="op", required=True)
-    sub.add_parser("get", help="print the value").add_argument("key")
+    sub.add_parser("get", help="print the value").add_argument("key", help="the key")
     setp = sub.add_parser("set", help="store a value")
-    setp.add_argument("key")
-    setp.add_argument("value")
-    sub.add_parser("del", help="delete a key").add_argument("key")
+    setp.add_argument("key", help="the key")
+    setp.add_argument("value", help="the value (UTF-8 text)")
+    sub.add_parser("del", help="delete a key").add_argument("key", help="the key")
     return ap
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
-    try:
-        servers = _servers(args.servers)
-    except ValueError:
-        print(f"kvswitch client: bad --servers {args.servers!r}", file=sys.stderr)
-        return 2
-    with Client(servers, timeout=args.timeout, retries=args.retries, tcp_writes=args.tcp) as c:
+    with Client(args.servers, timeout=args.timeout, retries=args.retries, tcp_writes=args.tcp) as c:
         try:
             if args.op == "get":
                 value = c.get(args.key)

@@ -15,11 +15,7 @@
 #ifndef KVSWITCH_HASHPIPE_P4
 #define KVSWITCH_HASHPIPE_P4
 
-struct hp_carry_t {
-    bool active;
-    kvs_key_t key;
-    bit<32> cnt;
-}
+#include "hashpipe_carry.p4"
 
 control HashPipeStage(inout hp_carry_t carry)(bit<32> seed, bool always_insert) {
     @name("hp_key0") register<bit<32>>(HP_SLOTS) hp_key0;
@@ -63,55 +59,6 @@ control HashPipeStage(inout hp_carry_t carry)(bit<32> seed, bool always_insert) 
     }
 }
 
-control HashPipe(in kvs_key_t key) {
-    HashPipeStage(HP_SEED_0, true) hp_stage0;
-#if HP_STAGES > 1
-    HashPipeStage(HP_SEED_1, false) hp_stage1;
-#endif
-#if HP_STAGES > 2
-    HashPipeStage(HP_SEED_2, false) hp_stage2;
-#endif
-#if HP_STAGES > 3
-    HashPipeStage(HP_SEED_3, false) hp_stage3;
-#endif
-#if HP_STAGES > 4
-    HashPipeStage(HP_SEED_4, false) hp_stage4;
-#endif
-#if HP_STAGES > 5
-    HashPipeStage(HP_SEED_5, false) hp_stage5;
-#endif
-#if HP_STAGES > 6
-    HashPipeStage(HP_SEED_6, false) hp_stage6;
-#endif
-#if HP_STAGES > 7
-    HashPipeStage(HP_SEED_7, false) hp_stage7;
-#endif
-
-    apply {
-        hp_carry_t carry = {true, key, 1};
-        hp_stage0.apply(carry);
-#if HP_STAGES > 1
-        hp_stage1.apply(carry);
-#endif
-#if HP_STAGES > 2
-        hp_stage2.apply(carry);
-#endif
-#if HP_STAGES > 3
-        hp_stage3.apply(carry);
-#endif
-#if HP_STAGES > 4
-        hp_stage4.apply(carry);
-#endif
-#if HP_STAGES > 5
-        hp_stage5.apply(carry);
-#endif
-#if HP_STAGES > 6
-        hp_stage6.apply(carry);
-#endif
-#if HP_STAGES > 7
-        hp_stage7.apply(carry);
-#endif
-    }
-}
+#include "hashpipe_stages.p4"
 
 #endif  // KVSWITCH_HASHPIPE_P4

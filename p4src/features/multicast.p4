@@ -13,6 +13,8 @@
 #ifndef KVSWITCH_MULTICAST_P4
 #define KVSWITCH_MULTICAST_P4
 
+#include "update_copy.p4"
+
 control MulticastIngress(in headers_t hdr, inout kvs_meta_t meta, inout standard_metadata_t std) {
     @name("set_mcast_group")
     action set_mcast_group(MulticastGroupId_t group) {
@@ -67,24 +69,7 @@ control MulticastEgress(inout headers_t hdr, inout kvs_meta_t meta,
 
     apply {
         if (porttoserver_table.apply().hit) {
-            if (hdr.kvs.op == KvsOp.SET) {
-                hdr.kvs.op = KvsOp.UPDATE;
-            } else {
-                hdr.kvs.op = KvsOp.UPDATE_DEL;
-            }
-            if (hdr.tcp.isValid()) {
-                bit<16> ip_hdr_len = (bit<16>)hdr.ipv4.ihl << 2;
-                hdr.udp.setValid();
-                hdr.udp.src_port = hdr.tcp.src_port;
-                hdr.udp.dst_port = KVS_PORT;
-                hdr.udp.length = 8 + KVS_HDR_LEN + hdr.kvs.vlen;
-                hdr.udp.checksum = 0;
-                hdr.ipv4.protocol = IP_PROTO_UDP;
-                hdr.ipv4.total_len = ip_hdr_len + hdr.udp.length;
-                hdr.kvs.flags = hdr.kvs.flags | KVS_F_TCP;
-                hdr.tcp.setInvalid();
-                hdr.tcp_options.setInvalid();
-            }
+            UpdateCopy.apply(hdr);
         }
     }
 }

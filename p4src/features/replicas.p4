@@ -123,10 +123,13 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout standard_meta
         bool write = op == KvsOp.SET || op == KvsOp.DEL;
         bool sync = op == KvsOp.SYNC && from_origin && hdr.udp.isValid();
         // Rule 2 input: the origin says it holds the key at (epoch, ver): a write's OK reply (a
-        // repeated request id's too: it carries the version the origin holds, flag F_DUP), its
-        // SYNC_DONE, or any read reply (found or not: both carry the stored version).
-        bool acked = (op == KvsOp.SET_REPLY || op == KvsOp.DEL_REPLY || op == KvsOp.SYNC_DONE)
-                     && hdr.kvs.status == KvsStatus.OK;
+        // repeated request id's too: it carries the version the origin holds, flag F_DUP) or
+        // STALE reply (a newer write got there first; it carries the version the origin holds),
+        // its SYNC_DONE, or any read reply (found or not: both carry the stored version).
+        bool write_reply = op == KvsOp.SET_REPLY || op == KvsOp.DEL_REPLY;
+        bool acked = (write_reply && (hdr.kvs.status == KvsStatus.OK
+                                      || hdr.kvs.status == KvsStatus.STALE))
+                     || (op == KvsOp.SYNC_DONE && hdr.kvs.status == KvsStatus.OK);
         bool origin_report = from_origin && current && (acked || op == KvsOp.GET_REPLY);
 
         // global_ver: a fresh version for a write (rule 1) or the origin's SYNC (rule 5).

@@ -10,10 +10,12 @@
 //   O (ops)      only servers send GET_REPLY, SET_REPLY, DEL_REPLY, CONFIRM, PUSH, SYNC, SYNC_DONE,
 //                REMOVE and REMOVE_REPLY; UPDATE/UPDATE_DEL are made by this switch's egress and
 //                never accepted from any host (kvswitch.p4); clients send GET, SET and DEL only.
-//                Anything else from a client (a server-only op, an unknown op) is dropped.
-//   V (versions) every request (GET, SET, DEL) leaves here with epoch = ver = 0 and the flag bits
-//                F_TCP/F_DUP cleared: versions come from the switch alone. Replicas (rule 1) stamps
-//                a hot SET/DEL afterwards; a cold one reaches its origin unversioned.
+//                Anything else from a client over UDP (a server-only op, an unknown op) is dropped.
+//   V (versions) every UDP request (GET, SET, DEL) leaves here with epoch = ver = 0 and the flag
+//                bits F_TCP/F_DUP cleared: versions come from the switch alone. Replicas (rule 1)
+//                stamps a hot SET/DEL afterwards; a cold one reaches its origin unversioned.
+//   (TCP: a segment may start in the middle of a message, so O and V leave TCP alone; the agent
+//   ignores versions on TCP requests and takes PUSH/REMOVE from its control channel only.)
 // A dropped packet also has meta.kvs_ok cleared, so no later control reads or writes state for it.
 //
 // Table (controller contract, installed with the static entries, controller/trust.py):
@@ -28,7 +30,10 @@
 #ifndef KVSWITCH_TRUST_P4
 #define KVSWITCH_TRUST_P4
 
-control Trust(inout headers_t hdr, inout kvs_meta_t meta, inout standard_metadata_t std) {
+// `refused`: the caller drops the packet (v1model: mark_to_drop; TNA: its forwarding decision), so
+// both builds share this control.
+control Trust(inout headers_t hdr, inout kvs_meta_t meta, in PortId_t ingress_port,
+              inout bool refused) {
     bool known = false;
     bool is_server = false;
     PortId_t host_port = 0;
@@ -54,14 +59,14 @@ control Trust(inout headers_t hdr, inout kvs_meta_t meta, inout standard_metadat
     }
 
     action refuse() {
-        mark_to_drop(std);
+        refused = true;
         meta.kvs_ok = false;
     }
 
     apply {
         if (hdr.ipv4.isValid()) {
             hostport_table.apply();
-            bool spoofed = known && host_port != std.ingress_port;
+            bool spoofed = known && host_port != ingress_port;
             bool from_server = known && is_server && !spoofed;
             bool to_kvs = hdr.udp.isValid() && hdr.udp.dst_port == KVS_PORT;
 #ifndef KVS_TEST_NO_TRUST_SOURCE
@@ -69,7 +74,11 @@ control Trust(inout headers_t hdr, inout kvs_meta_t meta, inout standard_metadat
                 refuse();
             }
 #endif
-            if (meta.kvs_ok) {
+            // O and V look at UDP only: a TCP segment's first bytes may be the middle of a message
+            // (a value longer than one segment), which must pass untouched. Over TCP the agents
+            // ignore versions and take no PUSH/REMOVE, and a reply cannot enter another host's
+            // connection.
+            if (meta.kvs_ok && hdr.udp.isValid()) {
                 KvsOp op = hdr.kvs.op;
                 bool request = op == KvsOp.GET || op == KvsOp.SET || op == KvsOp.DEL;
 #ifndef KVS_TEST_NO_TRUST_SERVER_OPS

@@ -14,11 +14,11 @@ error {
     TcpBadHeader
 }
 
-// The headers, for every target: v1model's KvsParser below and TNA's ingress and egress parsers
-// (parser_tna.p4) apply it after their intrinsic metadata.
-parser KvsHeadersParser(packet_in pkt, inout headers_t hdr, inout kvs_meta_t meta) {
-    bit<16> tcp_payload_len;
-
+// The headers, for every target, in two parts so that a TNA parser can verify the IPv4 checksum
+// between them: KvsL3Parser (Ethernet, IPv4 and its options), then, for IPv4, KvsL4Parser (UDP/TCP
+// and the KVSwitch header). v1model's KvsParser (parser_v1model.p4) and TNA's ingress and egress
+// parsers (parser_tna.p4) apply them after their intrinsic metadata.
+parser KvsL3Parser(packet_in pkt, inout headers_t hdr, inout kvs_meta_t meta) {
     state start {
         pkt.extract(hdr.ethernet);
         transition select(hdr.ethernet.ether_type) {
@@ -32,18 +32,22 @@ parser KvsHeadersParser(packet_in pkt, inout headers_t hdr, inout kvs_meta_t met
         verify(hdr.ipv4.version == 4 && hdr.ipv4.ihl >= 5, error.Ipv4BadHeader);
         meta.l4_len = hdr.ipv4.total_len - ((bit<16>)hdr.ipv4.ihl << 2);
         transition select(hdr.ipv4.ihl) {
-            5: parse_l4;
+            5: accept;
             default: parse_ipv4_options;
         }
     }
 
     state parse_ipv4_options {
         pkt.extract(hdr.ipv4_options, ((bit<32>)hdr.ipv4.ihl - 5) << 5);
-        transition parse_l4;
+        transition accept;
     }
+}
+
+parser KvsL4Parser(packet_in pkt, inout headers_t hdr, inout kvs_meta_t meta) {
+    bit<16> tcp_payload_len;
 
     // Only the first fragment carries the L4 header.
-    state parse_l4 {
+    state start {
         transition select(hdr.ipv4.frag_offset, hdr.ipv4.protocol) {
             (0, IP_PROTO_UDP): parse_udp;
             (0, IP_PROTO_TCP): parse_tcp;
@@ -92,15 +96,6 @@ parser KvsHeadersParser(packet_in pkt, inout headers_t hdr, inout kvs_meta_t met
     }
 }
 
-parser KvsParser(packet_in pkt, out headers_t hdr, inout kvs_meta_t meta,
-                 inout standard_metadata_t std) {
-    KvsHeadersParser() headers;
-
-    state start {
-        headers.apply(pkt, hdr, meta);
-        transition accept;
-    }
-}
 
 // Accepts the KVSwitch header only when the parser finished without error and the header plus its
 // value fit in the datagram (UDP length) or segment (IPv4 length), and the frame really holds the

@@ -1407,6 +1407,12 @@ class Translator:
             )
         outs: list[tuple[E, str]] = []
         for (pname, direction, pt), a, local in zip(params, args, inst["py"], strict=True):
+            if isinstance(pt, ExternT) and pt.name == "packet_out":
+                # a deparser's sub-control emits into the same output (both name it `_out`)
+                s = scope.lookup(self.ck.name_of(a.children[0])) if a.data == "var" else None
+                if s is None or s.kind != "packet_out":
+                    raise self.err(a, "pass the packet_out to a sub-control")
+                continue
             e = self.expr(a, scope, pt)
             e = self.convert(e, pt, a, f"argument {pname}: ")
             if direction in ("out", "inout") and not e.lvalue:
@@ -1440,7 +1446,9 @@ class Translator:
             )
         codes = ["_pkt", "_off", "_plen"]
         outs = []
-        for (pname, direction, pt), a in zip(params, args, strict=True):
+        inline = inst.get("inline")
+        locals_: list[str] = []
+        for (pname, direction, pt), a, local in zip(params, args, inst["py"], strict=True):
             if isinstance(pt, ExternT) and pt.name == "packet_in":
                 s = scope.lookup(self.ck.name_of(a.children[0])) if a.data == "var" else None
                 if s is None or s.kind != "packet_in":
@@ -1452,6 +1460,16 @@ class Translator:
             codes.append(e.code)
             if direction in ("out", "inout") and not isinstance(pt, (StructLikeT, StackT)):
                 outs.append(e)
+                locals_.append(local)
+            if inline is not None:
+                self.em(f"{local} = {e.code}")
+        if inline is not None:
+            # the sub-parser's code in place: same packet, offset and error handling as here
+            pad = "    " * (self.em.indent - 1)
+            self.em.lines.extend(pad + line for line in inline)
+            for e, local in zip(outs, locals_, strict=True):
+                self.assign_to(e, E(local, e.type), node)
+            return
         r = self.tmp("sp")
         self.em(f"{r} = {inst['func']}({', '.join(codes)})")
         self.em(f"_off = {r}[0]")
@@ -1605,8 +1623,9 @@ class Translator:
         name = next(k for k, v in e.type.members.items() if v == e.const)
         return name
 
-    def emit_digest(self, data: E, node: Any) -> None:
-        """Queue a digest of the struct ``data`` (v1model's digest(), TNA's Digest.pack)."""
+    def emit_digest(self, data: E, node: Any, name: str = "") -> None:
+        """Queue a digest of the struct ``data`` (v1model's digest(), named by the struct; TNA's
+        Digest.pack, named by the Digest instance)."""
         t = data.type
         if isinstance(t, ListT):
             raise self.err(node, "digest data must be a struct (declare one for the list)")
@@ -1615,11 +1634,12 @@ class Translator:
         for fname, ft in t.fields:
             if bit_width_of(ft) is None:
                 raise self.err(node, f"digest field {fname} must be bit<>/bool/enum")
-        self.digest_types[t.name] = t
+        name = name or t.name
+        self.digest_types[name] = t
         dv = self.tmp("dg")
         self.em(f"{dv} = {data.code}")
         values = ", ".join(f"{dv}.{f}" for f, _t in t.fields)
-        self.em(f"_G.digests.append(({t.name!r}, ({values}{',' if t.fields else ''})))")
+        self.em(f"_G.digests.append(({name!r}, ({values}{',' if t.fields else ''})))")
 
     def extern_func(
         self, node: Tree, name: str, args: list[Any], targs: list[Tree], scope: Scope
@@ -2085,7 +2105,8 @@ class Translator:
                 lname = self.ck.name_of(lname_node.children[0])
                 idx = None
                 for i, (info, _s, _a) in enumerate(sel.type.table.actions):
-                    if info.name == lname or info.name.rsplit(".", 1)[-1] == lname:
+                    local = self.ck.name_of(info.tree.children[1])  # as declared (an @name
+                    if lname in (info.name, info.name.rsplit(".", 1)[-1], local):  # may differ)
                         idx = i
                 if idx is None:
                     raise self.err(

@@ -730,11 +730,16 @@ class Builder:
         if "start" not in index:
             raise self.err(tree, f"parser {decl.name} has no start state")
         by_name = {self.ck.name_of(st.children[2]): st for st in states}
+        dag = self.parse_graph_is_small_dag(by_name)
+        if sub and dag:
+            # an acyclic sub-parser is inlined where it is applied (no call per packet): its
+            # states run inside a one-pass loop that `accept` leaves
+            self.accept_code = "break"
         self.parser_scope = scope
         body = Emitter()
         body.indent = em.indent + 1
         self.tr.em = body
-        if self.parse_graph_is_small_dag(by_name):
+        if dag:
             # straight-line code: each state inlined where it is reached (no dispatch loop)
             self.inline_states = by_name
             self.emit_state(by_name["start"], scope, index)
@@ -747,6 +752,17 @@ class Builder:
                     body(f"{'if' if i == 0 else 'elif'} _st == {i}:")
                     with body.block():
                         self.emit_state(s, scope, index)
+        if sub and dag:
+            self.tr.em, self.tr.fq, self.tr.in_parser, self.inline_states = saved
+            self.parser_scope, self.accept_code = saved_scope, saved_accept
+            inline = [*em.lines, "    while True:", *body.lines, "        break"]
+            return {
+                "name": fq,
+                "inline": inline,
+                "params": info,
+                "py": py,
+                "params_node": params_node,
+            }
         em("try:")
         em.lines += body.lines
         em("except _PErr as _err:")

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import re
+import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -69,6 +70,7 @@ PREDEFINED_CRC = {
     "CRC64": (64, 0x42F0E1EBA9EA3693, 0, 0, False),
 }
 
+_LITTLE = sys.byteorder == "little"
 METER_COLOUR = (0, 1, 3)  # RFC 2698 colour (GREEN, YELLOW, RED) -> MeterColor_t
 
 
@@ -82,7 +84,9 @@ def ones_sum(data: bytes) -> int:
     """The 16-bit ones' complement sum of ``data`` (big-endian words, odd length zero-padded)."""
     if len(data) & 1:
         data += b"\x00"
-    return _fold(sum(int.from_bytes(data[i : i + 2], "big") for i in range(0, len(data), 2)))
+    # the sum does not depend on byte order: sum native words in C, fold, swap back
+    s = _fold(sum(memoryview(data).cast("H")))
+    return ((s & 0xFF) << 8) | (s >> 8) if _LITTLE else s
 
 
 def checksum_add(state: int, data: bytes) -> int:
@@ -612,7 +616,7 @@ class TnaExterns:
         data = tr.expr(args[0], scope)
         if x.type_args:
             data = tr.convert(data, x.type_args[0], args[0])
-        tr.emit_digest(data, args[0])
+        tr.emit_digest(data, args[0], x.name)
         return None
 
     m_DirectRegisterAction = m_RegisterAction
@@ -662,6 +666,9 @@ class TnaExterns:
                             "packet; merge the two RegisterActions or move one into another branch",
                         )
                     seen = {**seen, reg.name: uid}
+                elif isinstance(st, ast.If) and isinstance(st.test, ast.Constant):
+                    # a condition known at load time (e.g. a constructor parameter): one branch
+                    seen = walk(st.body if st.test.value else st.orelse, seen)
                 elif isinstance(st, ast.If):
                     a = walk(st.body, seen)
                     b = walk(st.orelse, seen)
@@ -767,7 +774,8 @@ def build_tna(b: Builder) -> Program:
             if key in types and types[key] is not t:
                 raise b.err(
                     p,
-                    f"{pname_}: {t.show()} differs from {types[key].show()} of the other {side}ress blocks",
+                    f"{pname_}: {t.show()} differs from {types[key].show()} of the other "
+                    f"{'ingress' if side == 'ig' else 'egress'} blocks",
                 )
             types[key] = t
             keys.append(key)

@@ -136,6 +136,10 @@ class Translator:
         self.out: list[str] = []
         self.headers: dict[str, HeaderRef] = {}
         self.stacks: dict[str, str] = {}  # json stack name -> p4 path
+        self.stack_fields: dict[str, dict[str, tuple[str, int]]] = {}
+        # inside a parser state: lookahead reads to emit before the statement being translated
+        self.parser_locals: list[str] | None = None
+        self.pre_lines: list[str] = []
         self.actions: dict[int, dict[str, Any]] = {a["id"]: a for a in doc.get("actions", [])}
         self.action_ident: dict[int, str] = {}
         self.action_by_name: dict[str, dict[str, Any]] = {}
@@ -238,6 +242,7 @@ class Translator:
         for s in doc.get("header_stacks", []):
             ident = _ident(s["name"], "s_")
             self.stacks[s["name"]] = f"hdr.{ident}"
+            self.stack_fields[s["name"]] = decl_fields[s["header_type"]]
             stack_decls.append(f"    {_ident(s['header_type'], 't_')}[{s['size']}] {ident};")
             for i, hid in enumerate(s["header_ids"]):
                 stack_members[str(hid)] = (f"hdr.{ident}[{i}]", i)
@@ -251,6 +256,13 @@ class Translator:
             ident = _ident(name, "h_")
             if str(h["id"]) in stack_members:
                 path = stack_members[str(h["id"])][0]
+            elif h["metadata"] and name == "scalars":
+                # p4c's flattened user metadata and temporaries: fields of meta_t itself (one
+                # attribute access less per use in the generated code)
+                path = "meta"
+                if any(w < 0 for _, w in decl_fields[tname].values()):
+                    raise self.fail("header scalars", "a varbit field in metadata")
+                meta_lines += [f"    bit<{w}> {i};" for i, w in decl_fields[tname].values()]
             elif h["metadata"]:
                 path = f"meta.{ident}"
                 meta_lines.append(f"    {_ident(tname, 't_')} {ident};")
@@ -316,7 +328,9 @@ class Translator:
             raise self.fail(what, f"varbit field {hname}.{fname} in an expression")
         return X(f"{h.path}.{ident}", "bits", width)
 
-    def header_path(self, name: str, what: str) -> str:
+    def header_path(self, name: Any, what: str) -> str:
+        if not isinstance(name, str):
+            raise self.fail(what, f"a header given by an expression ({json.dumps(name)[:60]})")
         if name in self.headers and not self.headers[name].metadata:
             return self.headers[name].path
         if name in self.stacks:
@@ -373,7 +387,26 @@ class Translator:
             if v not in env:
                 raise self.fail(what, f"{t} {v} out of range")
             return env[v]
+        if t == "stack_field":  # a field of the stack's last extracted element
+            stack, fname = v
+            if stack not in self.stacks or fname not in self.stack_fields[stack]:
+                raise self.fail(what, f"unknown stack field {stack}.{fname}")
+            ident, width = self.stack_fields[stack][fname]
+            if width < 0:
+                raise self.fail(what, f"varbit field {stack}.{fname} in an expression")
+            return X(f"{self.stacks[stack]}.last.{ident}", "bits", width)
+        if t == "lookahead" and self.parser_locals is not None:
+            return self.lookahead(int(v[0]), int(v[1]))
         raise self.fail(what, f"expression type {t!r} is not supported")
+
+    def lookahead(self, offset: int, width: int) -> X:
+        """``width`` bits ``offset`` bits ahead: read before the statement, in a parser local."""
+        assert self.parser_locals is not None
+        self.tmp_n += 1
+        la = f"la_{self.tmp_n}"
+        self.parser_locals.append(f"    bit<{offset + width}> {la};")
+        self.pre_lines.append(f"{la} = packet.lookahead<bit<{offset + width}>>();")
+        return X(f"{la}[{width - 1}:0]", "bits", width)
 
     def width_of(self, *xs: X) -> int:
         return max([x.width for x in xs if x.kind == "bits"] or [0])
@@ -388,8 +421,8 @@ class Translator:
                 if a.kind == "int":
                     assert a.value is not None
                     return X(str(a.value & m), "int", 0, a.value & m)
-                w = max(k, self.width_of(a))
-                return X(f"({self.bits(a, w)} & {w}w{m})", "bits", w)
+                # a value of at most k bits needs no mask; a wider one is truncated by a cast
+                return X(self.bits(a, k), "bits", k)
         if o in ("d2b",):
             return X(self.boolean(self.expr(e["right"], what, env)), "bool")
         if o == "b2d":
@@ -620,11 +653,12 @@ class Translator:
             return "start" if n == p["init_state"] else _ident(n, "st_")
 
         body: list[str] = []
-        la_n = 0
+        self.parser_locals = []
         for s in p["parse_states"]:
             what = f"parser state {s['name']}"
             lines: list[str] = []
             for pop in s["parser_ops"]:
+                start = len(lines)
                 op, ps = pop["op"], pop["parameters"]
                 w = f"{what}, op {op!r}"
                 if op == "extract":
@@ -651,18 +685,21 @@ class Translator:
                     lines.append(f"packet.advance({self.bits(self.expr(ps[0], w, {}), 32)});")
                 else:
                     raise self.fail(w, "parser operation not supported")
+                lines[start:start] = self.pre_lines  # lookaheads the operation reads come first
+                self.pre_lines = []
             keys: list[tuple[str, int]] = []
             for k in s["transition_key"]:
                 if k["type"] == "field":
                     x = self.field(k["value"], what)
                     keys.append((x.text, x.width))
                 elif k["type"] == "lookahead":
-                    off, width = k["value"]
-                    la_n += 1
-                    la = f"la_{la_n}"
-                    body.insert(0, f"    bit<{off + width}> {la};")
-                    lines.append(f"{la} = packet.lookahead<bit<{off + width}>>();")
-                    keys.append((f"{la}[{width - 1}:0]", width))
+                    x = self.lookahead(int(k["value"][0]), int(k["value"][1]))
+                    lines += self.pre_lines
+                    self.pre_lines = []
+                    keys.append((x.text, x.width))
+                elif k["type"] == "stack_field":
+                    x = self.expr(k, what, {})
+                    keys.append((x.text, x.width))
                 else:
                     raise self.fail(what, f"transition key {k['type']!r} is not supported")
             trans = s["transitions"]
@@ -698,9 +735,11 @@ class Translator:
                 + "".join(f"        {ln}\n" for ln in lines)
                 + f"        {tail}\n    }}"
             )
+        locals_ = self.parser_locals
+        self.parser_locals = None
         self.out.append(
             "parser ParserImpl(packet_in packet, out headers_t hdr, inout meta_t meta,"
-            " inout standard_metadata_t sm) {\n" + "\n".join(body) + "\n}"
+            " inout standard_metadata_t sm) {\n" + "\n".join(locals_ + body) + "\n}"
         )
 
     def split_key(self, hexval: str, keys: list[tuple[str, int]], what: str) -> list[int]:
@@ -829,8 +868,8 @@ class Translator:
         for ent in sorted(t["entries"], key=lambda e: e.get("priority", 0)):
             parts = []
             for mk, k in zip(ent["match_key"], t["key"], strict=True):
-                v = int(mk["key"], 16)
                 mt = mk["match_type"]
+                v = int(mk["start" if mt == "range" else "key"], 16)
                 if mt == "exact":
                     parts.append(hex(v))
                 elif mt == "ternary":
@@ -841,11 +880,7 @@ class Translator:
                     m = ((1 << plen) - 1) << (width - plen)
                     parts.append(f"{hex(v)} &&& {hex(m)}")
                 elif mt == "range":
-                    parts.append(
-                        f"{hex(v)} .. {mk['key']}"
-                        if "end" not in mk
-                        else f"{hex(int(mk['start'], 16))} .. {mk['end']}"
-                    )
+                    parts.append(f"{hex(v)} .. {hex(int(mk['end'], 16))}")
                 else:
                     raise self.fail(what, f"const entry match kind {mt!r} is not supported")
             a = self.actions[ent["action_entry"]["action_id"]]

@@ -19,16 +19,31 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from softswitch import Switch
+from softswitch import P4Error, Switch
 
 FORMAT = "softswitch-p4-source/1"
 SOURCE_SUFFIXES = (".p4", ".h", ".p4h", ".def")
 SKIP_DIRS = {"__pycache__", "node_modules", "build"}
 MAX_BUNDLE_BYTES = 16 << 20
+
+
+BUNDLE_KEY = "softswitch_bundle"  # the bundle inside the BMv2-style JSON `kvswitch p4c -o` writes
+
+
+def embedded_bundle(data: bytes) -> Bundle | None:
+    """The source bundle inside a BMv2-style JSON written by ``kvswitch p4c -o``, else None."""
+    try:
+        doc = json.loads(data)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    if not isinstance(doc, dict) or not isinstance(doc.get(BUNDLE_KEY), dict):
+        return None
+    return Bundle.from_bytes(json.dumps(doc[BUNDLE_KEY]).encode())
 
 
 class BundleError(ValueError):
@@ -41,6 +56,9 @@ class Bundle:
     files: dict[str, str]
     defines: dict[str, str] = field(default_factory=dict)
     include_dirs: list[str] = field(default_factory=list)
+    # bundle path -> the file it was read from (from_file only; not part of the device config),
+    # so that P4 errors name the user's file, not the scratch copy compile() loads
+    origins: dict[str, str] = field(default_factory=dict, compare=False)
 
     def to_bytes(self) -> bytes:
         doc = {
@@ -84,15 +102,16 @@ class Bundle:
         """Pack a program on disk: the main file, the sources beside it and in ``include_dirs``."""
         main_path = Path(main)
         root = main_path.parent
-        files = {p.relative_to(root).as_posix(): p.read_text() for p in _sources(root)}
-        files[main_path.name] = main_path.read_text()
+        origins = {p.relative_to(root).as_posix(): str(p) for p in _sources(root)}
+        origins[main_path.name] = str(main_path)
         dirs = []
         for i, inc in enumerate(include_dirs or []):
             prefix = f"_include{i}"
             dirs.append(prefix)
             for p in _sources(Path(inc)):
-                files[f"{prefix}/{p.relative_to(inc).as_posix()}"] = p.read_text()
-        return cls(main_path.name, files, dict(defines or {}), dirs)
+                origins[f"{prefix}/{p.relative_to(inc).as_posix()}"] = str(p)
+        files = {rel: Path(path).read_text() for rel, path in origins.items()}
+        return cls(main_path.name, files, dict(defines or {}), dirs, origins)
 
     def compile(self) -> Switch:
         """Write the files to a scratch directory and load the program (raises P4Error)."""
@@ -102,11 +121,26 @@ class Bundle:
                 target = root / rel
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_text(text)
-            return Switch.from_file(
-                str(root / self.main),
-                defines=self.defines or None,
-                include_dirs=[str(root), *(str(root / d) for d in self.include_dirs)],
-            )
+            try:
+                return Switch.from_file(
+                    str(root / self.main),
+                    defines=self.defines or None,
+                    include_dirs=[str(root), *(str(root / d) for d in self.include_dirs)],
+                )
+            except P4Error as exc:
+                raise self._user_paths(exc, f"{root}/") from None
+
+    def _user_paths(self, exc: P4Error, scratch: str) -> P4Error:
+        """The error with the scratch copy's paths replaced by the user's (or bundle) paths."""
+
+        def user(path: str) -> str:
+            if not path.startswith(scratch):
+                return path
+            rel = path[len(scratch) :]
+            return self.origins.get(rel, rel)
+
+        msg = re.sub(re.escape(scratch) + r"[^\s:,'\"]+", lambda m: user(m.group(0)), exc.msg)
+        return P4Error(msg, user(exc.file), exc.line, exc.col)
 
 
 def _sources(root: Path) -> list[Path]:

@@ -17,7 +17,7 @@ from finsy.proto import p4i
 
 from softswitch import Switch, SwitchError
 from softswitch.frontend.bmv2_json import looks_like_bmv2_json
-from softswitch.runtime.bundle import Bundle
+from softswitch.runtime.bundle import Bundle, embedded_bundle
 from softswitch.runtime.p4info_index import P4InfoIndex, TableInfo
 from softswitch.switch import load_json_program
 
@@ -191,9 +191,15 @@ class Device:
         switch = bundle.compile()
         return Pipeline(switch, P4InfoIndex(switch.p4info), bundle.to_bytes(), cookie, bundle)
 
-    def load_json(self, data: bytes, p4info: p4i.P4Info | None = None, cookie: int = 0) -> Pipeline:
+    def load_json(
+        self,
+        data: bytes,
+        p4info: p4i.P4Info | None = None,
+        cookie: int = 0,
+        name: str = "device config (BMv2 JSON)",
+    ) -> Pipeline:
         """A pipeline from p4c-bm2-ss's BMv2 JSON; ``p4info`` gives the control-plane ids."""
-        switch = Switch(load_json_program(data, "device config (BMv2 JSON)", p4info))
+        switch = Switch(load_json_program(data, name, p4info))
         return Pipeline(switch, P4InfoIndex(switch.p4info), bytes(data), cookie)
 
     def load_config(
@@ -201,6 +207,11 @@ class Device:
     ) -> Pipeline:
         """A pipeline from a device config: BMv2 JSON (as for simple_switch_grpc) or a source
         bundle (raises BundleError, P4Error)."""
+        inner = embedded_bundle(data)  # kvswitch p4c -o: BMv2-style JSON around the source
+        if inner is not None:
+            pipe = self.load(inner, cookie)
+            pipe.device_config = bytes(data)
+            return pipe
         if looks_like_bmv2_json(data):
             return self.load_json(data, p4info, cookie)
         return self.load(Bundle.from_bytes(data), cookie)

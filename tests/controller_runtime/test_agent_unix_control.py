@@ -31,6 +31,7 @@ def test_unix_control_endpoint(tmp_path: Path) -> None:
     stale.bind(str(path))  # a stale socket of an earlier run is replaced
     stale.close()
     agent = _agent(path)
+    assert path.stat().st_mode & 0o777 == 0o600  # it writes the store: the agent's user only
     thread = threading.Thread(target=agent.serve_forever, daemon=True)
     thread.start()
     try:
@@ -59,3 +60,19 @@ def test_bad_endpoints(endpoint: str) -> None:
 def test_hostport_endpoint() -> None:
     ctl = AgentControl.at("10.0.0.1:8901")
     assert ctl.addr == ("10.0.0.1", 8901)
+
+
+def test_tcp_control_endpoint_is_not_on_the_kvs_address() -> None:
+    """The TCP control API writes the store: it listens on --control-listen (loopback by default),
+    not on the address clients send requests to (docs/protocol.md "Trust")."""
+    core = AgentCore(MemoryBackend(), None)
+    agent = AgentServer(core, AgentConfig("127.0.0.2", 0, control_port=0, tcp=False))
+    agent.start()
+    try:
+        assert agent.udp.getsockname()[0] == "127.0.0.2"
+        assert agent._control is not None
+        assert agent._control.server_address[0] == "127.0.0.1"
+        with pytest.raises(OSError):
+            socket.create_connection(("127.0.0.2", agent.control_port or 0), timeout=1).close()
+    finally:
+        agent.stop()

@@ -165,3 +165,41 @@ def test_rack_too_large_for_program(program: Program, live_switch: LiveSwitch) -
     )
     with pytest.raises(DriverError, match="MAX_SERVERS"):
         P4RuntimeDriver(live_switch.address, program, rack.rack())
+
+
+class RecordingAgents:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, bytes, int]] = []
+
+    def push(self, key: bytes, origin: int, replicas: tuple[int, ...]) -> None:
+        self.calls.append(("push", key, origin))
+
+    def remove(self, key: bytes, server: int) -> None:
+        self.calls.append(("remove", key, server))
+
+
+def test_removals_wait_one_batch(
+    live_switch: LiveSwitch, program: Program, rackfile: RackFile
+) -> None:
+    """A replica leaves the tables in one batch and is told to drop its copy at the start of the
+    next one (a Get routed to it just before may still be on its way), before that batch's tables
+    could point at it again."""
+    rack = rackfile.rack()
+    agents = RecordingAgents()
+    a = live_switch.address
+    address = SwitchAddress(a.grpc_addr, a.device_id, a.thrift_host, a.thrift_port, "softswitch")  # type: ignore[arg-type]
+    with P4RuntimeDriver(address, program, rack, agents) as drv:
+        drv.apply(forwarding_ops(rackfile) + trust_ops(rackfile) + rack_setup(rack, 7))
+        empty = Plan(3, drv.slots)
+        p1 = build_plan([(HOT, (1, 0, 2))], empty, 3, drv.slots)
+        drv.apply(diff(empty, p1, rack))
+        p2 = build_plan([(HOT, (1, 0))], p1, 3, drv.slots)
+        agents.calls.clear()
+        drv.apply(diff(p1, p2, rack))
+        assert [c for c in agents.calls if c[0] == "remove"] == []
+        assert drv.deferred_removals and drv.deferred_removals[0].servers == (2,)
+        p3 = build_plan([(HOT, (1, 0, 2))], p2, 3, drv.slots)  # server 2 comes back at once
+        drv.apply(diff(p2, p3, rack))
+        assert agents.calls[0] == ("remove", HOT, 2)  # first, then the new batch and its push
+        assert agents.calls[-1] == ("push", HOT, 1)
+        assert drv.deferred_removals == []

@@ -233,6 +233,11 @@ class Dataplane:
     groups: set[int] = field(default_factory=set)
     handles: dict[tuple[str, bytes], int] = field(default_factory=dict)
 
+    @property
+    def arch(self) -> str:
+        """The build under test: v1model or tna (P4Info's pkg_info.arch)."""
+        return str(self.sw.p4info.pkg_info.arch)
+
     # -- state ---------------------------------------------------------------------------------
     def names(self, kind: str) -> list[str]:
         return [entity.preamble.name for entity in getattr(self.sw.p4info, kind)]
@@ -241,6 +246,12 @@ class Dataplane:
         found = [n for n in self.names(kind) if n == suffix or n.endswith("." + suffix)]
         assert len(found) == 1, f"{kind} {suffix!r}: {found}"
         return found[0]
+
+    @property
+    def has_liveness(self) -> bool:
+        """The build has liveness.p4's tables (the TNA build does not yet: its twin is to come)."""
+        tables = self.names("tables")
+        return any(n.endswith(".ReplycountTable") or n == "ReplycountTable" for n in tables)
 
     def register(self, suffix: str) -> str:
         """The register whose fully qualified name ends with ``suffix`` (one only)."""
@@ -301,9 +312,10 @@ class Dataplane:
             self.handles[("LoadcountTable", server.ip.encode())] = self.sw.table_add(
                 "LoadcountTable", {"dst_addr": ip_int(server.ip)}, "count_load", {}
             )
-            self.handles[("ReplycountTable", server.ip.encode())] = self.sw.table_add(
-                "ReplycountTable", {"src_addr": ip_int(server.ip)}, "count_reply", {}
-            )
+            if self.has_liveness:
+                self.handles[("ReplycountTable", server.ip.encode())] = self.sw.table_add(
+                    "ReplycountTable", {"src_addr": ip_int(server.ip)}, "count_reply", {}
+                )
         self.sw.register_write(self.register("epoch"), 0, EPOCH)
 
     def make_hot(

@@ -18,6 +18,9 @@ def stage_index(seed: int, key: bytes, slots: int) -> int:
 class HashPipeModel:
     seeds: tuple[int, ...]
     slots: int
+    # the TNA build's later stages (p4src/features/hashpipe_tna.p4): the count decides before the
+    # key is compared, so a carried key meeting its own copy is treated as another key
+    tofino: bool = False
     keys: list[list[bytes]] = field(init=False)
     counts: list[list[int]] = field(init=False)
 
@@ -30,6 +33,13 @@ class HashPipeModel:
         for stage, seed in enumerate(self.seeds):
             idx = stage_index(seed, carry_key, self.slots)
             slot_key, slot_cnt = self.keys[stage][idx], self.counts[stage][idx]
+            if self.tofino and stage > 0:
+                if slot_cnt == 0 or carry_cnt > slot_cnt:
+                    self.keys[stage][idx], self.counts[stage][idx] = carry_key, carry_cnt
+                    if slot_cnt == 0:
+                        return
+                    carry_key, carry_cnt = slot_key, slot_cnt
+                continue
             if slot_cnt == 0 or slot_key == carry_key:
                 self.keys[stage][idx] = carry_key
                 self.counts[stage][idx] = slot_cnt + carry_cnt

@@ -149,6 +149,11 @@ def test_first_fragment_from_client_dropped(dp: Dataplane) -> None:
 def test_frame_shorter_than_its_ipv4_length_forwarded_plain(dp: Dataplane) -> None:
     # Headers all consistent, but the frame ends early: the value is not all there. From a server
     # it passes as plain IP; from a client it is dropped (Trust, rule S).
+    if dp.arch == "tna":
+        pytest.skip(
+            "TNA gap: Tofino's ingress does not know the frame length, so a frame cut short of its "
+            "IPv4 length is not told from a whole one (docs/tofino.md)"
+        )
     _setup(dp)
     before = dp.snapshot()
     whole = bytes(udp_packet(R1, ORIGIN.ip, kvs(proto().op.SET, KEY, b"0123456789")))

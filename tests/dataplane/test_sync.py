@@ -105,13 +105,18 @@ def test_sync_while_a_write_is_on_its_way_reflected_unstamped(dp: Dataplane) -> 
     }
 
 
-@pytest.mark.parametrize("op_name", ["SET_REPLY", "DEL_REPLY"])
-def test_current_origin_reply_sets_origin_ver(dp: Dataplane, op_name: str) -> None:
+@pytest.mark.parametrize(
+    ("op_name", "status"),
+    [("SET_REPLY", "OK"), ("DEL_REPLY", "OK"), ("SET_REPLY", "STALE"), ("DEL_REPLY", "STALE")],
+)
+def test_current_origin_reply_sets_origin_ver(dp: Dataplane, op_name: str, status: str) -> None:
+    # a STALE reply counts too: a newer write reached the origin first, and the reply carries the
+    # version the origin holds
     _setup_written(dp, 12)
     reply = udp_packet(
         ORIGIN,
         CLIENT.ip,
-        kvs(proto().op[op_name], KEY, epoch=EPOCH, ver=12),
+        kvs(proto().op[op_name], KEY, epoch=EPOCH, ver=12, status=proto().status[status]),
         sport=proto().kvs_port,
         dport=40000,
     )
@@ -124,7 +129,7 @@ def test_current_origin_reply_sets_origin_ver(dp: Dataplane, op_name: str) -> No
     [
         ("older than what the origin reported", SERVERS[0].port, SERVERS[0], 11, "OK"),
         ("epoch of another switch incarnation", SERVERS[0].port, SERVERS[0], 12, "EPOCH-1"),
-        ("not OK", SERVERS[0].port, SERVERS[0], 12, "STALE"),
+        ("a failed write", SERVERS[0].port, SERVERS[0], 12, "SERVER_ERROR"),
         ("replica, not origin", SERVERS[1].port, SERVERS[1], 12, "OK"),
         ("origin address on a wrong port", SERVERS[1].port, SERVERS[0], 12, "OK"),
     ],

@@ -25,6 +25,7 @@ from .base import (
     kvs,
     proto,
     routed,
+    tcp_packet,
     udp_packet,
     with_kvs,
 )
@@ -169,3 +170,17 @@ def test_spoofed_plain_ip_dropped(on: bool) -> None:
         spoof = Host("spoof", ORIGIN.ip, CLIENT.mac, CLIENT.port)
         pkt = udp_packet(spoof, R1.ip, b"not kvs", dport=53)
         assert (dp.send(CLIENT.port, pkt) == []) == on
+
+
+# -- TCP: a segment may start in the middle of a message
+
+
+def test_tcp_segment_that_looks_like_a_server_op_or_versioned_request_passes_untouched() -> None:
+    """The second segment of a long TCP value starts with value bytes; whatever op, status,
+    vlen and version they spell, rules O and V must not drop or rewrite them (the agent ignores
+    versions over TCP and takes no PUSH/REMOVE at all)."""
+    for dp in _plane(None):
+        for op in (proto().op.PUSH, 0x77, proto().op.SET):
+            chunk = kvs(op, COLD, b"x" * 40, epoch=FORGED_EPOCH, ver=FORGED_VER)
+            pkt = tcp_packet(CLIENT, ORIGIN.ip, chunk)
+            dp.send_expect(CLIENT.port, pkt, [(ORIGIN.port, routed(pkt, ORIGIN))])

@@ -2,7 +2,8 @@
 
 Every e2e test needs root, Debian's mininet and the controller (``kvswitch controller``); with
 ``KVSWITCH_TARGET=bmv2`` also ``simple_switch_grpc``, ``$KVSWITCH_BMV2_JSON`` and
-``$KVSWITCH_BMV2_P4INFO`` (p4c's output).
+``$KVSWITCH_BMV2_P4INFO`` (p4c's output). ``KVSWITCH_ARCH=tna`` runs the rack on the TNA build
+(``p4src/kvswitch_tna.p4``, software switch only).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from kvswitch.bench.lincheck import Op
 from kvswitch.paths import repo_root
 
 TARGET = os.environ.get("KVSWITCH_TARGET", "softswitch")
+ARCH = os.environ.get("KVSWITCH_ARCH", "v1model")  # the data-plane build: v1model or tna
 
 
 def rack_script() -> Path:
@@ -42,6 +44,8 @@ def skip_reason() -> str:
         return "needs ethtool"
     if importlib.util.find_spec("kvswitch.controller.main") is None:
         return "needs the controller runtime (kvswitch controller) which is not in this build"
+    if ARCH not in ("v1model", "tna"):
+        return f"unknown KVSWITCH_ARCH={ARCH!r} (v1model or tna)"
     if TARGET == "bmv2":
         if shutil.which("simple_switch_grpc") is None:
             return "KVSWITCH_TARGET=bmv2 but simple_switch_grpc is not installed"
@@ -50,6 +54,8 @@ def skip_reason() -> str:
                 "KVSWITCH_TARGET=bmv2 needs KVSWITCH_BMV2_JSON and KVSWITCH_BMV2_P4INFO "
                 "(p4c's BMv2 JSON and P4Info text of p4src/kvswitch.p4)"
             )
+        if ARCH != "v1model":
+            return f"KVSWITCH_ARCH={ARCH}: BMv2 runs v1model programs only"
     elif TARGET != "softswitch":
         return f"unknown KVSWITCH_TARGET={TARGET!r} (softswitch or bmv2)"
     return ""
@@ -87,8 +93,18 @@ class RackRun:
         return ops
 
 
-def rack_command(out: Path, *args: str) -> list[str]:
-    cmd = [sys.executable, str(rack_script()), "--target", TARGET, "--out", str(out), *args]
+def rack_command(out: Path, *args: str, arch: str = ARCH) -> list[str]:
+    cmd = [
+        sys.executable,
+        str(rack_script()),
+        "--target",
+        TARGET,
+        "--arch",
+        arch,
+        "--out",
+        str(out),
+    ]
+    cmd += args
     if TARGET == "bmv2":
         cmd += ["--bmv2-json", os.environ["KVSWITCH_BMV2_JSON"]]
         cmd += ["--p4info", os.environ["KVSWITCH_BMV2_P4INFO"]]
@@ -108,13 +124,16 @@ def assert_torn_down(out: Path) -> None:
     assert not Path(run["run_dir"]).exists(), f"{run['run_dir']} left behind"
 
 
-def run_rack(out: Path, *args: str, timeout: float = 150) -> RackRun:
+def run_rack(out: Path, *args: str, timeout: float = 150, arch: str = ARCH) -> RackRun:
     """``mininet/rack.py ARGS --out OUT`` to completion; fails the test with its output if the
     rack fails or leaves anything behind."""
-    done = subprocess.run(rack_command(out, *args), capture_output=True, text=True, timeout=timeout)
+    done = subprocess.run(
+        rack_command(out, *args, arch=arch), capture_output=True, text=True, timeout=timeout
+    )
     assert_torn_down(out)
     if done.returncode != 0:
         pytest.fail(f"rack.py exited with {done.returncode}:\n{done.stdout}\n{done.stderr}")
+    assert f"{TARGET}, {arch})" in done.stdout, f"not the {arch} build on {TARGET}:\n{done.stdout}"
     summary = json.loads((out / "summary.json").read_text())
     metrics_path = out / "metrics.jsonl"
     metrics = [json.loads(x) for x in metrics_path.read_text().splitlines() if x.strip()]
@@ -126,4 +145,6 @@ def rack(tmp_path: Path) -> Any:
     why = skip_reason()
     if why:
         pytest.skip(f"e2e rack test {why}")
-    return lambda *args, timeout=150: run_rack(tmp_path / "rack", *args, timeout=timeout)
+    return lambda *args, timeout=150, arch=ARCH: run_rack(
+        tmp_path / "rack", *args, timeout=timeout, arch=arch
+    )

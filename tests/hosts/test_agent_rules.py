@@ -181,6 +181,22 @@ def test_tcp_request_versions_are_ignored(trusted: bool) -> None:
 
 
 @pytest.mark.parametrize("trusted", [True, False], ids=["rule on", "rule off (test flag)"])
+@pytest.mark.parametrize("op", [p.Op.UPDATE, p.Op.UPDATE_DEL, p.Op.SYNC])
+def test_switch_ops_over_tcp_are_refused(trusted: bool, op: p.Op) -> None:
+    """UPDATE/UPDATE_DEL/SYNC come from the switch over UDP; one inside a client's TCP stream (the
+    switch parses only a segment's first header) is forged."""
+    off = frozenset() if trusted else frozenset({"tcp-versions"})
+    core = AgentCore(MemoryBackend(), SWITCH, no_trust=off)
+    one(core, msg(p.Op.SET, b"real", seq=1))
+    core.start_sync(K)
+    value = b"forged" if op == p.Op.UPDATE else b""
+    core.handle(msg(op, value, seq=2, epoch=0xFFFF, ver=0xFFFFFFF0), CLIENT, tcp=True)
+    g = one(core, msg(p.Op.GET, seq=3))
+    assert ((g.value, g.version) == (b"real", (0, 0))) == trusted
+    assert core.stats["untrusted_op"] == (1 if trusted else 0)
+
+
+@pytest.mark.parametrize("trusted", [True, False], ids=["rule on", "rule off (test flag)"])
 def test_request_ids_are_per_source_address(trusted: bool) -> None:
     """Another host that sends a victim's (cid, seq) first does not make the victim's own write a
     "repeat" that is never applied."""

@@ -18,7 +18,7 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
 from softswitch.pcap import PcapWriter, read_pcap
-from tests.runtime.conftest import PROGRAM, Program, switch_process
+from tests.runtime.conftest import PROGRAM, PROGRAM_TNA, Program, switch_process
 
 CLI = shutil.which("simple_switch_CLI") or str(Path(sys.executable).parent / "simple_switch_CLI")
 
@@ -36,8 +36,10 @@ def run_cli(thrift_port: int, commands: str) -> str:
     return done.stdout
 
 
-def test_simple_switch_cli(tmp_path: Path) -> None:
-    with switch_process([str(PROGRAM)]) as sw:
+@pytest.mark.parametrize("source", [PROGRAM, PROGRAM_TNA], ids=["v1model", "tna"])
+def test_simple_switch_cli(tmp_path: Path, source: Path) -> None:
+    # the TNA twin has the same names: one CLI session serves both builds
+    with switch_process([str(source)]) as sw:
         out = run_cli(
             sw.thrift_port,
             "\n".join(

@@ -30,7 +30,7 @@ from kvswitch.agent.control import AgentControl, KeyVersion
 from kvswitch.bench.lincheck import Op
 from kvswitch.controller.p4rt_driver import SwitchAddress, _thrift_client
 from kvswitch.paths import repo_root
-from tests.e2e.conftest import assert_torn_down, rack_command, skip_reason
+from tests.e2e.conftest import TARGET, assert_torn_down, rack_command, skip_reason
 
 SERVERS, K = 4, 16
 SWITCH_MAC = "02:00:00:00:00:fe"
@@ -65,9 +65,17 @@ class HostShell:
         )
 
     def __call__(self, cmd: str, **fields: Any) -> Any:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.start(cmd, **fields)
+        return self.result()
+
+    def start(self, cmd: str, **fields: Any) -> None:
+        """Send a command without waiting for its answer (:meth:`result` reads it)."""
+        assert self.proc.stdin is not None
         self.proc.stdin.write(json.dumps({"cmd": cmd, **fields}) + "\n")
         self.proc.stdin.flush()
+
+    def result(self) -> Any:
+        assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
         assert line, f"host shell exited ({self.proc.poll()})"
         answer = json.loads(line)
@@ -181,6 +189,8 @@ def rack(
     if why:
         pytest.skip(f"adversarial rack test {why}")
     mode = str(request.param)
+    if mode == "off" and TARGET == "bmv2":  # its program is p4c's JSON: -D cannot reach it
+        pytest.skip("the defences-off rack needs the software switch (its -D builds the program)")
     out = tmp_path_factory.mktemp(f"security-{mode}") / "rack"
     started = start_rack(mode, out)
     try:

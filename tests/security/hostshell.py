@@ -70,11 +70,13 @@ def client_ops(req: dict[str, Any]) -> list[Record]:
 
 
 def udp(req: dict[str, Any]) -> Record:
-    """Send one datagram from this host's own address: the answers that come within ``wait``, when
-    it was sent (``call``) and when the first answer came (``ret``, None without one)."""
+    """Send one datagram from this host's own address (from port ``sport``, ``delay`` seconds after
+    binding it): every datagram that came to that port until ``wait`` passed without one, in
+    arrival order, when it was sent (``call``) and when the first came (``ret``, None without)."""
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         s.bind(("0.0.0.0", int(req.get("sport", 0))))
         s.settimeout(float(req.get("wait", 0.3)))
+        time.sleep(float(req.get("delay", 0)))  # bound already: what arrives meanwhile is kept
         call = time.monotonic()
         s.sendto(bytes.fromhex(req["payload_hex"]), (req["dst"][0], int(req["dst"][1])))
         answers: list[str] = []

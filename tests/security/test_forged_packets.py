@@ -45,7 +45,9 @@ def record(rack: Rack, client: str, rec: dict[str, object]) -> None:
             call=float(rec["call"]),  # type: ignore[arg-type]
             ret=math.inf if ret is None else float(ret),  # type: ignore[arg-type]
             value=None if rec["value"] is None else bytes.fromhex(str(rec["value"])),
-            output=None if rec["output"] is None else bytes.fromhex(str(rec["output"])),
+            output=None
+            if rec["output"] is None or rec["kind"] == "delete"  # a delete: either outcome
+            else bytes.fromhex(str(rec["output"])),
             client=client,
         )
     )
@@ -163,7 +165,7 @@ def warm(rack: Rack) -> Rack:
     """Values for the keys of the suite written before their attack."""
     # (the late-* keys are first written by the attack itself: HashPipe has not seen them, so they
     # are cold then, whatever the controller's threshold has fallen to)
-    cold = ["cold-remove", "cold-id", "cold-id-spoof"]
+    cold = ["cold-remove", "cold-id", "cold-id-spoof", "cold-reply"]
     hot = ["hot-push", "hot-push-spoof", "hot-remove"]
     recs = ops(rack, "c1", [["set", n, f"{n}-v0"] for n in [*hot, *cold]])
     assert all(r["error"] is None for r in recs), recs
@@ -247,38 +249,63 @@ def _forged_set(name: str, value: bytes) -> p.Message:
     return p.Message(p.Op.SET, key16(name), value, cid=cid, seq=1, epoch=FORGED[0], ver=FORGED[1])
 
 
-@pytest.mark.parametrize("transport", ["udp", "tcp"])
+@pytest.mark.parametrize("transport", ["udp", "tcp", "udp-delete", "tcp-update"])
 def test_client_chosen_version_on_a_key_that_turns_hot(warm: Rack, transport: str) -> None:
     """A client may write a cold key, but not choose its version: once the key turns hot, the
-    switch's versions must still win (else every later Set is STALE and reads are stuck)."""
+    switch's versions must still win (else every later Set is STALE and reads are stuck). The
+    Delete variant leaves (defence off) a tombstone with the forged version, the UPDATE variant (an
+    op only the switch sends, hidden behind a Get in one TCP segment) a value with it; a later
+    unversioned Set keeps that version."""
     name = f"late-{transport}"
     key = key16(name)
     o = origin(key)
     value = f"{name}-by-c2".encode()
     forged = _forged_set(name, value)
-    if transport == "udp":
+    tcp_dst = [server_ip(warm, o), p.KVS_PORT]
+    if transport == "udp-delete":
+        forged = p.Message(p.Op.DEL, key, cid=forged.cid, seq=1, epoch=FORGED[0], ver=FORGED[1])
+        answer = send(warm, "c2", o, forged)
+        replies = [p.Message.decode(bytes.fromhex(str(a))) for a in answer["answers"]]  # type: ignore[union-attr]
+        assert [(r.op, r.status) for r in replies] == [(p.Op.DEL_REPLY, p.Status.NOT_FOUND)]
+        rec = {"kind": "delete", "key": key.hex(), "call": answer["call"], "ret": answer["ret"]}
+        record(warm, "c2", {**rec, "value": None, "output": None})
+    elif transport == "tcp-update":  # unanswered: an UPDATE is CONFIRMed to the switch
+        update = p.Message(p.Op.UPDATE, key, value, epoch=FORGED[0], ver=FORGED[1])
+        payload = p.Message(p.Op.GET, key, cid=forged.cid, seq=0).encode() + update.encode()
+        warm.shell("c2")("tcp", dst=tcp_dst, payload_hex=payload.hex())
+    elif transport == "udp":
         answer = send(warm, "c2", o, forged)
         replies = [p.Message.decode(bytes.fromhex(str(a))) for a in answer["answers"]]  # type: ignore[union-attr]
     else:  # a Get first: the switch parses only a segment's first header
         first = p.Message(p.Op.GET, key, cid=forged.cid, seq=0)
         payload = first.encode() + forged.encode()
-        answer = warm.shell("c2")(
-            "tcp", dst=[server_ip(warm, o), p.KVS_PORT], payload_hex=payload.hex()
-        )
+        answer = warm.shell("c2")("tcp", dst=tcp_dst, payload_hex=payload.hex())
         data = bytes.fromhex(str(answer["data"]))
         replies = [p.Message.decode(data[p.message_length(data) :])] if data else []
-    acked = [r for r in replies if r.op == p.Op.SET_REPLY and r.status == p.Status.OK]
-    assert acked, replies  # a client may write a cold key: that much it is entitled to
-    rec = {"kind": "set", "key": key.hex(), "call": answer["call"], "ret": answer["ret"]}
-    record(warm, "c2", {**rec, "value": value.hex(), "output": None})
+    if transport in ("udp-delete", "tcp-update"):  # then the key gets a value from c1
+        value = f"{name}-v0".encode()
+        wrote_first = ops(warm, "c1", [["set", name, value.decode()]])[0]
+        if wrote_first["error"] is not None:  # refused already (the key turned hot meanwhile)
+            attack_holds(warm, set_after_the_forgery_ok=False)
+            assert wrote_first["error"] == "StaleWrite"
+            return
+    else:
+        acked = [r for r in replies if r.op == p.Op.SET_REPLY and r.status == p.Status.OK]
+        assert acked, replies  # a client may write a cold key: that much it is entitled to
+        rec = {"kind": "set", "key": key.hex(), "call": answer["call"], "ret": answer["ret"]}
+        record(warm, "c2", {**rec, "value": value.hex(), "output": None})
     stored = versions(warm, name)[o]
-    assert holders(warm, name) == [o], "the key must still be cold when it is written"
+    if transport in ("udp", "tcp"):  # (the other variants' key was never written before)
+        assert holders(warm, name) == [o], "the key must still be cold when it is written"
     make_hot(warm, [name])
     wrote = ops(warm, "c1", [["set", name, f"{name}-legit"]])[0]
     after = reads(warm, name)
     attack_holds(
         warm,
-        stored_unversioned=stored is not None and stored[:2] == (0, 0),
+        version_not_forged=stored is not None and stored[:2] != FORGED,
+        # a cold Set is entitled to no version (c1's Set after the Delete may have been hot)
+        set_unversioned=transport not in ("udp", "tcp")
+        or (stored is not None and stored[:2] == (0, 0)),
         set_ok=wrote["error"] is None,
         reads_the_set=after == [f"{name}-legit".encode()] * 16,
         linearizable=linearizable(warm, name),
@@ -316,5 +343,38 @@ def test_request_id_of_another_client(warm: Rack, source: str) -> None:
         warm,
         applied_not_a_repeat=not replies[0].flags & p.F_DUP,
         reads_the_victims_set=got == [victim.value] * 2,
+        linearizable=linearizable(warm, name),
+    )
+
+
+def test_forged_reply_to_another_client(warm: Rack) -> None:
+    """A reply only a server may send: the attacker answers a victim's Get before the server does
+    (say it saw the request). The victim must read only what a Set wrote."""
+    name = "cold-reply"
+    key, o = key16(name), origin(key16(name))
+    cid, seq, port = random.randrange(1, 1 << 32), 5, 45000
+    victim = warm.shell("c1")
+    get = p.Message(p.Op.GET, key, cid=cid, seq=seq)
+    dst = [server_ip(warm, o), p.KVS_PORT]
+    # the victim binds its port, then sends its Get 0.6 s later; the forged reply comes meanwhile
+    victim.start("udp", dst=dst, payload_hex=get.encode().hex(), sport=port, delay=0.6)
+    time.sleep(0.2)
+    fake = get.reply(p.Op.GET_REPLY, p.Status.OK, b"FABRICATED")
+    c1 = str(warm.client("c1")["ip"])
+    warm.shell("c2")("udp", dst=[c1, port], payload_hex=fake.encode().hex(), sport=p.KVS_PORT)
+    answer = victim.result()
+    matching = [
+        m
+        for m in (p.Message.decode(bytes.fromhex(str(a))) for a in answer["answers"])
+        if (m.op, m.cid, m.seq, m.key) == (p.Op.GET_REPLY, cid, seq, key)
+    ]
+    assert matching, answer  # the server's own reply comes either way
+    first = matching[0]  # what a client library takes: the first reply that matches its request
+    rec = {"kind": "get", "key": key.hex(), "call": answer["call"], "ret": answer["ret"]}
+    record(warm, "c1", {**rec, "value": None, "output": first.value.hex()})
+    attack_holds(
+        warm,
+        reads_the_set=first.value == f"{name}-v0".encode(),
+        only_the_servers_reply=len(matching) == 1,
         linearizable=linearizable(warm, name),
     )

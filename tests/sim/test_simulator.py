@@ -62,8 +62,10 @@ def test_sim_run_writes_csv(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
 
 
 def test_sim_rejects_bad_config(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["run", "--keys", "100", "--write-ratio", "2"]) == 2
-    assert "write ratio" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:  # refused by the argument parser, one line
+        main(["run", "--keys", "100", "--write-ratio", "2"])
+    assert exc.value.code == 2
+    assert "--write-ratio: 2 is out of range (between 0 and 1)" in capsys.readouterr().err
 
 
 def test_racks_partition_the_workload() -> None:

@@ -196,3 +196,34 @@ def test_action_arguments_bound_in_the_action_list(v1) -> None:
     assert sw.process(0, b"\x02\x00")[0][1] == b"\x02\x09"
     params = [p.name for a in sw.p4info.actions if a.preamble.name == "I.put" for p in a.params]
     assert params == ["v"]  # the bound inout parameter is not a control-plane parameter
+
+
+def test_switch_labels_name_actions_renamed_by_at_name() -> None:
+    """``switch (t.apply().action_run)`` labels are the actions' P4 names, whatever @name says."""
+    from softswitch import Switch
+
+    sw = Switch.from_source(
+        """
+#include <core.p4>
+#include <v1model.p4>
+header h_t { bit<8> a; bit<8> b; }
+struct H { h_t h; }
+struct M { }
+parser P(packet_in p, out H hdr, inout M m, inout standard_metadata_t sm) {
+    state start { p.extract(hdr.h); transition accept; }
+}
+control V(inout H h, inout M m) { apply { } }
+control I(inout H hdr, inout M m, inout standard_metadata_t sm) {
+    @name("renamed") action act() { sm.egress_spec = 2; }
+    table t { key = { hdr.h.b: exact; } actions = { act; NoAction; } default_action = NoAction(); }
+    apply { switch (t.apply().action_run) { act: { hdr.h.a = 7; } } }
+}
+control E(inout H h, inout M m, inout standard_metadata_t sm) { apply { } }
+control C(inout H h, inout M m) { apply { } }
+control D(packet_out p, in H h) { apply { p.emit(h.h); } }
+V1Switch(P(), V(), I(), E(), C(), D()) main;
+"""
+    )
+    sw.table_add("t", {"hdr.h.b": 1}, "renamed", {})
+    assert sw.process(1, bytes([0, 1])) == [(2, bytes([7, 1]))]
+    assert sw.process(1, bytes([0, 2])) == [(0, bytes([0, 2]))]

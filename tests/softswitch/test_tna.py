@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from softswitch import Switch, SwitchError
+from softswitch import P4Error, Switch, SwitchError
 
 HEADERS = """
 header d_t { bit<8> op; bit<8> a; bit<16> b; bit<16> rid; bit<8> first; bit<8> port; }
@@ -288,5 +288,18 @@ def test_digest_pack_in_the_ingress_deparser(tna) -> None:
     """
     sw = Switch.from_source(tna(HEADERS, ingress, ig_deparser=ig_deparser, extra=extra))
     sw.process(2, pkt(42))
-    assert sw.digests_pop() == [("learn_t", {"op": 42, "port": 3})]
-    assert [d.preamble.name for d in sw.p4info.digests] == ["learn_t"]
+    # named by the Digest instance, as bf-p4c's P4Info names it; the struct is its type
+    assert sw.digests_pop() == [("ID.learn", {"op": 42, "port": 3})]
+    [digest] = sw.p4info.digests
+    assert digest.preamble.name == "ID.learn"
+    assert digest.type_spec.struct.name == "learn_t"
+    assert [m.name for m in sw.p4info.type_info.structs["learn_t"].members] == ["op", "port"]
+
+
+def test_blocks_of_one_gress_share_their_types(tna) -> None:
+    src = tna(HEADERS, "apply { }").replace(
+        "control Ig(inout headers_t hdr, inout meta_t meta,",
+        "struct other_t { bit<8> x; }\ncontrol Ig(inout headers_t hdr, inout other_t meta,",
+    )
+    with pytest.raises(P4Error, match="other_t differs from meta_t of the other ingress blocks"):
+        Switch.from_source(src, "types.p4")

@@ -415,3 +415,42 @@ def test_direct_register_per_table_entry(tna) -> None:
     assert sw.direct_register_read("t", h2) == 101
     sw.direct_register_write("t", h2, 7)
     assert out_fields(sw.process(1, pkt(2))[0][1])[1] == 8
+
+
+def test_load_time_constant_branches_and_deparser_sub_controls(tna) -> None:
+    # A parameterised control picks one of two RegisterActions of one register by a constructor
+    # argument, in two ifs: on each instance one of them is always false, so there is one
+    # access per path (the check folds conditions known at load time).
+    extra = """
+    control Bump(inout bit<32> r)(bool twice) {
+        Register<bit<32>, bit<8>>(1) n;
+        RegisterAction<bit<32>, bit<8>, bit<32>>(n) one = {
+            void apply(inout bit<32> value, out bit<32> rv) { value = value + 1; rv = value; }
+        };
+        RegisterAction<bit<32>, bit<8>, bit<32>>(n) two = {
+            void apply(inout bit<32> value, out bit<32> rv) { value = value + 2; rv = value; }
+        };
+        apply {
+            if (twice) { r = two.execute(0); }
+            if (!twice) { r = one.execute(0); }
+        }
+    }
+    control Emit(packet_out pkt, in headers_t hdr) { apply { pkt.emit(hdr.d); } }
+    """
+    ingress = """
+    Bump(false) by_one;
+    Bump(true) by_two;
+    apply {
+        ig_tm_md.ucast_egress_port = 1;
+        by_one.apply(hdr.d.r);
+        bit<32> second;
+        by_two.apply(second);
+        hdr.d.v = second;
+    }
+    """
+    sw = Switch.from_source(
+        tna(HEADERS, ingress, ig_deparser="Emit() e; apply { e.apply(pkt, hdr); }", extra=extra)
+    )
+    for i in (1, 2):
+        (_, d) = sw.process(1, pkt(0))[0]
+        assert out_fields(d) == (2 * i, i)

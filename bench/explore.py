@@ -1,0 +1,787 @@
+"""Bounded exhaustive check of the coherence protocol (docs/protocol.md "Consistency").
+
+A small rack: clients issuing Gets and Sets of one hot key, its origin (server 0) and replicas
+(servers 1 .. R), and the switch (the registers of the key's slot, its holders and its floor).
+Every reachable state is visited once (breadth first, a visited set over the whole state): each
+step delivers any one message in flight (so every interleaving and reordering), or, within the
+bounds, loses or duplicates one, lets a client invoke its next operation or retry the pending one
+(same request id), or lets the controller act (a replica removed and re-added; a switch restart;
+one push of a synced item into one replica).
+
+Nothing here re-states a rule:
+- the switch's rules are the functions of :mod:`kvswitch.bench.coherence` (their ``.py_func``,
+  the same source the compiled kernel runs), passed in a :class:`Rules` so that a test can hand in
+  a deliberately broken variant; only the routing around them (which ordinal a Get may pick, who
+  gets a write's copies, what is forwarded where) is written here, as p4src/features/replicas.p4
+  does it;
+- each server is a real :class:`~kvswitch.agent.core.AgentCore` fed the wire bytes. Its state is
+  snapshotted into a canonical tuple (items, applied request ids, pending SYNCs) and every
+  (state, input) -> (state, outputs) transition is memoised, so the agent's code runs once per
+  distinct transition and the explorer stays fast without a second copy of the agent's rules.
+  The controller reaches the agents as server.py's control channel does (``remove_local``,
+  ``start_sync``, ``push_item``), each call one atomic step.
+
+Messages: a server's message goes to the switch (hop 0: replies, CONFIRM, SYNC, SYNC_DONE), which
+applies its rules when it is delivered and forwards a reply to its client at once; a request, a
+write's copy or a reflected SYNC travels from the switch to a server (hop 1). The client -> switch
+and switch -> client links are
+not separate hops: delaying a request before the switch is the same as invoking it later, and
+delaying a reply after the switch is the same as answering later, and both only widen the
+operation's interval (a history that is linearizable with the narrower interval stays so with the
+wider one); a loss on the last hop to the client is explored apart (the switch applied the reply,
+the client never saw it and retries). A Get's round-robin turn is explored as any ordinal, which
+covers every round-robin position. A client times out (and resends, if the retry bound allows)
+once nothing in flight can answer it any more; ``eager_retries`` lets it time out at any moment.
+
+History: an operation's call is the step the client invoked it, its return the step the reply
+reached it (steps numbered by history events, so equal histories are equal states); an operation
+never answered has an unknown outcome. The history is part of the state, so two paths merge only
+when their histories are equal too. A run ends when every client has its last reply (nothing
+later can change the history) or when nothing can move; each distinct end history is checked with
+:func:`kvswitch.bench.lincheck.check_register`.
+
+Findings against the rules as they stand (each reproduced by ``kvswitch sim explore --preset
+NAME``; not in :data:`CHECKED`, which are the presets the rules pass):
+- ``two-writers``: a write overtaken at the origin by a newer one is refused ``STALE`` (the client
+  raises StaleWrite: not applied), but its UPDATE copy can reach a replica before the newer one's;
+  a Get routed there while the replica was in the read set is answered with the refused value,
+  and rule 6 lets it through once the newer write completed (its version is <= origin_ver): a
+  read returns a value that was never written. It passes with ``stale_is_success`` (a Set
+  answered STALE counted as done, ordered before the newer write), and with rule 6 passing only
+  ``ver == origin_ver`` (checked with a rule variant). (Before rule 2 counted STALE replies, the
+  same scenario with ``stale_is_success`` failed: the read set still served the value before both
+  writes after the STALE reply.)
+- ``hotset-undrained``: a Get sent to a replica before it leaves the hot set arrives after the
+  controller removed its copy and after an old ``UPDATE`` re-created an older one; its reply's
+  version is below origin_ver, so rule 6 lets the stale value through. (``hotset`` checks the
+  change with the controller draining such Gets first.) A removal that leaves a tombstone with
+  the stored version (so the old UPDATE is STALE) passes this scenario with one replica (checked
+  with a patched agent); so does rule 6 with ``ver == origin_ver`` within 1.5M states.
+- ``restart`` with ``stale_is_success``: a write stamped in epoch e is on its way to the origin
+  when the switch restarts; the controller's SYNC gets the *old* value stamped (e+1, 1) (the
+  registers are 0, so no write looks in flight) and the late write is refused ``STALE``. With
+  StaleWrite the client is told so and the preset passes.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kvswitch import protocol as p
+from kvswitch.agent.backends import Item, MemoryBackend
+from kvswitch.agent.core import AgentCore, RecentIds
+from kvswitch.bench import coherence
+from kvswitch.bench.lincheck import Op, check_register
+
+KEY = p.pad_key(b"hot")
+SLOT = 0
+ORIGIN = 0
+SW = -1  # the switch as an end point
+CLIENT0 = 100  # client c is entity CLIENT0 + c
+INITIAL = b"v0"  # the key's value before any client acts, held at (epoch 1, ver 1) everywhere
+SWITCH_ADDR = ("10.0.0.254", p.KVS_PORT)
+
+
+def _addr(entity: int) -> tuple[str, int]:
+    if entity == SW:
+        return SWITCH_ADDR
+    if entity >= CLIENT0:
+        return (f"10.0.1.{entity - CLIENT0 + 1}", 40000)
+    return (f"10.0.0.{entity + 1}", p.KVS_PORT)
+
+
+def _entity(addr: tuple[str, int]) -> int:
+    if addr == SWITCH_ADDR:
+        return SW
+    last = int(addr[0].rsplit(".", 1)[1]) - 1
+    return CLIENT0 + last if addr[0].startswith("10.0.1.") else last
+
+
+# -- the rules under test -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Rules:
+    """The switch's coherence rules; the defaults are the real ones (bench/coherence.py)."""
+
+    write: Callable[..., int] = coherence.write.py_func
+    origin_report: Callable[..., None] = coherence.origin_report.py_func
+    confirm: Callable[..., None] = coherence.confirm.py_func
+    in_read_set: Callable[..., bool] = coherence.in_read_set.py_func
+    sync: Callable[..., int] = coherence.sync.py_func
+    replica_reply_passes: Callable[..., bool] = coherence.replica_reply_passes.py_func
+
+
+# -- the scenario -----------------------------------------------------------------------------------
+
+Program = tuple[bytes | None, ...]  # per client: None = Get, bytes = Set of that value
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """What runs and the bounds. Values of Sets must be distinct (and not :data:`INITIAL`)."""
+
+    programs: tuple[Program, ...] = ((b"a1", b"a2"), (None, None))
+    replicas: int = 2
+    losses: int = 1  # messages lost per run
+    dups: int = 1  # messages duplicated per run
+    retries: int = 1  # client resends (same request id) per run
+    sync_retries: int = 0  # the origin asks the switch again for a SYNC version
+    hotset_change: bool = True  # the last replica is removed, then re-added (floor, SYNC flow)
+    restart: bool = True  # the switch restarts (registers 0, epoch + 1), then the origin SYNCs
+    # a client times out only when nothing in flight can answer it any more (its request or reply
+    # was lost or dropped); eager: at any time, also while the first attempt is still on its way
+    eager_retries: bool = False
+    # the controller removes the leaving replica's copy only once no Get sent to it is still on
+    # its way (without this, a Get routed before the removal can read a stale copy that an old
+    # UPDATE re-created after it: the module docstring's "hotset-undrained")
+    drain_before_remove: bool = False
+    # the switch restarts only while no write is on its way to a server (without this, the
+    # controller's SYNC after the restart can stamp the old value newer than that write: the
+    # module docstring's "restart")
+    restart_when_quiet: bool = False
+    # a Set answered STALE counts as done, ordered before the newer write (the clients before
+    # StaleWrite); by default it is a write that never took effect
+    stale_is_success: bool = False
+
+    def __post_init__(self) -> None:
+        values = [v for prog in self.programs for v in prog if v is not None]
+        if len(set(values)) != len(values) or INITIAL in values:
+            raise ValueError("the values of Sets must be distinct and differ from the initial one")
+        if self.replicas < 1 and self.hotset_change:
+            raise ValueError("a hot-set change needs a replica")
+
+    def describe(self) -> str:
+        progs = "; ".join(
+            f"c{c}: " + ", ".join("get" if v is None else f"set {v.decode()}" for v in prog)
+            for c, prog in enumerate(self.programs)
+        )
+        return (
+            f"{progs} | {self.replicas} replicas, losses {self.losses}, dups {self.dups}, "
+            f"retries {self.retries}{' (eager)' if self.eager_retries else ''}, sync retries {self.sync_retries}, "
+            f"hot-set change {'on' if self.hotset_change else 'off'}, "
+            f"restart {'on' if self.restart else 'off'}"
+            + (", removal drains Gets" if self.drain_before_remove else "")
+            + (", restart with no write in flight" if self.restart_when_quiet else "")
+            + (", STALE is success" if self.stale_is_success else "")
+        )
+
+
+_G = None
+
+
+def _scenario(programs: tuple[Program, ...], **bounds: Any) -> Scenario:
+    """A scenario with no faults, no hot-set change and no restart unless ``bounds`` says so."""
+    quiet = {"losses": 0, "dups": 0, "retries": 0, "hotset_change": False, "restart": False}
+    return Scenario(programs=programs, **{**quiet, **bounds})
+
+
+#: Named scenarios; :data:`CHECKED` are the ones the real rules pass.
+PRESETS: dict[str, Scenario] = {
+    # reads under writes, every interleaving and reordering, no faults
+    "writes": _scenario(((b"a1", b"a2"), (_G, _G))),
+    # one loss, one duplication, one client retry (same request id)
+    "faults": _scenario(((b"a1",), (_G,)), losses=1, dups=1, retries=1),
+    # a replica removed and re-added (floor, cell reset, SYNC/PUSH/CONFIRM) under two writes;
+    # one replica keeps it fast (two: kvswitch sim explore --preset hotset --replicas 2)
+    "hotset": _scenario(
+        ((b"a1", b"a2"), (_G,)), replicas=1, hotset_change=True, drain_before_remove=True
+    ),
+    # the same, two replicas, without draining the Gets on their way to the leaving replica
+    "hotset-undrained": _scenario(((b"a1", b"a2"), (_G,)), hotset_change=True),
+    # two concurrent writers and a reader
+    "two-writers": _scenario(((b"a1",), (b"a2",), (_G,))),
+    # a switch restart (registers 0, epoch + 1, the controller pushes the key again)
+    "restart": _scenario(((b"a1",), (_G,)), restart=True),
+    # the same while no write is on its way (old-epoch replies, confirms and reads after it)
+    "restart-quiet": _scenario(((b"a1",), (_G, _G)), restart=True, restart_when_quiet=True),
+}
+
+#: The presets the real rules pass (``make test``, ``kvswitch sim explore``).
+CHECKED: tuple[str, ...] = ("writes", "faults", "hotset", "restart")
+
+
+def _confirm_without_floor(slot, cell, current, ver, floor, slot_ver, valid_ver) -> None:
+    coherence.confirm.py_func(slot, cell, current, ver, 0, slot_ver, valid_ver)
+
+
+#: Deliberately broken variants of the rules, each of which the check must catch.
+BROKEN: dict[str, Rules] = {
+    # a replica joins the read set before confirming the latest completed version
+    "unconfirmed-read-set": Rules(in_read_set=lambda slot, cell, ov, vv: ov[slot] != 0),
+    # a completed write never moves the read set forward (origin_ver stays where it was)
+    "no-origin-report": Rules(origin_report=lambda slot, current, ver, ov: None),
+    # rule 6 off: a replica's reply newer than the origin's version reaches the client
+    "no-rule-6": Rules(replica_reply_passes=lambda slot, current, ver, ov: current and ver != 0),
+    # the floor ignored: a late confirm from an earlier membership validates the new one
+    "no-floor": Rules(confirm=_confirm_without_floor),
+}
+
+
+def parse_program(text: str) -> Program:
+    """``"set a1,get,set a2"`` -> (b"a1", None, b"a2")."""
+    ops: list[bytes | None] = []
+    for part in filter(None, (s.strip() for s in text.split(","))):
+        words = part.split()
+        if words == ["get"]:
+            ops.append(None)
+        elif len(words) == 2 and words[0] == "set":
+            ops.append(words[1].encode())
+        else:
+            raise ValueError(f"not an operation: {part!r} (use 'get' or 'set VALUE')")
+    return tuple(ops)
+
+
+# -- the servers: the real agent, memoised ------------------------------------------------------
+
+AgentState = tuple[Any, ...]  # (items, applied ids, pending SYNCs), canonical
+
+
+class _Ids(RecentIds):
+    """RecentIds that also keeps a plain copy of what it holds, to snapshot it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: dict[tuple[int, int], Any] = {}
+
+    def add(self, cid: int, seq: int, result: Any) -> None:
+        super().add(cid, seq, result)
+        self.seen[(cid, seq)] = result
+
+
+class Agents:
+    """AgentCore transitions over canonical snapshots, each computed once."""
+
+    def __init__(self) -> None:
+        self.memo: dict[tuple[Any, ...], tuple[AgentState, tuple, Any]] = {}
+        self.calls = 0
+
+    @staticmethod
+    def initial(item: Item | None) -> AgentState:
+        return (((KEY, item),) if item is not None else (), (), ())
+
+    @staticmethod
+    def _restore(state: AgentState) -> AgentCore:
+        items, ids, pending = state
+        core = AgentCore(MemoryBackend(), SWITCH_ADDR, recent_ids=_Ids())
+        for key, item in items:
+            core.backend.put(key, item)
+        for (cid, seq), result in ids:
+            core.ids.add(cid, seq, result)
+        for key in pending:
+            core.start_sync(key)
+        return core
+
+    @staticmethod
+    def _snapshot(core: AgentCore) -> AgentState:
+        assert isinstance(core.ids, _Ids)
+        items = tuple(sorted(core.backend.items()))
+        ids = tuple(sorted(core.ids.seen.items()))
+        pending = tuple(sorted(core.pending_syncs))
+        return (items, ids, pending)
+
+    def _run(self, state: AgentState, what: tuple[Any, ...]) -> tuple[AgentState, tuple, Any]:
+        """(state after, outputs as (bytes, entity), the item a SYNC just completed with)."""
+        memo = self.memo.get((state, what))
+        if memo is not None:
+            return memo
+        self.calls += 1
+        core = self._restore(state)
+        synced = None
+        if what[0] == "msg":
+            pending = core.pending_syncs.get(KEY)
+            out = core.handle(what[1], what[2])
+            if pending is not None and pending.done.is_set() and pending.found:
+                assert pending.version is not None
+                synced = (pending.value, *pending.version)
+        elif what[0] == "sync":  # the control channel's "sync"
+            _, out = core.start_sync(KEY)
+        elif what[0] == "push":  # the control channel's "push" (a replica's half)
+            _, _, out = core.push_item(KEY, *what[1:])
+        else:  # the control channel's "remove"
+            core.remove_local(KEY)
+            out = []
+        result = (self._snapshot(core), tuple((raw, _entity(addr)) for raw, addr in out), synced)
+        self.memo[(state, what)] = result
+        return result
+
+    def handle(self, state: AgentState, raw: bytes, src: int) -> tuple[AgentState, tuple, Any]:
+        return self._run(state, ("msg", raw, _addr(src)))
+
+    def start_sync(self, state: AgentState) -> tuple[AgentState, tuple]:
+        return self._run(state, ("sync",))[:2]
+
+    def push(self, state: AgentState, item: tuple[bytes, int, int]) -> tuple[AgentState, tuple]:
+        return self._run(state, ("push", *item))[:2]
+
+    def remove(self, state: AgentState) -> AgentState:
+        return self._run(state, ("remove",))[0]
+
+    @staticmethod
+    def sync_pending(state: AgentState) -> bool:
+        return KEY in state[2]
+
+
+# -- messages and states ----------------------------------------------------------------------------
+
+# (hop, dst, src, op, cid, seq, value, status, epoch, ver, flags); hop 0: to the switch (dst is
+# where the switch forwards it: a client, or SW for what it consumes), hop 1: to server dst.
+Msg = tuple[int, int, int, int, int, int, bytes, int, int, int, int]
+# (gver, slot_ver, origin_ver, valid_ver per server, epoch, floor, holders (origin first))
+Switch = tuple[int, int, int, tuple[int, ...], int, int, tuple[int, ...]]
+# (switch, agents, clients (invoked, waiting), messages (sorted), used (loss, dup, retry,
+#  sync retry), controller (hot-set phase 0/1/2, restarted 0/1, replicas a running sync will
+#  push to, pushes to make), history)
+State = tuple[Any, ...]
+# history: one record per invoked operation: (client, index, call, ret or None, output)
+Record = tuple[int, int, int, int | None, Any]
+
+
+def _raw(m: Msg) -> bytes:
+    _, _, _, op, cid, seq, value, status, epoch, ver, flags = m
+    return p.Message(op, KEY, value, status, cid, seq, epoch, flags, ver).encode()
+
+
+def _msg(hop: int, dst: int, src: int, raw: bytes) -> Msg:
+    d = p.Message.decode(raw)
+    return (hop, dst, src, d.op, d.cid, d.seq, d.value, d.status, d.epoch, d.ver, d.flags)
+
+
+def _add(msgs: tuple[Msg, ...], new: Sequence[Msg]) -> tuple[Msg, ...]:
+    return tuple(sorted(msgs + tuple(new))) if new else msgs
+
+
+def _remove(msgs: tuple[Msg, ...], m: Msg) -> tuple[Msg, ...]:
+    i = msgs.index(m)
+    return msgs[:i] + msgs[i + 1 :]
+
+
+def _events(hist: tuple[Record, ...]) -> int:
+    return sum(1 if r[3] is None else 2 for r in hist)
+
+
+def _op_name(op: int) -> str:
+    try:
+        return p.Op(op).name
+    except ValueError:
+        return str(op)
+
+
+def _who(e: int) -> str:
+    if e == SW:
+        return "switch"
+    return f"c{e - CLIENT0}" if e >= CLIENT0 else ("origin" if e == ORIGIN else f"r{e}")
+
+
+def describe_msg(m: Msg) -> str:
+    hop, dst, src, op, cid, seq, value, status, epoch, ver, flags = m
+    text = f"{_op_name(op)} {_who(src)}->{_who(dst) if hop else 'switch'}"
+    if hop == 0 and dst != SW:
+        text += f"(->{_who(dst)})"
+    if cid:
+        text += f" id=({cid},{seq})"
+    if value:
+        text += f" {value.decode(errors='replace')}"
+    text += f" v=({epoch},{ver})"
+    if status:
+        text += f" {p.Status(status).name}"
+    if flags & p.F_DUP:
+        text += " F_DUP"
+    return text
+
+
+def describe_step(label: tuple[Any, ...]) -> str:
+    kind = label[0]
+    if kind in ("deliver", "lose", "dup", "lose-last-hop"):
+        return f"{kind} {describe_msg(label[1])}"
+    if kind in ("invoke", "retry"):
+        c, idx, op, dst = label[1:]
+        what = "get" if op is None else f"set {op.decode()}"
+        routed = f" -> {_who(dst)}" if dst is not None else ""
+        return f"{kind} c{c} op{idx} {what}{routed}"
+    return " ".join(str(x) for x in label)
+
+
+# -- the explorer -----------------------------------------------------------------------------------
+
+
+@dataclass
+class Report:
+    scenario: Scenario
+    states: int = 0
+    transitions: int = 0
+    end_states: int = 0
+    histories: int = 0
+    agent_calls: int = 0
+    seconds: float = 0.0
+    complete: bool = True  # False when max_states stopped the search
+    violation: list[str] | None = None  # the trace to the first non-linearizable end state
+    history: list[Op] = field(default_factory=list)  # its history
+
+    @property
+    def ok(self) -> bool:
+        return self.violation is None and self.complete
+
+    def summary(self) -> str:
+        verdict = "linearizable" if self.violation is None else "NOT LINEARIZABLE"
+        if not self.complete:
+            verdict += " (incomplete: state bound reached)"
+        return (
+            f"{self.states} states, {self.transitions} transitions, {self.end_states} end states, "
+            f"{self.histories} histories checked, {self.agent_calls} agent transitions, "
+            f"{self.seconds:.1f} s: {verdict}"
+        )
+
+
+class Explorer:
+    def __init__(self, scenario: Scenario, rules: Rules | None = None) -> None:
+        self.sc = scenario
+        self.rules = rules or Rules()
+        self.agents = Agents()
+        self.checked: dict[tuple[Record, ...], bool] = {}
+
+    # -- the initial state: the key hot and synced at (1, 1) on every holder -------------------
+
+    def initial(self) -> State:
+        n = 1 + self.sc.replicas
+        held = Agents.initial(Item(INITIAL, 1, 1))
+        valid = (0,) + (1,) * self.sc.replicas
+        switch: Switch = (1, 1, 1, valid, 1, 0, tuple(range(n)))
+        clients = tuple((0, False) for _ in self.sc.programs)
+        return (switch, (held,) * n, clients, (), (0, 0, 0, 0), (0, 0, None, ()), ())
+
+    # -- the switch -------------------------------------------------------------------------------
+
+    def _request(self, sw: Switch, c: int, idx: int) -> Iterator[tuple[Switch, list[Msg], int]]:
+        """A client's request crossing the switch: (switch after, messages, Get's server)."""
+        gver, slot_ver, origin_ver, valid, epoch, floor, holders = sw
+        value = self.sc.programs[c][idx]
+        me, cid, seq = CLIENT0 + c, c + 1, idx + 1
+        if value is not None:  # rule 1: stamped; to the origin, copies to every replica
+            g, sv = [gver], [slot_ver]
+            ver = self.rules.write(SLOT, g, sv)
+            out = [(1, ORIGIN, me, int(p.Op.SET), cid, seq, value, 0, epoch, ver, 0)]
+            out += [
+                (1, r, me, int(p.Op.UPDATE), cid, seq, value, 0, epoch, ver, 0) for r in holders[1:]
+            ]
+            yield (g[0], sv[0], origin_ver, valid, epoch, floor, holders), out, None
+            return
+        dests = {ORIGIN}
+        for server in holders[1:]:  # rule 4 for every round-robin turn
+            if self.rules.in_read_set(SLOT, server, [origin_ver], list(valid)):
+                dests.add(server)
+        for d in sorted(dests):
+            yield sw, [(1, d, me, int(p.Op.GET), cid, seq, b"", 0, 0, 0, 0)], d
+
+    def _at_switch(self, sw: Switch, m: Msg) -> tuple[Switch, list[Msg], bool]:
+        """A server's message reaches the switch: (switch after, forwarded messages, whether it
+        goes on to its client)."""
+        _, dst, src, op, cid, seq, _value, status, epoch, ver, flags = m
+        gver, slot_ver, origin_ver, valid, cur_epoch, floor, holders = sw
+        current = epoch == cur_epoch
+        ov = [origin_ver]
+        from_origin = src == ORIGIN
+        if op == p.Op.GET_REPLY:
+            if from_origin:  # rule 2, found or not
+                self.rules.origin_report(SLOT, current, ver, ov)
+                return (gver, slot_ver, ov[0], valid, cur_epoch, floor, holders), [], True
+            return sw, [], bool(self.rules.replica_reply_passes(SLOT, current, ver, ov))  # rule 6
+        if op in (p.Op.SET_REPLY, p.Op.DEL_REPLY):
+            # rule 2: OK, or STALE (a newer write got there first; the reply carries the version
+            # the origin holds)
+            if from_origin and status in (p.Status.OK, p.Status.STALE):
+                self.rules.origin_report(SLOT, current, ver, ov)
+            return (gver, slot_ver, ov[0], valid, cur_epoch, floor, holders), [], True
+        if op == p.Op.CONFIRM:  # rule 3, consumed
+            vv = list(valid)
+            self.rules.confirm(SLOT, src, current, ver, floor, [slot_ver], vv)
+            return (gver, slot_ver, origin_ver, tuple(vv), cur_epoch, floor, holders), [], False
+        if op == p.Op.SYNC:  # rule 5: only the origin's, reflected stamped or with version 0
+            if not from_origin:
+                return sw, [], False
+            g, sv = [gver], [slot_ver]
+            stamped = self.rules.sync(SLOT, g, sv, ov)
+            e = cur_epoch if stamped else 0
+            back = (1, ORIGIN, SW, int(p.Op.SYNC), cid, seq, b"", 0, e, stamped, flags)
+            return (g[0], sv[0], origin_ver, valid, cur_epoch, floor, holders), [back], False
+        if op == p.Op.SYNC_DONE:  # rule 2, consumed
+            if from_origin and status == p.Status.OK:
+                self.rules.origin_report(SLOT, current, ver, ov)
+            return (gver, slot_ver, ov[0], valid, cur_epoch, floor, holders), [], False
+        return sw, [], dst != SW
+
+    # -- successors -----------------------------------------------------------------------------
+
+    def successors(self, s: State) -> Iterator[tuple[tuple[Any, ...], State]]:
+        sw, agents, clients, msgs, used, ctl, hist = s
+        sc = self.sc
+        loss, dup, retry, sretry = used
+        # clients: invoke the next operation, or resend the pending one
+        for c, (invoked, waiting) in enumerate(clients):
+            prog = sc.programs[c]
+            if not waiting and invoked < len(prog):
+                rec = (c, invoked, _events(hist), None, None)
+                cl = (*clients[:c], (invoked + 1, True), *clients[c + 1 :])
+                for sw2, out, d in self._request(sw, c, invoked):
+                    label = ("invoke", c, invoked, prog[invoked], d)
+                    yield label, (sw2, agents, cl, _add(msgs, out), used, ctl, (*hist, rec))
+            if waiting and retry < sc.retries and (sc.eager_retries or self._silent(msgs, c)):
+                u = (loss, dup, retry + 1, sretry)
+                for sw2, out, d in self._request(sw, c, invoked - 1):
+                    label = ("retry", c, invoked - 1, prog[invoked - 1], d)
+                    yield label, (sw2, agents, clients, _add(msgs, out), u, ctl, hist)
+        # messages: deliver, lose or duplicate any one
+        for m in dict.fromkeys(msgs):
+            rest = _remove(msgs, m)
+            yield from self._deliver(m, (sw, agents, clients, rest, used, ctl, hist))
+            if loss < sc.losses:
+                yield (
+                    ("lose", m),
+                    (sw, agents, clients, rest, (loss + 1, dup, retry, sretry), ctl, hist),
+                )
+            if dup < sc.dups:
+                u = (loss, dup + 1, retry, sretry)
+                yield ("dup", m), (sw, agents, clients, _add(msgs, [m]), u, ctl, hist)
+        yield from self._controller(s)
+
+    @staticmethod
+    def _gets_to(msgs: tuple[Msg, ...], server: int) -> bool:
+        return any(m[0] == 1 and m[1] == server and m[3] == p.Op.GET for m in msgs)
+
+    @staticmethod
+    def _silent(msgs: tuple[Msg, ...], c: int) -> bool:
+        """Nothing in flight can bring client ``c`` the reply it waits for."""
+        me = CLIENT0 + c
+        for m in msgs:
+            if (m[0] == 0 and m[1] == me) or (m[0] == 1 and m[2] == me and m[3] != p.Op.UPDATE):
+                return False
+        return True
+
+    def _deliver(self, m: Msg, s: State) -> Iterator[tuple[tuple[Any, ...], State]]:
+        sw, agents, clients, msgs, used, ctl, hist = s
+        hop, dst, src = m[0], m[1], m[2]
+        if hop == 1:  # a server handles it: the real agent
+            st, out, synced = self.agents.handle(agents[dst], _raw(m), src)
+            new = [_msg(0, to, dst, raw) for raw, to in out]  # to the switch or a client
+            ag = (*agents[:dst], st, *agents[dst + 1 :])
+            phase, restarted, sync_for, pushes = ctl
+            if synced is not None and sync_for is not None:
+                # the controller's sync returns the item; it pushes it into every replica
+                pushes = tuple(sorted(pushes + tuple((r, *synced) for r in sync_for)))
+                ctl = (phase, restarted, None, pushes)
+            yield ("deliver", m), (sw, ag, clients, _add(msgs, new), used, ctl, hist)
+            return
+        sw2, out, onward = self._at_switch(sw, m)
+        msgs = _add(msgs, out)
+        if not onward:
+            yield ("deliver", m), (sw2, agents, clients, msgs, used, ctl, hist)
+            return
+        c = dst - CLIENT0
+        invoked, waiting = clients[c]
+        cl, h = clients, hist
+        if waiting and (m[4], m[5]) == (c + 1, invoked):  # the pending request's reply
+            cl = (*clients[:c], (invoked, False), *clients[c + 1 :])
+            h = self._returned(hist, c, invoked - 1, m)
+        yield ("deliver", m), (sw2, agents, cl, msgs, used, ctl, h)
+        loss, dup, retry, sretry = used
+        if loss < self.sc.losses and h is not hist:  # lost between the switch and the client
+            u = (loss + 1, dup, retry, sretry)
+            yield ("lose-last-hop", m), (sw2, agents, clients, msgs, u, ctl, hist)
+
+    def _returned(self, hist: tuple[Record, ...], c: int, idx: int, m: Msg) -> tuple[Record, ...]:
+        op, status, value = m[3], m[7], m[6]
+        if op == p.Op.GET_REPLY:
+            if status not in (p.Status.OK, p.Status.NOT_FOUND):
+                raise AssertionError(f"unexpected Get reply {describe_msg(m)}")
+            output: Any = value if status == p.Status.OK else None
+        else:
+            if status not in (p.Status.OK, p.Status.STALE):
+                raise AssertionError(f"unexpected Set reply {describe_msg(m)}")
+            # STALE: the client reports StaleWrite, "not applied" (client_lib/python/client.py);
+            # stale_is_success: the earlier clients' "ordered before the newer write"
+            output = status == p.Status.OK or self.sc.stale_is_success
+        now = _events(hist)
+        return tuple(
+            (rc, ri, call, now, output) if (rc, ri) == (c, idx) else (rc, ri, call, ret, out)
+            for rc, ri, call, ret, out in hist
+        )
+
+    def _controller(self, s: State) -> Iterator[tuple[tuple[Any, ...], State]]:
+        sw, agents, clients, msgs, used, ctl, hist = s
+        gver, slot_ver, origin_ver, valid, epoch, floor, holders = sw
+        phase, restarted, sync_for, pushes = ctl
+        sc = self.sc
+        for item in dict.fromkeys(pushes):  # the control channel's push into one replica
+            r = item[0]
+            st, out = self.agents.push(agents[r], item[1:])
+            ag = (*agents[:r], st, *agents[r + 1 :])
+            c2 = (phase, restarted, sync_for, _remove(pushes, item))
+            new = [_msg(0, SW, r, raw) for raw, _ in out]
+            yield (
+                ("controller: push", f"r{r}", item),
+                (sw, ag, clients, _add(msgs, new), used, c2, hist),
+            )
+        if (
+            sc.hotset_change
+            and phase == 0
+            and sync_for is None
+            and not pushes
+            and not (sc.drain_before_remove and self._gets_to(msgs, sc.replicas))
+        ):
+            # break: the last replica leaves (its cell 0; the floor is set only when holders are
+            # added, as controller/plan.py does), then its copy is removed
+            r = sc.replicas
+            vv = tuple(0 if i == r else v for i, v in enumerate(valid))
+            sw2 = (
+                gver,
+                slot_ver,
+                origin_ver,
+                vv,
+                epoch,
+                floor,
+                tuple(h for h in holders if h != r),
+            )
+            ag = (*agents[:r], self.agents.remove(agents[r]), *agents[r + 1 :])
+            yield (
+                ("controller: remove", f"r{r}"),
+                (sw2, ag, clients, msgs, used, (1, restarted, None, ()), hist),
+            )
+        if sc.hotset_change and phase == 1:
+            # make: it is back (floor = global_ver, then its cell 0); the origin SYNCs, the
+            # controller pushes. (plan.py reads global_ver before planning: the versions handed
+            # out since went to the current holders only, so no earlier-membership confirm
+            # carries one and reading it here instead admits no more confirms.)
+            r = sc.replicas
+            vv = tuple(0 if i == r else v for i, v in enumerate(valid))
+            sw2 = (gver, slot_ver, origin_ver, vv, epoch, gver, (*holders, r))
+            c2 = (2, restarted, sw2[6][1:], pushes)
+            yield from self._sync(("controller: re-add", f"r{r}"), sw2, s, c2)
+        quiet = not any(m[0] == 1 and m[3] in (p.Op.SET, p.Op.UPDATE) for m in msgs)
+        if sc.restart and not restarted and (quiet or not sc.restart_when_quiet):
+            # switch restart: registers 0, epoch + 1; the controller re-pushes the hot key
+            sw2 = (0, 0, 0, (0,) * len(valid), epoch + 1, 0, holders)
+            c2 = (phase, 1, holders[1:], pushes)
+            yield from self._sync(("controller: switch restart", f"epoch {epoch + 1}"), sw2, s, c2)
+        loss, dup, retry, sretry = used
+        if Agents.sync_pending(agents[ORIGIN]) and sretry < sc.sync_retries:
+            s2 = (sw, agents, clients, msgs, (loss, dup, retry, sretry + 1), ctl, hist)
+            yield from self._sync(("origin: SYNC again",), sw, s2, ctl)
+
+    def _sync(
+        self,
+        label: tuple[Any, ...],
+        sw2: Switch,
+        s: State,
+        ctl: tuple[Any, ...],
+    ) -> Iterator[tuple[tuple[Any, ...], State]]:
+        _, agents, clients, msgs, used, _, hist = s
+        st, out = self.agents.start_sync(agents[ORIGIN])
+        new = [_msg(0, SW, ORIGIN, raw) for raw, _ in out]
+        ag = (st, *agents[1:])
+        yield label, (sw2, ag, clients, _add(msgs, new), used, ctl, hist)
+
+    # -- end states -----------------------------------------------------------------------------
+
+    def finished(self, s: State) -> bool:
+        """Every client has its last reply: nothing later can change the history."""
+        return all(
+            not w and i == len(prog) for (i, w), prog in zip(s[2], self.sc.programs, strict=True)
+        )
+
+    def history(self, hist: tuple[Record, ...]) -> list[Op]:
+        ops = []
+        for c, idx, call, ret, output in hist:
+            value = self.sc.programs[c][idx]
+            end = math.inf if ret is None else float(ret)
+            if value is None:
+                ops.append(Op("get", KEY, float(call), end, output=output, client=c))
+            elif output is not False:  # a write refused STALE never took effect: left out
+                ops.append(Op("set", KEY, float(call), end, value=value, client=c))
+        return ops
+
+    def linearizable(self, hist: tuple[Record, ...]) -> bool:
+        ok = self.checked.get(hist)
+        if ok is None:
+            ok = check_register(KEY, self.history(hist), initial=INITIAL).ok
+            self.checked[hist] = ok
+        return ok
+
+    # -- the search -----------------------------------------------------------------------------
+
+    def run(
+        self,
+        max_states: int | None = None,
+        progress: Callable[[Report], None] | None = None,
+        every: int = 100_000,
+    ) -> Report:
+        rep = Report(self.sc)
+        began = time.perf_counter()
+        start = self.initial()
+        parent: dict[State, tuple[State | None, tuple[Any, ...] | None]] = {start: (None, None)}
+        queue = deque([start])
+        while queue:
+            s = queue.popleft()
+            rep.states += 1
+            if progress is not None and rep.states % every == 0:
+                rep.seconds = time.perf_counter() - began
+                rep.histories, rep.agent_calls = len(self.checked), self.agents.calls
+                progress(rep)
+            if max_states is not None and rep.states > max_states:
+                rep.complete = False
+                break
+            end = self.finished(s)
+            if not end:
+                moved = False
+                for label, nxt in self.successors(s):
+                    moved = True
+                    rep.transitions += 1
+                    if nxt not in parent:
+                        parent[nxt] = (s, label)
+                        queue.append(nxt)
+                end = not moved
+            if end:
+                rep.end_states += 1
+                if not self.linearizable(s[6]):
+                    rep.violation = self._trace(parent, s)
+                    rep.history = self.history(s[6])
+                    break
+        rep.seconds = time.perf_counter() - began
+        rep.histories, rep.agent_calls = len(self.checked), self.agents.calls
+        return rep
+
+    def _trace(self, parent: dict[State, Any], s: State) -> list[str]:
+        steps = []
+        cur: State | None = s
+        while cur is not None:
+            prev, label = parent[cur]
+            if label is not None:
+                steps.append(describe_step(label))
+            cur = prev
+        return steps[::-1]
+
+
+def explore(
+    scenario: Scenario | None = None,
+    rules: Rules | None = None,
+    max_states: int | None = None,
+    progress: Callable[[Report], None] | None = None,
+) -> Report:
+    """Explore ``scenario`` (default :class:`Scenario`) under ``rules`` (default: the real ones)."""
+    return Explorer(scenario or Scenario(), rules).run(max_states, progress)
+
+
+def format_history(ops: Sequence[Op]) -> list[str]:
+    lines = []
+    for op in sorted(ops, key=lambda o: o.call):
+        ret = "?" if op.ret == math.inf else f"{op.ret:.0f}"
+        if op.kind == "get":
+            what = f"get -> {op.output.decode() if isinstance(op.output, bytes) else op.output}"
+        else:
+            what = f"set {op.value.decode() if op.value else op.value}"
+        lines.append(f"c{op.client} [{op.call:.0f}, {ret}] {what}")
+    return lines

@@ -1,0 +1,219 @@
+// Replica selection and the version registers, TNA build: the rules 1-6 of replicas.p4 (read its
+// header for what they mean and for the controller contract), with every register reached through
+// one RegisterAction per packet, in the order rr, epoch, global_ver, origin_ver, slot_ver,
+// valid_ver. Each RegisterAction is one stateful-ALU program: a read, an increment, a wrapping
+// increment, a max, or a compare-and-set against values the packet carries (PHV inputs computed
+// before). valid_ver has two RegisterActions, on exclusive paths (a GET reads it, a CONFIRM raises
+// it). Same registers, tables, actions and names as the v1model build.
+#ifndef KVSWITCH_REPLICAS_TNA_P4
+#define KVSWITCH_REPLICAS_TNA_P4
+
+control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout kvs_fwd_t fwd,
+                 in PortId_t ingress_port) {
+    @name("global_ver") Register<bit<32>, bit<32>>(1) global_ver;
+    @name("epoch") Register<bit<16>, bit<32>>(1) epoch;
+    @name("slot_ver") Register<bit<32>, bit<32>>(HOT_KEYS) slot_ver;
+    @name("origin_ver") Register<bit<32>, bit<32>>(HOT_KEYS) origin_ver;
+    @name("valid_ver") Register<bit<32>, bit<32>>(VALID_VER_ENTRIES) valid_ver;
+    @name("rr") Register<ordinal_t, bit<32>>(HOT_KEYS) rr;
+
+    bool sm_hit = false;
+    bit<32> sm_vidx = 0;
+    ipv4_addr_t sm_ip = 0;
+    mac_addr_t sm_mac = 0;
+    PortId_t sm_port = 0;
+    bool so_hit = false;
+    bit<32> so_offset = 0;
+    PortId_t so_port = 0;
+    ordinal_t ordinal = 0;
+    // PHV inputs of the stateful ALUs, computed before the access
+    bool origin_report = false;
+    bool write = false;
+    bool sync = false;
+    bit<32> gv = 0;
+    bit<32> ov = 0;
+
+    // rule 4 input: the slot's ordinal (0 if n shrank below it), and the next one, wrapping at n
+    RegisterAction<ordinal_t, bit<32>, ordinal_t>(rr) rr_next = {
+        void apply(inout ordinal_t value, out ordinal_t rv) {
+            ordinal_t cur = value;
+            if (cur >= meta.n) {
+                cur = 0;
+            }
+            rv = cur;
+            if (cur + 1 >= meta.n) {
+                value = 0;
+            } else {
+                value = cur + 1;
+            }
+        }
+    };
+    RegisterAction<bit<16>, bit<32>, bit<16>>(epoch) epoch_read = {
+        void apply(inout bit<16> value, out bit<16> rv) { rv = value; }
+    };
+    RegisterAction<bit<32>, bit<32>, bit<32>>(global_ver) global_ver_next = {
+        void apply(inout bit<32> value, out bit<32> rv) { value = value + 1; rv = value; }
+    };
+    // rule 2: max(origin_ver, ver) on an origin report; the (new) value either way
+    RegisterAction<bit<32>, bit<32>, bit<32>>(origin_ver) origin_ver_max = {
+        void apply(inout bit<32> value, out bit<32> rv) {
+            if (origin_report && hdr.kvs.ver > value) {
+                value = hdr.kvs.ver;
+            }
+            rv = value;
+        }
+    };
+    // rules 1 and 5: the old value; a write takes the fresh version, a SYNC only if no write is on
+    // its way to the origin (slot_ver <= origin_ver)
+    RegisterAction<bit<32>, bit<32>, bit<32>>(slot_ver) slot_ver_stamp = {
+        void apply(inout bit<32> value, out bit<32> rv) {
+            rv = value;
+            if (write || (sync && value <= ov)) {
+                value = gv;
+            }
+        }
+    };
+    RegisterAction<bit<32>, bit<32>, bit<32>>(valid_ver) valid_ver_read = {
+        void apply(inout bit<32> value, out bit<32> rv) { rv = value; }
+    };
+    // rule 3: max(valid_ver, ver)
+    RegisterAction<bit<32>, bit<32>, bit<32>>(valid_ver) valid_ver_max = {
+        void apply(inout bit<32> value) {
+            if (hdr.kvs.ver > value) {
+                value = hdr.kvs.ver;
+            }
+        }
+    };
+
+    @name("set_server")
+    action set_server(bit<32> vidx, ipv4_addr_t ip, mac_addr_t mac, PortId_t port) {
+        sm_hit = true;
+        sm_vidx = vidx;
+        sm_ip = ip;
+        sm_mac = mac;
+        sm_port = port;
+    }
+
+    @name("ServermapTable")
+    table servermap_table {
+        key = {
+            meta.slot: exact @name("slot");
+            ordinal: exact @name("ordinal");
+        }
+        actions = {
+            set_server;
+            @defaultonly NoAction;
+        }
+        default_action = NoAction();
+        size = VALID_VER_ENTRIES;
+    }
+
+    @name("set_server_offset")
+    action set_server_offset(bit<32> offset, PortId_t port) {
+        so_hit = true;
+        so_offset = offset;
+        so_port = port;
+    }
+
+    @name("ServeroffsetTable")
+    table serveroffset_table {
+        key = {
+            hdr.ipv4.src_addr: exact @name("server_ip");
+        }
+        actions = {
+            set_server_offset;
+            @defaultonly NoAction;
+        }
+        default_action = NoAction();
+        size = MAX_SERVERS;
+    }
+
+    apply {
+        KvsOp op = hdr.kvs.op;
+        bit<32> slot = (bit<32>)meta.slot;
+        if (op == KvsOp.GET) {
+            ordinal = rr_next.execute(slot);
+        }
+        servermap_table.apply();
+        if (op != KvsOp.GET && op != KvsOp.SET && op != KvsOp.DEL) {
+            serveroffset_table.apply();
+        }
+
+        bit<16> cur_epoch = epoch_read.execute(0);
+        bool current = hdr.kvs.epoch == cur_epoch;
+        bool sender_ok = so_hit && so_port == ingress_port;
+        bool from_origin = sender_ok && sm_hit && sm_ip == hdr.ipv4.src_addr;
+        write = op == KvsOp.SET || op == KvsOp.DEL;
+        sync = op == KvsOp.SYNC && from_origin && hdr.udp.isValid();
+        // rule 2 as in replicas.p4: OK or STALE write replies (both carry the origin's version)
+        bool write_reply = op == KvsOp.SET_REPLY || op == KvsOp.DEL_REPLY;
+        bool acked = (write_reply && (hdr.kvs.status == KvsStatus.OK
+                                      || hdr.kvs.status == KvsStatus.STALE))
+                     || (op == KvsOp.SYNC_DONE && hdr.kvs.status == KvsStatus.OK);
+        origin_report = from_origin && current && (acked || op == KvsOp.GET_REPLY);
+
+        gv = 0;
+        if (write || sync) {
+            gv = global_ver_next.execute(0);
+        }
+        ov = origin_ver_max.execute(slot);
+        bit<32> sv = slot_ver_stamp.execute(slot);
+        bool stamp = write || (sync && sv <= ov);
+
+        if (op == KvsOp.GET) {
+            bit<32> vv = 0;
+            if (sm_hit) {
+                vv = valid_ver_read.execute(sm_vidx);
+            }
+            if (ordinal != 0 && sm_hit && ov != 0 && vv >= ov && hdr.udp.isValid()) {
+                fwd.port = sm_port;
+                fwd.drop = false;
+                hdr.ethernet.dst_addr = sm_mac;
+                hdr.ipv4.dst_addr = sm_ip;
+                meta.l4_dirty = true;
+            }
+        } else if (op == KvsOp.CONFIRM) {
+            if (sender_ok && current && hdr.kvs.ver > meta.floor && hdr.kvs.ver <= sv) {
+                valid_ver_max.execute(meta.base + so_offset);
+            }
+            fwd_drop(fwd);
+        } else if (op == KvsOp.GET_REPLY) {
+            if (sender_ok && !from_origin && (!current || hdr.kvs.ver > ov || hdr.kvs.ver == 0)) {
+                fwd_drop(fwd);
+            }
+        } else if (op == KvsOp.SYNC) {
+            if (sync) {
+                hdr.kvs.status = KvsStatus.OK;
+                fwd.port = ingress_port;
+                fwd.drop = false;
+                mac_addr_t mac = hdr.ethernet.dst_addr;
+                hdr.ethernet.dst_addr = hdr.ethernet.src_addr;
+                hdr.ethernet.src_addr = mac;
+                ipv4_addr_t ip = hdr.ipv4.dst_addr;
+                hdr.ipv4.dst_addr = hdr.ipv4.src_addr;
+                hdr.ipv4.src_addr = ip;
+                hdr.ipv4.ttl = 64;
+                bit<16> port = hdr.udp.dst_port;
+                hdr.udp.dst_port = hdr.udp.src_port;
+                hdr.udp.src_port = port;
+                if (!stamp) {
+                    hdr.kvs.epoch = 0;
+                    hdr.kvs.ver = 0;
+                    meta.l4_dirty = true;
+                }
+            } else {
+                fwd_drop(fwd);
+            }
+        } else if (op == KvsOp.SYNC_DONE) {
+            fwd_drop(fwd);
+        }
+
+        if (stamp) {
+            hdr.kvs.epoch = cur_epoch;
+            hdr.kvs.ver = gv;
+            meta.l4_dirty = true;
+        }
+    }
+}
+
+#endif  // KVSWITCH_REPLICAS_TNA_P4

@@ -1,0 +1,31 @@
+// The rewrite of a multicast copy for its replica (both builds: multicast.p4, multicast_tna.p4):
+// SET -> UPDATE, DEL -> UPDATE_DEL; a copy of a TCP Set becomes a UDP datagram (flags |= F_TCP,
+// same source port, destination KVS_PORT) because the replica has no TCP connection with the
+// client.
+#ifndef KVSWITCH_UPDATE_COPY_P4
+#define KVSWITCH_UPDATE_COPY_P4
+
+control UpdateCopy(inout headers_t hdr) {
+    apply {
+        if (hdr.kvs.op == KvsOp.SET) {
+            hdr.kvs.op = KvsOp.UPDATE;
+        } else {
+            hdr.kvs.op = KvsOp.UPDATE_DEL;
+        }
+        if (hdr.tcp.isValid()) {
+            bit<16> ip_hdr_len = (bit<16>)hdr.ipv4.ihl << 2;
+            hdr.udp.setValid();
+            hdr.udp.src_port = hdr.tcp.src_port;
+            hdr.udp.dst_port = KVS_PORT;
+            hdr.udp.length = 8 + KVS_HDR_LEN + hdr.kvs.vlen;
+            hdr.udp.checksum = 0;
+            hdr.ipv4.protocol = IP_PROTO_UDP;
+            hdr.ipv4.total_len = ip_hdr_len + hdr.udp.length;
+            hdr.kvs.flags = hdr.kvs.flags | KVS_F_TCP;
+            hdr.tcp.setInvalid();
+            hdr.tcp_options.setInvalid();
+        }
+    }
+}
+
+#endif  // KVSWITCH_UPDATE_COPY_P4

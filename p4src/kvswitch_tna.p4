@@ -1,0 +1,128 @@
+// KVSwitch data plane, TNA top level (Tofino; the project's software switch runs it too). The
+// v1model top level is kvswitch.p4: both include shared/ and the features; where a feature's
+// shape differs on Tofino (externs, intrinsic metadata, one RegisterAction per register) its TNA
+// twin sits beside it as <feature>_tna.p4. Same tables, actions, match fields, registers and
+// counters as the v1model build. Build options: as kvswitch.p4 (shared/sizes.p4).
+// Where each Tofino rule is followed: docs/tofino.md.
+#include <core.p4>
+#include <tna.p4>
+
+#include "shared/sizes.p4"
+#include "shared/protocol.p4"
+#include "shared/headers.p4"
+#include "shared/headers_tna.p4"
+#include "shared/parser.p4"
+#include "features/checksums_tna.p4"
+#include "shared/parser_tna.p4"
+#include "features/forwarding_tna.p4"
+#include "features/trust.p4"
+#include "features/hot_keys_tna.p4"
+#include "features/key_index.p4"
+#include "features/replicas_tna.p4"
+#include "features/hashpipe_tna.p4"
+#include "features/multicast_tna.p4"
+#include "features/load_count_tna.p4"
+
+control KvsIngress(inout kvs_tna_headers_t hdr, inout kvs_tna_meta_t meta,
+                   in ingress_intrinsic_metadata_t ig_intr_md,
+                   in ingress_intrinsic_metadata_from_parser_t ig_prsr_md,
+                   inout ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md,
+                   inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
+    Forwarding() forwarding;
+    KvsCheck() kvs_check;
+    Trust() trust;
+    HotKeys() hot_keys;
+    KeyIndex() key_index;
+    Replicas() replicas;
+    HashPipe() hashpipe;
+    MulticastIngress() multicast;
+
+    apply {
+        meta.kvs.l4_dirty = false;
+        meta.kvs.mcast = false;
+        meta.kvs.hot = false;
+        if (hdr.h.ipv4.isValid() && !meta.ipv4_csum_ok) {
+            fwd_drop(meta.fwd);
+        } else {
+            forwarding.apply(hdr.h, meta.fwd);
+            // Tofino's ingress does not know the frame length: docs/tofino.md
+            kvs_check.apply(hdr.h, meta.kvs, ig_prsr_md.parser_err == PARSER_ERROR_OK,
+                            32w0xFFFFFFFF);
+            // Who may send what (docs/protocol.md "Trust"): may drop and clear meta.kvs_ok.
+            bool refused = false;
+            trust.apply(hdr.h, meta.kvs, ig_intr_md.ingress_port, refused);
+            if (refused) {
+                fwd_drop(meta.fwd);
+            }
+            if (meta.kvs.kvs_ok) {
+                KvsOp op = hdr.h.kvs.op;
+                bool request = op == KvsOp.GET || op == KvsOp.SET || op == KvsOp.DEL;
+                bool consumed = op == KvsOp.CONFIRM || op == KvsOp.SYNC
+                                || op == KvsOp.SYNC_DONE;
+                bool maintenance = consumed || op == KvsOp.SET_REPLY || op == KvsOp.DEL_REPLY
+                                   || op == KvsOp.GET_REPLY;
+                if (request) {
+                    hot_keys.apply(hdr.h, meta.kvs);
+                } else if (maintenance) {
+                    key_index.apply(hdr.h, meta.kvs);
+                }
+                if (meta.kvs.hot) {
+                    replicas.apply(hdr.h, meta.kvs, meta.fwd, ig_intr_md.ingress_port);
+                }
+                if (request && !meta.kvs.hot) {
+                    hashpipe.apply(hdr.h.kvs.key);
+                }
+                if (request && meta.kvs.hot && op != KvsOp.GET) {
+                    multicast.apply(hdr.h, meta.kvs, meta.fwd);
+                }
+                if (consumed && !meta.kvs.hot) {
+                    fwd_drop(meta.fwd);
+                }
+                if (op == KvsOp.UPDATE || op == KvsOp.UPDATE_DEL) {
+                    fwd_drop(meta.fwd);
+                }
+            }
+        }
+        // The decision to the traffic manager: a group (the PRE gives each copy its rid), a drop,
+        // or one port.
+        if (meta.fwd.grp != 0) {
+            ig_tm_md.mcast_grp_a = meta.fwd.grp;
+        } else if (meta.fwd.drop) {
+            ig_dprsr_md.drop_ctl = 1;
+        } else {
+            ig_tm_md.ucast_egress_port = meta.fwd.port;
+        }
+        hdr.bridge.setValid();
+        hdr.bridge.residual = meta.residual;
+        hdr.bridge.kvs_ok = (bit<1>)meta.kvs.kvs_ok;
+        hdr.bridge.mcast = (bit<1>)meta.kvs.mcast;
+        hdr.bridge.l4_dirty = (bit<1>)meta.kvs.l4_dirty;
+    }
+}
+
+control KvsEgress(inout kvs_tna_headers_t hdr, inout kvs_tna_meta_t meta,
+                  in egress_intrinsic_metadata_t eg_intr_md,
+                  in egress_intrinsic_metadata_from_parser_t eg_prsr_md,
+                  inout egress_intrinsic_metadata_for_deparser_t eg_dprsr_md,
+                  inout egress_intrinsic_metadata_for_output_port_t eg_oport_md) {
+    MulticastEgress() multicast_egress;
+    LoadCount() load_count;
+
+    apply {
+        meta.kvs.l4_dirty = hdr.bridge.l4_dirty == 1;
+        // A packet the ingress forwarded as plain IP may stop the egress parser too (a truncated
+        // message): it leaves as it came, as on v1model.
+        bool parsed = eg_prsr_md.parser_err == PARSER_ERROR_OK;
+        if (hdr.bridge.kvs_ok == 1 && parsed) {
+            if (hdr.bridge.mcast == 1 && eg_intr_md.egress_rid != 0) {
+                multicast_egress.apply(hdr.h, meta.kvs, eg_intr_md.egress_port,
+                                       eg_dprsr_md.drop_ctl);
+            }
+            load_count.apply(hdr.h);
+        }
+    }
+}
+
+Pipeline(KvsIngressParser(), KvsIngress(), KvsIngressDeparser(), KvsEgressParser(), KvsEgress(),
+         KvsEgressDeparser()) pipe;
+Switch(pipe) main;

@@ -1,0 +1,190 @@
+"""The v1model build (kvswitch.p4) and the TNA build (kvswitch_tna.p4) side by side: the same
+control-plane names and ids in their P4Info, and on one random trace of every kind of KVSwitch
+message the same packets out of every step and the same registers and counters at the end."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from .base import (
+    CLIENT,
+    EPOCH,
+    SERVERS,
+    SWITCH_IP,
+    Dataplane,
+    Host,
+    kvs,
+    proto,
+    tcp_packet,
+    udp_packet,
+)
+from .conftest import _build_target
+
+ORIGINS = {"hot-0": SERVERS[0], "hot-1": SERVERS[0], "hot-2": SERVERS[1], "hot-3": SERVERS[1]}
+KINDS = ("tables", "actions", "registers", "counters", "direct_counters", "meters", "digests")
+# Named gap: liveness.p4 (issue 12: ReplycountTable, DownTable and their actions and counter) is
+# in the v1model build only until its TNA twin follows; remove this once kvswitch_tna.p4 has it.
+V1MODEL_ONLY = {"ReplycountTable", "DownTable", "count_reply", "set_down", "reply_counter"}
+
+
+def _shared(names: dict[str, str]) -> dict[str, str]:
+    return {n: e for n, e in names.items() if n.rsplit(".", 1)[-1] not in V1MODEL_ONLY}
+
+
+@pytest.fixture(scope="module")
+def planes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Dataplane]:
+    out = {}
+    for arch, build in (("v1model", "source"), ("tna", "tna")):
+        plane = Dataplane(_build_target(build, tmp_path_factory.mktemp(build)))
+        plane.reset()
+        plane.setup_rack()
+        out[arch] = plane
+    return out
+
+
+def test_p4info_entities_are_the_same(planes: dict[str, Dataplane]) -> None:
+    v1, tna = (planes[a].sw.p4info for a in ("v1model", "tna"))
+    assert (v1.pkg_info.arch, tna.pkg_info.arch) == ("v1model", "tna")
+    for kind in KINDS:
+        assert _shared({e.preamble.name: str(e) for e in getattr(v1, kind)}) == {
+            e.preamble.name: str(e) for e in getattr(tna, kind)
+        }, kind
+
+
+def _trace(rng: random.Random, length: int) -> list[tuple[int, bytes]]:
+    """(ingress port, frame): requests of hot and cold keys over UDP and TCP, the origin's replies
+    and SYNCs, the replicas' confirms and read replies (versions around the ones handed out),
+    forged updates and truncated messages."""
+    op = proto().op
+    kport = proto().kvs_port
+    hot = [f"hot-{i}" for i in range(4)]
+    cold = [f"cold-{i}" for i in range(40)]
+    out: list[tuple[int, bytes]] = []
+    for seq in range(length):
+        r = rng.random()
+        key = rng.choice(hot) if rng.random() < 0.6 else rng.choice(cold)
+        # the origin the client addresses: of hot keys as make_hot says below, of cold ones any
+        origin = ORIGINS.get(key) or SERVERS[int(key.split("-")[1]) % len(SERVERS)]
+        ver = rng.randrange(0, 40)
+        sender: Host = rng.choice(SERVERS)
+        if r < 0.35:
+            msg = kvs(op.GET, key, seq=seq)
+            out.append((CLIENT.port, bytes(udp_packet(CLIENT, origin.ip, msg))))
+        elif r < 0.5:
+            msg = kvs(rng.choice([op.SET, op.DEL]), key, b"v" * rng.randrange(0, 30), seq=seq)
+            pkt = udp_packet if rng.random() < 0.7 else tcp_packet
+            out.append((CLIENT.port, bytes(pkt(CLIENT, origin.ip, msg))))
+        elif r < 0.65:
+            msg = kvs(op.CONFIRM, key, epoch=EPOCH, ver=ver, cid=0)
+            out.append((sender.port, bytes(udp_packet(sender, SWITCH_IP, msg, sport=kport))))
+        elif r < 0.75:
+            rop = rng.choice([op.SET_REPLY, op.DEL_REPLY, op.SYNC_DONE, op.GET_REPLY])
+            msg = kvs(rop, key, epoch=rng.choice([EPOCH, EPOCH, 3]), ver=ver, seq=seq)
+            out.append((sender.port, bytes(udp_packet(sender, CLIENT.ip, msg, sport=kport))))
+        elif r < 0.82:
+            msg = kvs(op.SYNC, key, epoch=EPOCH, seq=seq)
+            out.append((sender.port, bytes(udp_packet(sender, SWITCH_IP, msg, sport=kport))))
+        elif r < 0.87:
+            msg = kvs(rng.choice([op.UPDATE, op.UPDATE_DEL]), key, b"x", seq=seq)
+            out.append((CLIENT.port, bytes(udp_packet(CLIENT, origin.ip, msg))))
+        else:
+            msg = kvs(op.SET, key, b"0123456789", seq=seq)
+            whole = bytes(udp_packet(CLIENT, origin.ip, msg))
+            out.append((CLIENT.port, whole[: rng.randrange(40, len(whole) - 10)]))
+    return out
+
+
+def test_same_packets_registers_and_counters_on_one_trace(planes: dict[str, Dataplane]) -> None:
+    for plane in planes.values():
+        plane.reset()
+        plane.setup_rack()
+        plane.make_hot("hot-0", 1, [SERVERS[0], SERVERS[1], SERVERS[2]])
+        plane.make_hot("hot-1", 2, [SERVERS[0], SERVERS[3]])
+        plane.make_hot("hot-2", 3, [SERVERS[1], SERVERS[2], SERVERS[3], SERVERS[0]])
+        plane.make_hot("hot-3", 4, [SERVERS[1]])
+        plane.make_valid(1, [SERVERS[0], SERVERS[1]], ver=5)
+        plane.make_valid(3, [SERVERS[1], SERVERS[3]], ver=9)
+    v1, tna = planes["v1model"], planes["tna"]
+    trace = _trace(random.Random(14), 3000)
+    kinds: set[int] = set()
+    for i, (port, frame) in enumerate(trace):
+        out_v1 = v1.send(port, frame)
+        assert tna.send(port, frame) == out_v1, f"step {i}: {frame.hex()}"
+        kinds.add(len(out_v1))
+    assert kinds >= {0, 1, 2, 3}  # drops, unicast, multicast fan-outs all happened
+    assert tna.sw.internal_errors == v1.sw.internal_errors == 0  # type: ignore[attr-defined]
+    # HashPipe's later stages differ by design (hashpipe_tna.p4): compared in test_hashpipe.py
+    later = tuple(f"hp_stage{s}." for s in range(1, 8))
+    regs_v1, regs_tna = v1.snapshot(), tna.snapshot()
+    assert regs_v1.keys() == regs_tna.keys()
+    same = {r for r in regs_v1 if not any(m in r for m in later)}
+    assert {r: regs_v1[r] for r in same} == {r: regs_tna[r] for r in same}
+    assert any(regs_v1[r] != [0] * len(regs_v1[r]) for r in same if "valid_ver" in r)
+    for name in v1.names("counters"):
+        size = next(c.size for c in v1.sw.p4info.counters if c.preamble.name == name)
+        assert [v1.sw.counter_read(name, i) for i in range(size)] == [
+            tna.sw.counter_read(name, i) for i in range(size)
+        ]
+    for (table, key), handle in v1.handles.items():
+        if table in V1MODEL_ONLY:
+            continue
+        assert v1.sw.direct_counter_read(table, handle) == tna.sw.direct_counter_read(
+            table, tna.handles[(table, key)]
+        ), (table, key)
+    for plane in planes.values():
+        plane.reset()
+
+
+def _l4_checksum_zeroed(out: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
+    """Outputs with the UDP/TCP checksum of option-less IPv4 packets zeroed."""
+    masked = []
+    for port, data in out:
+        d = bytearray(data)
+        if len(d) >= 34 and d[12:14] == b"\x08\x00" and d[14] & 15 == 5:
+            at = {17: 40, 6: 50}.get(d[23])
+            if at is not None and len(d) >= at + 2:
+                d[at : at + 2] = b"\0\0"
+        masked.append((port, bytes(d)))
+    return masked
+
+
+def test_same_packets_on_corrupted_and_random_frames(planes: dict[str, Dataplane]) -> None:
+    """Random bytes, frames cut anywhere, and valid messages with bytes flipped: the same output
+    from both builds, but for the L4 checksum of a packet that arrived with a wrong one (TNA's
+    residual carries the error on, as an incremental update does; v1model sums the payload anew:
+    docs/tofino.md) and for frames shorter than their IPv4 length (Tofino's ingress cannot see
+    that)."""
+    rng = random.Random(9)
+    base = _trace(random.Random(3), 60)
+    checksum_only = 0
+    for plane in planes.values():
+        plane.reset()
+        plane.setup_rack()
+        plane.make_hot("hot-0", 1, [SERVERS[0], SERVERS[1], SERVERS[2]])
+        plane.make_valid(1, [SERVERS[0], SERVERS[1]], ver=5)
+    v1, tna = planes["v1model"], planes["tna"]
+    for i in range(2000):
+        port, frame = rng.choice(base)
+        kind = rng.random()
+        if kind < 0.2:
+            frame = bytes(rng.randrange(256) for _ in range(rng.randrange(0, 100)))
+        elif kind < 0.4:
+            frame = frame[: rng.randrange(0, len(frame))]
+        else:
+            data = bytearray(frame)
+            for _ in range(rng.randrange(1, 4)):
+                data[rng.randrange(len(data))] = rng.randrange(256)
+            frame = bytes(data)
+        out_v1, out_tna = v1.send(port, frame), tna.send(port, frame)
+        ipv4 = len(frame) >= 18 and frame[12:14] == b"\x08\x00"
+        if ipv4 and 14 + int.from_bytes(frame[16:18], "big") > len(frame):
+            continue  # shorter than its IPv4 length: the TNA gap test_malformed.py names
+        if out_v1 != out_tna:
+            assert _l4_checksum_zeroed(out_v1) == _l4_checksum_zeroed(out_tna), f"step {i}"
+            checksum_only += 1
+    assert 0 < checksum_only < 400  # the flipped bytes do reach the checksum case, and only some
+    assert tna.sw.internal_errors == v1.sw.internal_errors == 0  # type: ignore[attr-defined]
+    for plane in planes.values():
+        plane.reset()
