@@ -105,6 +105,8 @@ class Metrics:
     error: str = ""
     down: list[int] = field(default_factory=list)  # servers declared dead (failure detector)
     events: list[str] = field(default_factory=list)  # membership changes seen this period
+    # replicated keys (hex) -> their holders, origin first, as the switch holds them after the batch
+    holders: dict[str, list[int]] = field(default_factory=dict)
 
     def line(self) -> str:
         text = (
@@ -134,6 +136,7 @@ class Metrics:
             "error": self.error,
             "down": self.down,
             "events": self.events,
+            "holders": self.holders,
         }
 
 
@@ -347,6 +350,7 @@ class Runtime:
             error=error,
             down=sorted(self.membership.down),
             events=events,
+            holders={key.hex(): list(kp.holders) for key, kp in plan.keys.items() if kp.replicas},
         )
         self.controller.excluded = frozenset()  # a restarted server is placed again next period
         if report is not None:

@@ -606,6 +606,7 @@ class Rack:
             if w.read_tail and "versions" not in summary and elapsed > w.duration + w.read_tail / 2:
                 # the Sets have stopped, the keys are still read (hot): what do the holders hold?
                 summary["versions"] = self.agent_versions()
+                summary["versions_time"] = time.time()
             if w.restart_controller_at and not restarted and elapsed >= w.restart_controller_at:
                 self.echo(f"rack: controller killed (SIGKILL) at {elapsed:.1f} s, restarting")
                 self.kill_controller()
@@ -629,6 +630,7 @@ class Rack:
         if "versions" not in summary:
             time.sleep(w.settle)
             summary["versions"] = self.agent_versions()
+            summary["versions_time"] = time.time()
         return summary
 
     def server_event(self, event: ServerEvent, elapsed: float) -> dict[str, Any]:

@@ -32,8 +32,10 @@ class BadRequest(ServerError):
 
 class StaleWrite(ServerError):
     """The server answered a Set/Delete ``STALE``: it holds a newer version (``epoch``, ``ver``)
-    than the one the switch stamped on this write, so this write was **not applied** and the newer
-    one stands. Never a success: the application decides whether to read and write again."""
+    than the one the switch stamped on this write, so the newer write stands and this one's outcome
+    is **unknown**, as after a timeout (overtaken by a concurrent write, its copy may have been read
+    by a concurrent Get; lost across a switch restart, it was never visible). Never a success: the
+    application decides whether to read and write again."""
 
     def __init__(self, message: str, status: int, epoch: int = 0, ver: int = 0) -> None:
         super().__init__(message, status)

@@ -6,6 +6,9 @@ non-linearizable end-state history is found) in a scenario the real rules pass.
 
 from __future__ import annotations
 
+import dataclasses
+import math
+
 import pytest
 
 from kvswitch import protocol as p
@@ -108,13 +111,27 @@ def test_agent_snapshots_are_canonical() -> None:
     assert p.Message.decode(confirm[0][0]).version == (1, 3)
 
 
-def test_refused_write_left_out_of_the_history() -> None:
-    """A Set answered STALE raises StaleWrite (not applied): it is no operation of the history,
-    unless the scenario asks for the earlier clients' "done, ordered before the newer write"."""
-    hist = ((0, 0, 0, 2, False), (1, 0, 1, 3, True), (0, 1, 4, 5, b"v0"))
+def test_stale_write_has_an_unknown_outcome() -> None:
+    """A Set answered STALE raises StaleWrite: a newer write stands and this one's outcome is
+    unknown (its return is open); the earlier clients' "done, ordered before the newer write" is
+    ``stale_is_success``."""
+    hist = ((0, 0, 0, 2, ex.STALE), (1, 0, 1, 3, True), (0, 1, 4, 5, b"v0"))
     programs = ((b"a1", None), (b"a2",))
     ops = ex.Explorer(ex.Scenario(programs=programs)).history(hist)
-    assert [(op.kind, op.value) for op in ops] == [("set", b"a2"), ("get", None)]
+    assert [(op.kind, op.value, op.ret) for op in ops] == [
+        ("set", b"a1", math.inf),
+        ("set", b"a2", 3.0),
+        ("get", None, 5.0),
+    ]
+    done = ex.Explorer(ex.Scenario(programs=programs, stale_is_success=True)).history(hist)
+    assert done[0].ret == 2.0
+
+
+def test_stale_readings_each_fail_a_preset() -> None:
+    """Neither "not applied" nor "done" is a sound reading of STALE: "done" loses a write across a
+    switch restart (preset restart), and unknown is what passes both (CHECKED)."""
+    restart = ex.PRESETS["restart"]
+    assert ex.explore(dataclasses.replace(restart, stale_is_success=True)).violation is not None
 
 
 def test_parse_program() -> None:

@@ -77,7 +77,7 @@ typedef enum kvs_error {
     KVS_ERR_NOT_FOUND = 1,   /* status NOT_FOUND */
     KVS_ERR_BAD_REQUEST = 2, /* status BAD_REQUEST */
     KVS_ERR_TOO_LARGE = 3,   /* status TOO_LARGE */
-    KVS_ERR_STALE = 4,       /* status STALE: a write not applied, the server holds a newer one */
+    KVS_ERR_STALE = 4,       /* status STALE: a newer write stands; this one's outcome unknown */
     KVS_ERR_SERVER = 6,      /* status SERVER_ERROR, or a status this library does not know */
     KVS_ERR_UNAVAILABLE = 7, /* status UNAVAILABLE: the switch says the key's server is down */
     /* local errors */
@@ -195,8 +195,9 @@ int kvs_client_fd(const kvs_client *c);
  * server is accepted when its (cid, seq, key, op) match. Retries resend the same request id, so a
  * retried Set is applied at most once per server; the server answers a repeat with the first
  * result, flagged KVS_F_DUP in info->flags (a retried Delete still says whether the key existed). As
- * in the Python client (StaleWrite), a Set/Delete answered STALE fails with KVS_ERR_STALE: it was
- * not applied, the server holds the newer version in info->epoch/info->ver.
+ * in the Python client (StaleWrite), a Set/Delete answered STALE fails with KVS_ERR_STALE: a newer
+ * write stands (its version in info->epoch/info->ver) and this one's outcome is unknown, as after a
+ * timeout (docs/client.md).
  */
 kvs_error kvs_get(kvs_client *c, const void *key, size_t klen, void *buf, size_t cap, size_t *vlen,
                   kvs_reply_info *info);
