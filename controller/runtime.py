@@ -466,7 +466,9 @@ class Runtime:
                 except ControlError as exc:
                     LOG.warning("restore %s from server %d: %s", key.hex(), source, exc)
             else:
-                lost += 1 if ov else 0
+                if ov:  # it held a completed version that no replica can give back
+                    lost += 1
+                    LOG.warning("hot key lost: %s (server %d, version %d)", key.hex(), origin, ov)
         LOG.warning(
             "server %s back: %d hot keys restored from replicas, %d without a valid replica",
             self.rack.servers[origin].name,
