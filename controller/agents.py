@@ -4,6 +4,7 @@ per-period ping (liveness and incarnation, see controller/membership.py)."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from kvswitch.agent.control import AgentControl, ControlError, KeyVersion
@@ -32,6 +33,9 @@ class AgentPool:
         # servers declared dead: removals to them are skipped (a server that comes back drops its
         # stale copies when it rejoins, Runtime.rejoin), pushes never name them (the plan)
         self.down: frozenset[int] = frozenset()
+        # keys whose copies must not be removed now (their origin is down: a leaving replica's
+        # copy may be the last one; the runtime sets this, and drops such copies later)
+        self.keep: Callable[[bytes], bool] = lambda key: False
         self._pool = ThreadPoolExecutor(max(1, len(self.probes)), thread_name_prefix="ping")
 
     def _control(self, server: int) -> AgentControl:
@@ -50,16 +54,19 @@ class AgentPool:
             self._control(server).push(key, item)
 
     def remove(self, key: bytes, server: int) -> None:
-        if server in self.down:
+        if server in self.down or self.keep(key):
             return
         self._control(server).remove(key)
 
-    def restore(self, key: bytes, origin: int, source: int) -> bool:
+    def restore(
+        self, key: bytes, origin: int, source: int, at_least: tuple[int, int] | None = None
+    ) -> bool:
         """Copy ``source``'s live copy of ``key`` (a replica the switch counts as holding the
-        latest completed version) into ``origin`` (restarted empty); applied by the version rule,
-        so a newer write the origin took meanwhile wins. False if ``source`` holds none."""
+        latest completed version, or one whose copy is at least the version ``at_least``) into
+        ``origin`` (restarted empty); applied by the version rule, so a newer write the origin
+        took meanwhile wins. False if ``source`` holds no such copy."""
         item = self._control(source).item(key)
-        if item is None:
+        if item is None or (at_least is not None and (item.epoch, item.ver) < at_least):
             return False
         self._control(origin).push(key, item)
         return True

@@ -27,7 +27,14 @@ from kvswitch import protocol as p
 from kvswitch.agent.control import ControlError, KeyVersion
 from kvswitch.controller import names
 from kvswitch.controller.agents import AgentPool
-from kvswitch.controller.membership import NO_PROBE, Change, Event, Membership, Observation
+from kvswitch.controller.membership import (
+    NO_PROBE,
+    Change,
+    Event,
+    Membership,
+    Observation,
+    State,
+)
 from kvswitch.controller.ops import (
     EntryOp,
     MulticastGroupSet,
@@ -164,6 +171,8 @@ class Runtime:
         self.periods = 0
         self.epoch = 0
         self.membership = Membership(len(rack.servers), down_after, min_sent)
+        if agents is not None:  # copies of a missed origin's keys are kept: they may be the last
+            agents.keep = lambda key: self.membership.state(self.ring.origin(key)) is not State.UP
         self.push_attempts: dict[bytes, int] = {}
 
     # -- start-up -----------------------------------------------------------------------------------
@@ -455,9 +464,14 @@ class Runtime:
             ov = origin_ver[kp.slot]
             base = names.valid_base(kp.slot, m)
             sources = [s for s in kp.replicas if s not in down and ov and valid[base + s] >= ov]
-            for source in sources:
+            # then any other live server still holding a copy at least that new: a replica that
+            # left the key's set just before the origin died keeps its copy while the origin is
+            # down (AgentPool.remove), and it may be the only one left
+            others = [s for s in range(m) if s != origin and s not in down and s not in sources]
+            for source in sources + (others if ov else []):
                 try:
-                    if self.agents.restore(key, origin, source):
+                    at_least = (self.epoch, ov) if source in others else None
+                    if self.agents.restore(key, origin, source, at_least):
                         LOG.info(
                             "restored %s on server %d from server %d", key.hex(), origin, source
                         )
@@ -469,6 +483,7 @@ class Runtime:
                 if ov:  # it held a completed version that no replica can give back
                     lost += 1
                     LOG.warning("hot key lost: %s (server %d, version %d)", key.hex(), origin, ov)
+        self.drop_stale_copies()  # the copies kept for it while it was down
         LOG.warning(
             "server %s back: %d hot keys restored from replicas, %d without a valid replica",
             self.rack.servers[origin].name,
