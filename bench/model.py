@@ -59,6 +59,9 @@ class Tables:
     groups: dict[int, tuple[tuple[int, int], ...]] = field(default_factory=dict)  # (port, rid)
     porttoserver: dict[int, int] = field(default_factory=dict)  # egress port -> server
     loadcount: dict[int, bool] = field(default_factory=dict)  # servers counted
+    # liveness.p4: held, not modelled (the simulator's servers never die)
+    replycount: dict[int, bool] = field(default_factory=dict)
+    down: dict[int, bool] = field(default_factory=dict)
 
 
 class Model(Driver):
@@ -206,9 +209,13 @@ class Model(Driver):
             table, key = t.porttoserver, int(match[names.MATCH_PORT])
             if not deleting:
                 value = self._server_of(p)
-        elif op.table == names.LOADCOUNT_TABLE:
-            table = t.loadcount
+        elif op.table in (names.LOADCOUNT_TABLE, names.DOWN_TABLE):
+            table = t.loadcount if op.table == names.LOADCOUNT_TABLE else t.down
             key = self._server_of({names.PARAM_IP: match[names.MATCH_DST]})
+            value = True
+        elif op.table == names.REPLYCOUNT_TABLE:
+            table = t.replycount
+            key = self._server_of({names.PARAM_IP: match[names.MATCH_SRC]})
             value = True
         else:
             raise ValueError(f"model has no table {op.table!r}")

@@ -1,25 +1,42 @@
-"""The controller's side of the agents' control API: pushes, removals, and what agents hold."""
+"""The controller's side of the agents' control API: pushes, removals, what agents hold, and the
+per-period ping (liveness and incarnation, see controller/membership.py)."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 from kvswitch.agent.control import AgentControl, ControlError, KeyVersion
+from kvswitch.controller.membership import NO_PROBE, Probe
 from kvswitch.controller.rackfile import RackFile
 
 LOG = logging.getLogger("kvswitch.controller")
 
 
 class AgentPool:
-    """One :class:`AgentControl` per server whose rack-file entry names a ``control`` endpoint."""
+    """One :class:`AgentControl` per server whose rack-file entry names a ``control`` endpoint,
+    and a second one with a short timeout for the pings (a ping never waits behind a push)."""
 
-    def __init__(self, rack: RackFile, timeout: float = 5.0) -> None:
+    def __init__(self, rack: RackFile, timeout: float = 5.0, probe_timeout: float = 0.5) -> None:
         self.rack = rack
         self.controls: dict[int, AgentControl] = {
             s: AgentControl.at(h.control, timeout)
             for s, h in enumerate(rack.servers)
             if h.control is not None
         }
+        self.probes: dict[int, AgentControl] = {
+            s: AgentControl.at(h.control, probe_timeout)
+            for s, h in enumerate(rack.servers)
+            if h.control is not None
+        }
+        # servers declared dead: removals to them are skipped (a server that comes back drops its
+        # stale copies when it rejoins, Runtime.rejoin), pushes never name them (the plan)
+        self.down: frozenset[int] = frozenset()
+        # keys whose copies must not be removed now (their origin is down: a leaving replica's
+        # copy may be the last one; the runtime sets this, and drops such copies later)
+        self.keep: Callable[[bytes], bool] = lambda key: False
+        self._pool = ThreadPoolExecutor(max(1, len(self.probes)), thread_name_prefix="ping")
 
     def _control(self, server: int) -> AgentControl:
         control = self.controls.get(server)
@@ -37,12 +54,48 @@ class AgentPool:
             self._control(server).push(key, item)
 
     def remove(self, key: bytes, server: int) -> None:
+        if server in self.down or self.keep(key):
+            return
         self._control(server).remove(key)
 
-    def holdings(self) -> dict[int, dict[bytes, KeyVersion]]:
-        """Live keys of every reachable agent (an unreachable one is logged and left out)."""
+    def restore(
+        self, key: bytes, origin: int, source: int, at_least: tuple[int, int] | None = None
+    ) -> bool:
+        """Copy ``source``'s live copy of ``key`` (a replica the switch counts as holding the
+        latest completed version, or one whose copy is at least the version ``at_least``) into
+        ``origin`` (restarted empty); applied by the version rule, so a newer write the origin
+        took meanwhile wins. False if ``source`` holds no such copy."""
+        item = self._control(source).item(key)
+        if item is None or (at_least is not None and (item.epoch, item.ver) < at_least):
+            return False
+        self._control(origin).push(key, item)
+        return True
+
+    def ping(self) -> list[Probe]:
+        """Every server's incarnation (None: no answer within the probe timeout; NO_PROBE: no
+        control endpoint), all pinged at once. A failed ping is tried once more on a new
+        connection (the old one may be to the agent's previous incarnation)."""
+
+        def one(server: int) -> Probe:
+            control = self.probes.get(server)
+            if control is None:
+                return NO_PROBE
+            for _ in range(2):
+                try:
+                    return control.incarnation()
+                except ControlError:
+                    continue
+            return None
+
+        return list(self._pool.map(one, range(len(self.rack.servers))))
+
+    def holdings(self, servers: set[int] | None = None) -> dict[int, dict[bytes, KeyVersion]]:
+        """Live keys of every reachable agent (of ``servers`` only, if given; an unreachable one
+        is logged and left out)."""
         out: dict[int, dict[bytes, KeyVersion]] = {}
         for server, control in self.controls.items():
+            if servers is not None and server not in servers:
+                continue
             try:
                 out[server] = control.keys()
             except ControlError as exc:
@@ -50,5 +103,6 @@ class AgentPool:
         return out
 
     def close(self) -> None:
-        for control in self.controls.values():
+        for control in (*self.controls.values(), *self.probes.values()):
             control.close()
+        self._pool.shutdown(wait=False)

@@ -94,6 +94,18 @@ def build_parser() -> t.Parser:
     ap.add_argument(
         "--timeout", type=t.positive_float, default=10.0, help="switch/agent timeout, seconds"
     )
+    ap.add_argument(
+        "--down-after",
+        type=t.positive_int,
+        default=2,
+        help="periods missed in a row before a server is declared down (default 2)",
+    )
+    ap.add_argument(
+        "--probe-timeout",
+        type=t.float_range(0, 60, above=True),
+        default=0.5,
+        help="seconds an agent's ping may take before it counts as missed (default 0.5)",
+    )
     ap.add_argument("--no-pipeline", action="store_true", help="do not set the pipeline")
     ap.add_argument("-v", "--verbose", action="store_true", help="log every period's details")
     return ap
@@ -162,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
         args.target,
         args.timeout,
     )
-    agents = AgentPool(rack, args.timeout)
+    agents = AgentPool(rack, args.timeout, args.probe_timeout)
     metrics: TextIO | None = None
     try:
         with contextlib.ExitStack() as stack:
@@ -180,6 +192,7 @@ def main(argv: list[str] | None = None) -> int:
                 observe_only=args.observe_only,
                 metrics=metrics,
                 state_file=Path(args.state) if args.state else None,
+                down_after=args.down_after,
             )
             runtime.start()
             run_periods(runtime, args.period, args.periods, stop)

@@ -19,6 +19,10 @@ MULTIGROUP_TABLE: Final = "MultigroupTable"  # key -> multicast group of its rep
 PORTTOSERVER_TABLE: Final = "PorttoserverTable"  # egress port -> server address (static)
 LOADCOUNT_TABLE: Final = "LoadcountTable"  # egress: direct counter per server
 HOSTPORT_TABLE: Final = "HostportTable"  # source address -> its port, server or not (trust.p4)
+REPLYCOUNT_TABLE: Final = (
+    "ReplycountTable"  # replies by source server; direct counter (liveness.p4)
+)
+DOWN_TABLE: Final = "DownTable"  # request destination -> a server declared dead (liveness.p4)
 
 # Direct counters.
 HOTKEY_COUNTER: Final = "hotkey_counter"
@@ -45,6 +49,8 @@ ACT_SET_GROUP: Final = "set_mcast_group"  # (group)
 PARAM_GROUP: Final = "group"
 ACT_SET_REPLICA: Final = "set_replica"  # PorttoserverTable: (ip, mac)
 ACT_COUNT_LOAD: Final = "count_load"  # LoadcountTable
+ACT_COUNT_REPLY: Final = "count_reply"  # ReplycountTable
+ACT_SET_DOWN: Final = "set_down"  # DownTable
 ACT_SET_SOURCE: Final = "set_source"  # HostportTable: (port, server); server = 1 for a server
 PARAM_SERVER: Final = "server"
 

@@ -35,6 +35,7 @@ from thrift.protocol import TBinaryProtocol, TMultiplexedProtocol
 from thrift.transport import TSocket, TTransport
 
 from kvswitch import protocol as p
+from kvswitch.agent.control import NotHeld
 from kvswitch.controller import names
 from kvswitch.controller.driver import Driver
 from kvswitch.controller.ops import (
@@ -168,6 +169,9 @@ class _Names:
     def register_size(self, alias: str) -> int:
         return self.sizes[self("register", alias)]
 
+    def has(self, kind: str, alias: str) -> bool:
+        return bool(self.full[kind].get(alias))
+
     def hashpipe_stages(self) -> int:
         stages = 0
         while self.full["register"].get(names.reg_hp_cnt(stages)):
@@ -297,16 +301,45 @@ class P4RuntimeDriver(Driver):
         return out
 
     def read_load_counters(self) -> list[int]:
+        return self._per_server_counts(names.LOADCOUNT_TABLE, names.MATCH_DST)
+
+    @property
+    def has_liveness(self) -> bool:
+        """The program has liveness.p4's tables (a build without them: no reply counts, no
+        refusals; the failure detector then goes by the agents' pings alone)."""
+        return self.names.has("table", names.REPLYCOUNT_TABLE) and self.names.has(
+            "table", names.DOWN_TABLE
+        )
+
+    def read_reply_counters(self) -> list[int]:
+        """Replies each server sent since the last reset (ReplycountTable, liveness.p4)."""
+        return self._per_server_counts(names.REPLYCOUNT_TABLE, names.MATCH_SRC)
+
+    def _per_server_counts(self, table: str, field: str) -> list[int]:
+        """Packets per server of a direct-counter table keyed by a server address."""
         server_of_ip = self.rack.server_of_ip()
-        loads = [0] * len(self.rack)
-        for entry in self._read_table(names.LOADCOUNT_TABLE, counters=True):
-            server = server_of_ip.get(int(entry.match[names.MATCH_DST]))
+        counts = [0] * len(self.rack)
+        for entry in self._read_table(table, counters=True):
+            server = server_of_ip.get(int(entry.match[field]))
             if server is not None and entry.counter_data is not None:
-                loads[server] += entry.counter_data.packet_count
-        return loads
+                counts[server] += entry.counter_data.packet_count
+        return counts
+
+    def read_down(self) -> set[int]:
+        """Servers the switch's DownTable holds as dead (a restarted controller keeps them)."""
+        server_of_ip = self.rack.server_of_ip()
+        down: set[int] = set()
+        if not self.has_liveness:
+            return down
+        for entry in self._read_table(names.DOWN_TABLE):
+            server = server_of_ip.get(int(entry.match[names.MATCH_DST]))
+            if server is not None:
+                down.add(server)
+        return down
 
     def reset_counters(self) -> None:
-        for table in (names.HOTKEY_TABLE, names.LOADCOUNT_TABLE):
+        tables = (names.HOTKEY_TABLE, names.LOADCOUNT_TABLE, names.REPLYCOUNT_TABLE)
+        for table in tables[:2] if not self.has_liveness else tables:
             self._thrift_call("bm_mt_reset_counters", 0, self.names("table", table))
         self._thrift_call("bm_counter_reset_all", 0, self.names("counter", names.HOTKEY_WRITES))
         for stage in range(self.stages):
@@ -547,6 +580,9 @@ class P4RuntimeDriver(Driver):
             elif isinstance(op, RemoveRequest):
                 for server in op.servers:
                     self.agents.remove(op.key, server)
+        except NotHeld:  # nothing to push: the key's next write validates its replicas
+            LOG.info("push of %s: its origin holds no copy (not retried)", op.key.hex())
+            self.failed_pushes.pop(op.key, None)
         except Exception as exc:  # the switch is already consistent; replicas stay invalid (safe)
             self.agent_errors += 1
             if isinstance(op, PushRequest):

@@ -94,6 +94,26 @@ def overall_write_ratio(
     return min(1.0, sum(writes.values()) / total) if total > 0 else fallback
 
 
+def restrict_holders(
+    key: bytes,
+    holders: tuple[int, ...],
+    plan: Plan,
+    down: frozenset[int],
+    excluded: frozenset[int],
+) -> tuple[int, ...]:
+    """``holders`` (origin first) without the servers that may hold no replica this period
+    (``excluded``: declared dead, or restarted and not yet re-pushed). A key whose origin is in
+    ``down`` keeps the replicas it has (minus the excluded): nothing can push it new ones (its
+    origin cannot SYNC), and the ones it has keep serving its Gets (docs/controller_runtime.md
+    "Failure detection")."""
+    origin = holders[0]
+    if origin in down:
+        before = plan.keys.get(key)
+        kept = before.replicas if before is not None else ()
+        return (origin, *(s for s in kept if s not in excluded))
+    return (origin, *(s for s in holders[1:] if s not in excluded))
+
+
 class Controller:
     def __init__(
         self, config: ControllerConfig, origin_of: Callable[[bytes], int], rack: Rack, slots: int
@@ -107,6 +127,10 @@ class Controller:
         self.predictor = Predictor(config.alpha, config.k)
         self.threshold = Threshold(config.bound, config.gamma, config.t0)
         self.plan = Plan(servers, slots)
+        # servers the runtime's failure detector declared dead (their keys' replicas are kept
+        # fixed), and those that may hold no replica this period (dead, or just restarted)
+        self.down: frozenset[int] = frozenset()
+        self.excluded: frozenset[int] = frozenset()
 
     def step(self, driver: Driver) -> PeriodReport:
         hot = driver.read_hot_counters()
@@ -148,7 +172,9 @@ class Controller:
         cfg = self.config
         observed = merge_observations(hot, pipe)
         predicted = self.predictor.update(observed)
-        threshold = self.threshold.update(loads)
+        # a dead server's load (0: its requests are refused) says nothing about the balance
+        live = [x for s, x in enumerate(loads) if s not in self.down]
+        threshold = self.threshold.update(live or loads)
         origins = [self.origin_of(key) for key, _ in predicted]
         measured = key_write_ratios(hot, writes or {})
         cold = cold_load_estimate(
@@ -167,6 +193,12 @@ class Controller:
             tolerance=cfg.tolerance,
             write_ratios=ratios,
         )
+        excluded = self.excluded | self.down
+        if excluded:
+            holders = [
+                restrict_holders(key, h, self.plan, self.down, excluded)
+                for (key, _), h in zip(predicted, holders, strict=True)
+            ]
         new_plan = build_plan(
             [(key, h) for (key, _), h in zip(predicted, holders, strict=True)],
             self.plan,

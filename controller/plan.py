@@ -136,8 +136,9 @@ def _group(kp: KeyPlan, rack: Rack) -> MulticastGroupSet:
 
 
 def rack_setup(rack: Rack, epoch: int) -> list[Operation]:
-    """Static entries of a rack (ServeroffsetTable, PorttoserverTable, LoadcountTable; offset =
-    server number) and the epoch register; installed once when the controller starts."""
+    """Static entries of a rack (ServeroffsetTable, PorttoserverTable, LoadcountTable,
+    ReplycountTable; offset = server number) and the epoch register; installed once when the
+    controller starts."""
     ops: list[Operation] = [RegisterWrite(names.REG_EPOCH, 0, epoch)]
     for s, addr in enumerate(rack.servers):
         ops += [
@@ -158,8 +159,23 @@ def rack_setup(rack: Rack, epoch: int) -> list[Operation]:
             _entry(
                 EntryOp.ADD, names.LOADCOUNT_TABLE, {names.MATCH_DST: addr.ip}, names.ACT_COUNT_LOAD
             ),
+            _entry(
+                EntryOp.ADD,
+                names.REPLYCOUNT_TABLE,
+                {names.MATCH_SRC: addr.ip},
+                names.ACT_COUNT_REPLY,
+            ),
         ]
     return ops
+
+
+def down_entry(op: EntryOp, rack: Rack, server: int) -> TableEntry:
+    """The DownTable entry of a server declared dead (ADD) or back (DELETE): liveness.p4 answers
+    UDP requests addressed to it with UNAVAILABLE, except hot Gets a valid replica serves."""
+    match = {names.MATCH_DST: rack.servers[server].ip}
+    if op is EntryOp.DELETE:
+        return _entry(op, names.DOWN_TABLE, match)
+    return _entry(op, names.DOWN_TABLE, match, names.ACT_SET_DOWN)
 
 
 def _hot_entry(op: EntryOp, key: bytes, kp: KeyPlan | None) -> TableEntry:

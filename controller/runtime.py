@@ -24,24 +24,36 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from kvswitch import protocol as p
+from kvswitch.agent.control import ControlError, KeyVersion
 from kvswitch.controller import names
 from kvswitch.controller.agents import AgentPool
+from kvswitch.controller.membership import (
+    NO_PROBE,
+    Change,
+    Event,
+    Membership,
+    Observation,
+    State,
+)
 from kvswitch.controller.ops import (
     EntryOp,
     MulticastGroupSet,
     OpCounts,
     Operation,
     PushRequest,
+    RegisterWrite,
     TableEntry,
 )
 from kvswitch.controller.p4rt_driver import DriverError, P4RuntimeDriver
 from kvswitch.controller.period import Controller, ControllerConfig, PeriodReport
-from kvswitch.controller.plan import Plan, diff, rack_setup
+from kvswitch.controller.plan import Plan, diff, down_entry, rack_setup
 from kvswitch.controller.rackfile import RackFile
 from kvswitch.controller.threshold import imbalance, max_over_mean
 
 LOG = logging.getLogger("kvswitch.controller")
 EPOCH_MAX = 0xFFFF  # the epoch register is bit<16>; 0 is never used
+#: A failed push is retried in this many following periods at most, then given up (logged).
+PUSH_ATTEMPTS = 5
 
 
 def next_epoch(*seen: int) -> int:
@@ -98,6 +110,8 @@ class Metrics:
     agent_errors: int = 0
     period_ms: float = 0.0  # time the period's reads, planning and batch took
     error: str = ""
+    down: list[int] = field(default_factory=list)  # servers declared dead (failure detector)
+    events: list[str] = field(default_factory=list)  # membership changes seen this period
     # replicated keys (hex) -> their holders, origin first, as the switch holds them after the batch
     holders: dict[str, list[int]] = field(default_factory=dict)
 
@@ -107,6 +121,10 @@ class Metrics:
             f"hot {self.hot_keys}  replicas {self.replicas}  updates {self.updates}  "
             f"loads {','.join(str(x) for x in self.loads)}"
         )
+        if self.down:
+            text += f"  down {','.join(str(s) for s in self.down)}"
+        if self.events:
+            text += f"  events {','.join(self.events)}"
         return text + (f"  error {self.error}" if self.error else "")
 
     def record(self) -> dict[str, Any]:
@@ -123,6 +141,8 @@ class Metrics:
             "agent_errors": self.agent_errors,
             "period_ms": round(self.period_ms, 2),
             "error": self.error,
+            "down": self.down,
+            "events": self.events,
             "holders": self.holders,
         }
 
@@ -137,6 +157,8 @@ class Runtime:
         observe_only: bool = False,
         metrics: TextIO | None = None,
         state_file: Path | None = None,
+        down_after: int = 2,
+        min_sent: int = 5,
     ) -> None:
         self.driver = driver
         self.rack = rack
@@ -148,6 +170,10 @@ class Runtime:
         self.controller = Controller(config, self.ring.origin, rack.rack(), driver.slots)
         self.periods = 0
         self.epoch = 0
+        self.membership = Membership(len(rack.servers), down_after, min_sent)
+        if agents is not None:  # copies of a missed origin's keys are kept: they may be the last
+            agents.keep = lambda key: self.membership.state(self.ring.origin(key)) is not State.UP
+        self.push_attempts: dict[bytes, int] = {}
 
     # -- start-up -----------------------------------------------------------------------------------
 
@@ -171,14 +197,21 @@ class Runtime:
         self._save_state()
         static = forwarding_ops(self.rack) + trust_ops(self.rack)
         static += rack_setup(self.controller.rack, self.epoch)
+        if not self.driver.has_liveness:
+            LOG.warning("the P4 program has no liveness.p4: dead servers are not refused")
+            static = [op for op in static if not _liveness_op(op)]
         self.driver.apply(self.driver.reconcile([op for op in static if _switch_op(op)]))
         self.driver.apply([op for op in static if not _switch_op(op)])  # the epoch register
         self.controller.plan = self.recover()
+        for server in self.driver.read_down():  # a restarted controller keeps the dead dead
+            self.membership.mark_down(server)
+        self._set_down()
         if self.observe_only and self.controller.plan.keys:
             LOG.info("observe-only: removing %d hot keys", len(self.controller.plan.keys))
             self.driver.apply(diff(self.controller.plan, self._empty(), self.controller.rack))
             self.controller.plan = self._empty()
-        self.drop_stale_copies()
+        held = self.drop_stale_copies()
+        self.invalidate_missing_copies(held)
         self.push_unconfirmed()
         LOG.info(
             "started: epoch %d, %d servers, %d slots, %d hot keys held",
@@ -241,12 +274,32 @@ class Runtime:
             LOG.info("recover: pushing %d hot keys whose replicas are not valid", len(pushes))
             self.driver.apply(pushes)
 
-    def drop_stale_copies(self) -> None:
-        """Agents drop copies of keys they neither originate nor replicate in the plan."""
+    def invalidate_missing_copies(self, held: dict[int, dict[bytes, KeyVersion]]) -> None:
+        """A replica of the recovered plan whose agent answered but holds no live copy of the key
+        (it restarted while no controller watched, so no incarnation change was seen) gets its
+        ``valid_ver`` cell zeroed: no Get is redirected to it, and :meth:`push_unconfirmed` pushes
+        the key again."""
+        m = len(self.rack.servers)
+        zero: list[Operation] = [
+            RegisterWrite(names.REG_VALID_VER, names.valid_base(kp.slot, m) + s, 0)
+            for key, kp in self.controller.plan.keys.items()
+            for s in kp.replicas
+            if s in held and key not in held[s]
+        ]
+        if zero:
+            LOG.warning("recover: %d replicas hold no copy of their key: invalidated", len(zero))
+            self.driver.apply(zero)
+
+    def drop_stale_copies(
+        self, servers: set[int] | None = None
+    ) -> dict[int, dict[bytes, KeyVersion]]:
+        """Agents (all, or ``servers``) drop copies of keys they neither originate nor replicate
+        in the plan; returns what each reachable agent held live before."""
         if self.agents is None:
-            return
+            return {}
         plan = self.controller.plan
-        for server, keys in self.agents.holdings().items():
+        holdings = self.agents.holdings(servers)
+        for server, keys in holdings.items():
             for key in keys:
                 kp = plan.keys.get(key)
                 if self.ring.origin(key) == server or (kp is not None and server in kp.holders):
@@ -256,6 +309,7 @@ class Runtime:
                     LOG.info("server %d: dropped a stale copy of %s", server, key.hex())
                 except Exception as exc:  # logged; the copy is never served (no table uses it)
                     LOG.warning("server %d: cannot drop %s: %s", server, key.hex(), exc)
+        return holdings
 
     # -- periods ------------------------------------------------------------------------------------
 
@@ -264,8 +318,11 @@ class Runtime:
         began = time.perf_counter()
         errors_before = self.driver.agent_errors
         error = ""
+        events: list[str] = []
         ops: list[Operation] = []
         try:
+            if not self.observe_only:
+                events = self.watch()
             if self.observe_only:
                 report = self._observe()
             else:
@@ -285,11 +342,13 @@ class Runtime:
         plan = self.controller.plan
         counts = OpCounts.of(ops)
         loads = report.loads if report is not None else []
+        down = self.membership.down
+        live = [x for s, x in enumerate(loads) if s not in down]  # lambda of the servers up
         metrics = Metrics(
             period=self.periods,
             time=time.time(),
-            lambda_=imbalance(loads),
-            max_mean=max_over_mean(loads),
+            lambda_=imbalance(live),
+            max_mean=max_over_mean(live),
             threshold=report.threshold if report is not None else 0.0,
             hot_keys=len(plan.keys),
             replicas=sum(len(kp.replicas) for kp in plan.keys.values()),
@@ -298,8 +357,11 @@ class Runtime:
             agent_errors=self.driver.agent_errors - errors_before,
             period_ms=(time.perf_counter() - began) * 1000.0,
             error=error,
+            down=sorted(self.membership.down),
+            events=events,
             holders={key.hex(): list(kp.holders) for key, kp in plan.keys.items() if kp.replicas},
         )
+        self.controller.excluded = frozenset()  # a restarted server is placed again next period
         if report is not None:
             self._save_state()
         LOG.info("%s", metrics.line())
@@ -308,17 +370,147 @@ class Runtime:
             self.metrics.flush()
         return metrics
 
+    # -- failure detection (docs/controller_runtime.md "Failure detection") ----------------------
+
+    def watch(self) -> list[str]:
+        """Feed the failure detector one period (packets sent to each server, its replies, its
+        agent's ping) and act on what changed: a dead server's requests are refused by the switch
+        and it leaves every replica set (this period's plan); a restarted one leaves them too (its
+        copies are invalid) and is placed again from the next period; a server that comes back
+        gets its stale copies dropped and its hot keys restored before its requests flow again."""
+        m = len(self.rack.servers)
+        if self.driver.has_liveness:
+            sent, replies = self.driver.read_load_counters(), self.driver.read_reply_counters()
+        else:  # no reply counts: the pings alone
+            sent, replies = [0] * m, [0] * m
+        # without agents nothing can be pinged (nor shown back): such servers are not monitored
+        probes = self.agents.ping() if self.agents is not None else [NO_PROBE] * m
+        observations = [Observation(sent[s], replies[s], probes[s]) for s in range(m)]
+        changes = self.membership.observe(observations)
+        restarted: set[int] = set()
+        for change in changes:
+            self._act(change, restarted)
+        self._set_down()
+        self.controller.excluded = frozenset(restarted)
+        return [_event_text(c, self.rack) for c in changes]
+
+    def _act(self, change: Change, restarted: set[int]) -> None:
+        server, name = change.server, self.rack.servers[change.server].name
+        if change.event is Event.DOWN:
+            LOG.warning(
+                "server %s declared down: its requests are refused, it holds no replica", name
+            )
+            if self.driver.has_liveness:
+                self.driver.apply([down_entry(EntryOp.ADD, self.controller.rack, server)])
+            self.driver.apply(self.adopt_replica_versions(server))
+            return
+        if change.event is Event.RESTART or change.restarted:
+            LOG.warning("server %s restarted (incarnation %s)", name, change.incarnation)
+            restarted.add(server)
+        # a restarted origin lost its memory; one that was only unreachable may have missed the
+        # version its replicas hold (adopt_replica_versions): both get it back, newer only
+        self.restore_origin(server)
+        if change.event is Event.UP:
+            self.drop_stale_copies({server})
+            if self.driver.has_liveness:
+                self.driver.apply([down_entry(EntryOp.DELETE, self.controller.rack, server)])
+            LOG.warning("server %s is back: serving its keys again", name)
+
+    def _set_down(self) -> None:
+        down = self.membership.down
+        self.controller.down = down
+        if self.agents is not None:
+            self.agents.down = down
+
+    def adopt_replica_versions(self, origin: int) -> list[Operation]:
+        """For each hot key of a dead origin whose replicas confirmed a write the origin never
+        reported (it died with the write in flight: ``valid_ver`` > ``origin_ver``), take the
+        newest such version as the key's latest completed one. That write was never acknowledged,
+        so making it visible is allowed (it was pending), and it must be: rule 6 drops every reply
+        of a replica holding it, so the key's Gets would time out instead of being served. The
+        origin gets that version back when it returns (:meth:`restore_origin`)."""
+        keys = [kp for kp in self.controller.plan.keys.values() if kp.origin == origin]
+        if not any(kp.replicas for kp in keys):
+            return []
+        origin_ver = self.driver.read_register(names.REG_ORIGIN_VER)
+        valid = self.driver.read_register(names.REG_VALID_VER)
+        m = len(self.rack.servers)
+        ops: list[Operation] = []
+        for kp in keys:
+            base = names.valid_base(kp.slot, m)
+            newest = max((valid[base + s] for s in kp.replicas), default=0)
+            if origin_ver[kp.slot] and newest > origin_ver[kp.slot]:
+                ops.append(RegisterWrite(names.REG_ORIGIN_VER, kp.slot, newest))
+        if ops:
+            LOG.warning("%d hot keys take their replicas' newer, unreported version", len(ops))
+        return ops
+
+    def restore_origin(self, origin: int) -> None:
+        """A restarted origin (memory backend: empty) gets each of its hot keys back from a
+        replica the switch counts as holding the latest completed version (``valid_ver`` >=
+        ``origin_ver`` > 0), before any Get reaches it through a DownTable entry's removal.
+        Keys with no such replica are lost with the origin's memory and logged as lost."""
+        if self.agents is None:
+            return
+        keys = [(k, kp) for k, kp in self.controller.plan.keys.items() if kp.origin == origin]
+        if not keys:
+            return
+        origin_ver = self.driver.read_register(names.REG_ORIGIN_VER)
+        valid = self.driver.read_register(names.REG_VALID_VER)
+        m = len(self.rack.servers)
+        down = self.membership.down
+        restored = lost = 0
+        for key, kp in keys:
+            ov = origin_ver[kp.slot]
+            base = names.valid_base(kp.slot, m)
+            sources = [s for s in kp.replicas if s not in down and ov and valid[base + s] >= ov]
+            # then any other live server still holding a copy at least that new: a replica that
+            # left the key's set just before the origin died keeps its copy while the origin is
+            # down (AgentPool.remove), and it may be the only one left
+            others = [s for s in range(m) if s != origin and s not in down and s not in sources]
+            for source in sources + (others if ov else []):
+                try:
+                    at_least = (self.epoch, ov) if source in others else None
+                    if self.agents.restore(key, origin, source, at_least):
+                        LOG.info(
+                            "restored %s on server %d from server %d", key.hex(), origin, source
+                        )
+                        restored += 1
+                        break
+                except ControlError as exc:
+                    LOG.warning("restore %s from server %d: %s", key.hex(), source, exc)
+            else:
+                if ov:  # it held a completed version that no replica can give back
+                    lost += 1
+                    LOG.warning("hot key lost: %s (server %d, version %d)", key.hex(), origin, ov)
+        self.drop_stale_copies()  # the copies kept for it while it was down
+        LOG.warning(
+            "server %s back: %d hot keys restored from replicas, %d without a valid replica",
+            self.rack.servers[origin].name,
+            restored,
+            lost,
+        )
+
     def _retry_pushes(self, done: list[Operation]) -> None:
         """Push again the keys whose push failed in an earlier period and that are still hot with
-        replicas (to the replicas they have now); those this period pushed are not repeated."""
+        replicas (to the replicas they have now); those this period pushed are not repeated. A
+        key whose origin is down is not pushed (it cannot SYNC), and a push is given up after
+        :data:`PUSH_ATTEMPTS` periods (its replicas stay invalid; the key's next write makes them
+        valid through its UPDATE copies)."""
         pushed = {op.key for op in done if isinstance(op, PushRequest)}
         plan = self.controller.plan.keys
+        down = self.membership.down
         retry: list[Operation] = []
         for key in list(self.driver.failed_pushes):
             kp = plan.get(key)
-            if kp is None or not kp.replicas:
+            attempts = self.push_attempts.get(key, 0)
+            if kp is None or not kp.replicas or kp.origin in down or attempts >= PUSH_ATTEMPTS:
+                if kp is not None and kp.replicas and attempts >= PUSH_ATTEMPTS:
+                    LOG.warning("push of %s given up after %d attempts", key.hex(), attempts)
                 del self.driver.failed_pushes[key]
+                self.push_attempts.pop(key, None)
             elif key not in pushed:
+                self.push_attempts[key] = attempts + 1
                 retry.append(PushRequest(key, kp.origin, kp.replicas))
         if retry:
             LOG.info("retrying %d pushes", len(retry))
@@ -378,6 +570,13 @@ class Runtime:
         tmp.replace(self.state_file)
 
 
+def _event_text(change: Change, rack: RackFile) -> str:
+    name = rack.servers[change.server].name
+    if change.event is Event.UP and change.restarted:
+        return f"{name}:up-restarted"
+    return f"{name}:{change.event.value}"
+
+
 def _observations(raw: Any) -> dict[bytes, float]:
     """Saved per-key counts ({key hex: count}); anything malformed is left out."""
     out: dict[bytes, float] = {}
@@ -395,6 +594,10 @@ def _observations(raw: Any) -> dict[bytes, float]:
 def _state_int(state: dict[str, Any], name: str, top: int) -> int:
     value = state.get(name, 0)
     return value if isinstance(value, int) and 0 <= value <= top else 0
+
+
+def _liveness_op(op: Operation) -> bool:
+    return isinstance(op, TableEntry) and op.table in (names.REPLYCOUNT_TABLE, names.DOWN_TABLE)
 
 
 def _switch_op(op: Operation) -> bool:

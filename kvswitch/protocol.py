@@ -69,6 +69,8 @@ class Status(enum.IntEnum):
     STALE = 4
     DUPLICATE = 5
     SERVER_ERROR = 6
+    #: answered by the switch: the request's server is down (docs/protocol.md "Faults")
+    UNAVAILABLE = 7
 
 
 #: Requests a client sends, and the reply op the server answers each with.

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kvswitch.client import Client, KvsError
+from kvswitch.client import Client, KvsError, Unavailable
 from kvswitch.protocol import pad_key
 
 
@@ -66,6 +66,10 @@ def worker(plan: Plan, tag: str, seed: int, ops: list[dict[str, Any]]) -> None:
                 try:
                     kv.set(key, value)
                     ret: float | None = time.monotonic()
+                except Unavailable as exc:
+                    if not exc.maybe_applied:  # refused at the first attempt: applied nowhere
+                        continue
+                    ret = None  # an earlier attempt may have reached the replicas: unknown
                 except (KvsError, TimeoutError):
                     ret = None
                 ops.append({"kind": "set", "key": wire, "call": call, "ret": ret,

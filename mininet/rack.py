@@ -19,6 +19,7 @@ import contextlib
 import json
 import os
 import pwd
+import re
 import shutil
 import signal
 import socket
@@ -36,7 +37,7 @@ from mininet.log import setLogLevel
 from mininet.net import Mininet
 from mininet.node import Host, Switch
 
-from kvswitch.agent.control import AgentControl
+from kvswitch.agent.control import AgentControl, ControlError
 from kvswitch.bench.c_client_bench import find_loadgen
 from kvswitch.paths import p4src_dir
 from kvswitch.protocol import KVS_PORT
@@ -269,6 +270,8 @@ class Rack:
         self.metrics_file = out / "metrics.jsonl"
         self.controller: Proc | None = None
         self.controller_starts = 0
+        self.agents: dict[str, Proc] = {}  # the running agent of each server, by server name
+        self.agent_starts: dict[str, int] = {}
         self.echo: Callable[[str], None] = print
 
     # -- start-up
@@ -386,25 +389,63 @@ class Rack:
             raise RuntimeError(f"{proc.name}: not ready in {host} (see {proc.log})")
 
     def start_agents(self) -> None:
-        agents = []
+        self.backend_addrs = {s.name: self.start_backend(s) for s in self.servers}
         for s in self.servers:
-            backend_addr = self.start_backend(s)
-            args = [
-                PY, "-m", "kvswitch", "agent", "--listen", s.ip, "--port", str(KVS_PORT),
-                "--backend", self.opts.backend, "--switch-addr", f"{SWITCH_IP}:{KVS_PORT}",
-                "--control-unix", str(self.run_dir / f"{s.name}.ctl"),
-            ]  # fmt: skip
-            if backend_addr:
-                args += ["--backend-addr", backend_addr]
-            args += self.opts.agent_args
-            agents.append(self.popen(s.name, args, f"{s.name}-agent.log"))
-        deadline = time.monotonic() + 60
-        for s, proc in zip(self.servers, agents, strict=True):
-            sock = self.run_dir / f"{s.name}.ctl"
-            while not sock.exists():
+            self.start_agent(s.name)
+        for s in self.servers:
+            self.wait_agent(s.name)
+
+    def start_agent(self, name: str) -> Proc:
+        """Start (or restart) the agent of server ``name``; its log is ``<name>-agent[-N].log``."""
+        s = next(s for s in self.servers if s.name == name)
+        args = [
+            PY, "-m", "kvswitch", "agent", "--listen", s.ip, "--port", str(KVS_PORT),
+            "--backend", self.opts.backend, "--switch-addr", f"{SWITCH_IP}:{KVS_PORT}",
+            "--control-unix", str(self.run_dir / f"{s.name}.ctl"),
+        ]  # fmt: skip
+        backend_addr = self.backend_addrs.get(name)
+        if backend_addr:
+            args += ["--backend-addr", backend_addr]
+        args += self.opts.agent_args
+        n = self.agent_starts[name] = self.agent_starts.get(name, 0) + 1
+        log = f"{name}-agent.log" if n == 1 else f"{name}-agent-{n}.log"
+        self.agents[name] = self.popen(name, args, log)
+        return self.agents[name]
+
+    def wait_agent(self, name: str, timeout: float = 60) -> None:
+        """Until the agent's control socket answers a ping (a killed agent's socket file may
+        still be there: the new one replaces it)."""
+        proc = self.agents[name]
+        control = AgentControl.at(f"unix:{self.run_dir / (name + '.ctl')}", 0.5)
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                try:
+                    control.ping()
+                    return
+                except ControlError:
+                    pass
                 if proc.popen.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"agent on {s.name} did not start: {proc.log.read_text()}")
-                time.sleep(0.1)
+                    text = proc.log.read_text() if proc.log else ""
+                    raise RuntimeError(f"agent on {name} did not start: {text}")
+                time.sleep(0.02)
+        finally:
+            control.close()
+
+    def kill_agent(self, name: str) -> list[str]:
+        """SIGKILL the agent of server ``name`` (by its PID): no goodbye, its memory is gone.
+        Returns the keys (hex) it held live just before."""
+        held: list[str] = []
+        with (
+            contextlib.suppress(ControlError),
+            AgentControl.at(f"unix:{self.run_dir / (name + '.ctl')}", 0.5) as control,
+        ):
+            held = [k.hex() for k in control.keys()]  # noqa: SIM118 (an agent call)
+        proc = self.agents.pop(name)
+        os.kill(proc.popen.pid, signal.SIGKILL)
+        proc.popen.wait()
+        self.procs.remove(proc)
+        return held
 
     def controller_command(self) -> list[str]:
         o = self.opts
@@ -555,8 +596,13 @@ class Rack:
         ]
         start = time.monotonic()
         restarted = False
+        pending = sorted(w.events, key=lambda e: e.at)
+        summary["events"] = []
         while any(p.popen.poll() is None for p in [*loadgens, *histories]):
             elapsed = time.monotonic() - start
+            while pending and elapsed >= pending[0].at:
+                summary["events"].append(self.server_event(pending.pop(0), elapsed))
+                elapsed = time.monotonic() - start
             if w.read_tail and "versions" not in summary and elapsed > w.duration + w.read_tail / 2:
                 # the Sets have stopped, the keys are still read (hot): what do the holders hold?
                 summary["versions"] = self.agent_versions()
@@ -570,7 +616,7 @@ class Rack:
                 summary["restart_time"] = time.time()
             if elapsed > w.duration + w.read_tail + 120:
                 raise RuntimeError("the workload did not end")
-            time.sleep(0.1)
+            time.sleep(0.1 if not pending else max(0.0, min(0.1, pending[0].at - elapsed)))
         summary["load_end"] = time.time()
         for p in [*loadgens, *histories]:
             if p.popen.returncode != 0:
@@ -587,13 +633,55 @@ class Rack:
             summary["versions_time"] = time.time()
         return summary
 
+    def server_event(self, event: ServerEvent, elapsed: float) -> dict[str, Any]:
+        """Kill or restart a server's agent now; what happened, when (Unix time)."""
+        record: dict[str, Any] = {"action": event.action, "server": event.server}
+        if event.action == "kill":
+            record["held"] = self.kill_agent(event.server)
+            record["time"], record["mono"] = time.time(), time.monotonic()
+        else:
+            # started (Unix and monotonic time: the histories'); "ready": its control answers
+            record["time"], record["mono"] = time.time(), time.monotonic()
+            self.start_agent(event.server)
+            self.wait_agent(event.server)
+            record["ready"] = time.time()
+        self.echo(f"rack: {event.action} {event.server} at {elapsed:.2f} s")
+        return record
+
     def agent_versions(self) -> dict[str, dict[str, list[Any]]]:
-        """Every agent's stored versions (key hex -> [epoch, ver, live]) over its control API."""
+        """Every running agent's stored versions (key hex -> [epoch, ver, live]) over its
+        control API (a killed one is left out)."""
         out: dict[str, dict[str, list[Any]]] = {}
         for s in self.servers:
+            if s.name not in self.agents:
+                continue
             with AgentControl.at(f"unix:{self.run_dir / (s.name + '.ctl')}") as ctl:
                 out[s.name] = {k.hex(): [v.epoch, v.ver, v.live] for k, v in ctl.versions().items()}
         return out
+
+
+@dataclass(frozen=True)
+class ServerEvent:
+    """``--kill s3@20``: SIGKILL server s3's agent 20 s into the load; ``--restart s3@30``:
+    start it again (an empty memory backend; memcached/Redis keep running)."""
+
+    action: str  # "kill" or "restart"
+    server: str
+    at: float
+
+
+def server_event(action: str) -> Callable[[str], ServerEvent]:
+    def parse(text: str) -> ServerEvent:
+        name, sep, at = text.partition("@")
+        try:
+            seconds = float(at)
+        except ValueError:
+            seconds = -1.0
+        if not sep or not re.fullmatch(r"s[1-9][0-9]*", name) or not 0 <= seconds < 1e6:
+            raise argparse.ArgumentTypeError(f"{text!r}: expected SERVER@SECONDS, e.g. s3@20")
+        return ServerEvent(action, name, seconds)
+
+    return parse
 
 
 @dataclass
@@ -614,6 +702,7 @@ class Workload:
     restart_controller_at: float = 0.0
     restart_pause: float = 1.0
     settle: float = 1.0
+    events: list[ServerEvent] = field(default_factory=list)
 
 
 # ---------------------------------------------------------------- command line
@@ -658,9 +747,27 @@ def build_parser() -> argparse.ArgumentParser:
     a("--read-tail", type=float, default=0.0,
       help="seconds of Gets only after --duration (versions are read halfway through)")  # fmt: skip
     a("--restart-controller-at", type=float, default=0.0, help="SIGKILL + restart at S s")
+    a("--kill", type=server_event("kill"), action="append", default=[], metavar="SERVER@S",
+      help="SIGKILL SERVER's agent S seconds into the load (repeatable), e.g. s3@20")  # fmt: skip
+    a("--restart", type=server_event("restart"), action="append", default=[], metavar="SERVER@S",
+      help="start SERVER's agent again S seconds into the load, e.g. s3@30")  # fmt: skip
     a("--hold", action="store_true", help="no workload: keep the rack up until Ctrl-C")
     a("--out", type=Path, help="folder for rack.json, metrics.jsonl, logs, summary.json")
     return ap
+
+
+def check_events(events: list[ServerEvent], servers: int) -> str:
+    """'' when every --kill/--restart names a server of the rack and, in time order, kills only
+    a running agent and restarts only a killed one; else why not."""
+    running = {f"s{i + 1}" for i in range(servers)}
+    for e in sorted(events, key=lambda e: e.at):
+        if e.server not in {f"s{i + 1}" for i in range(servers)}:
+            return f"--{e.action} {e.server}: the rack has servers s1 .. s{servers}"
+        if (e.action == "kill") != (e.server in running):
+            state = "not running" if e.action == "kill" else "running"
+            return f"--{e.action} {e.server}@{e.at:g}: its agent is {state} then"
+        running ^= {e.server}
+    return ""
 
 
 def why_not() -> str:
@@ -692,6 +799,10 @@ def main(argv: list[str] | None = None) -> int:
                 "rack: --target bmv2 needs --bmv2-json and --p4info (p4c output)", file=sys.stderr
             )
             return 2
+    why = check_events([*args.kill, *args.restart], args.servers)
+    if why:
+        print(f"rack: {why}", file=sys.stderr)
+        return 2
     out = args.out or Path(f"/tmp/kvswitch-rack-{time.strftime('%Y%m%d-%H%M%S')}")
     opts = RackOptions(
         servers=args.servers, clients=args.clients, backend=args.backend, target=args.target,
@@ -708,7 +819,7 @@ def main(argv: list[str] | None = None) -> int:
         seed=args.seed, loadgens=args.loadgens, history_threads=args.history_threads,
         history_keys=args.history_keys, history_rate=args.history_rate,
         history_set_ratio=args.history_set_ratio, read_tail=args.read_tail,
-        restart_controller_at=args.restart_controller_at,
+        restart_controller_at=args.restart_controller_at, events=[*args.kill, *args.restart],
     )  # fmt: skip
     interrupted: list[int] = []
 

@@ -15,6 +15,7 @@
 #include "features/checksums.p4"
 #include "features/forwarding.p4"
 #include "features/trust.p4"
+#include "features/liveness.p4"
 #include "features/hot_keys.p4"
 #include "features/key_index.p4"
 #include "features/replicas.p4"
@@ -26,6 +27,8 @@ control KvsIngress(inout headers_t hdr, inout kvs_meta_t meta, inout standard_me
     Forwarding() forwarding;
     KvsCheck() kvs_check;
     Trust() trust;
+    Liveness() liveness;
+    Unavailable() unavailable;
     HotKeys() hot_keys;
     KeyIndex() key_index;
     Replicas() replicas;
@@ -36,9 +39,11 @@ control KvsIngress(inout headers_t hdr, inout kvs_meta_t meta, inout standard_me
         meta.l4_dirty = false;
         meta.mcast = false;
         meta.hot = false;
+        meta.origin_down = false;
         if (std.checksum_error == 1) {
             mark_to_drop(std);
         } else {
+            mac_addr_t client_mac = hdr.ethernet.src_addr;  // for a refusal (liveness.p4)
             forwarding.apply(hdr, std);
             kvs_check.apply(hdr, meta, std.parser_error == error.NoError, std.packet_length);
             // Who may send what (docs/protocol.md "Trust"): may drop and clear meta.kvs_ok.
@@ -55,20 +60,29 @@ control KvsIngress(inout headers_t hdr, inout kvs_meta_t meta, inout standard_me
                 bool maintenance = consumed || op == KvsOp.SET_REPLY || op == KvsOp.DEL_REPLY
                                    || op == KvsOp.GET_REPLY;
                 // Every control is applied at one call site (BMv2 applies a table once per packet).
+                // Replies counted per server; requests for a dead origin flagged (liveness.p4).
+                liveness.apply(hdr, meta);
+                // A write for a dead origin takes no version and makes no copy: answered below.
+                bool down_write = meta.origin_down && op != KvsOp.GET;
+                ipv4_addr_t requested = hdr.ipv4.dst_addr;
                 if (request) {
                     hot_keys.apply(hdr, meta);
                 } else if (maintenance) {
                     key_index.apply(hdr, meta);
                 }
-                if (meta.hot) {
+                if (meta.hot && !down_write) {
                     // Rules 1-6: versions, round-robin redirect, confirms, syncs, read replies.
                     replicas.apply(hdr, meta, std);
                 }
-                if (request && !meta.hot) {
+                if (request && !meta.hot && !meta.origin_down) {
                     hashpipe.apply(hdr.kvs.key);
                 }
-                if (request && meta.hot && op != KvsOp.GET) {
+                if (request && meta.hot && op != KvsOp.GET && !down_write) {
                     multicast.apply(hdr, meta, std);
+                }
+                if (request && meta.origin_down && hdr.ipv4.dst_addr == requested) {
+                    // Still addressed to the dead origin (not redirected to a replica by rule 4).
+                    unavailable.apply(hdr, meta, std, client_mac);
                 }
                 if (consumed && !meta.hot) {
                     // Not a hot key (any more): nothing to confirm or stamp; consumed all the same.

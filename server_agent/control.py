@@ -25,6 +25,15 @@ class ControlError(RuntimeError):
     """The agent refused a control request, or the connection failed."""
 
 
+class NotHeld(ControlError):
+    """The agent holds no live copy of the key (``sync`` of a key its origin does not have: never
+    written, deleted, or lost with a restarted memory backend). Not worth retrying: the key's next
+    write reaches its replicas through the switch's UPDATE copies."""
+
+
+NOT_HELD = "key not held here"  # the agent's error text for NotHeld
+
+
 @dataclass(frozen=True, slots=True)
 class SyncedItem:
     """An origin's value with the version the switch stamped for it (the ``sync`` answer)."""
@@ -94,11 +103,30 @@ class AgentControl:
                 raise ControlError(f"control connection to {self.addr}: {exc}") from exc
         if not isinstance(answer, dict) or not answer.get("ok"):
             error = answer.get("error") if isinstance(answer, dict) else answer
+            if error == NOT_HELD:
+                raise NotHeld(f"agent {self.addr}: {NOT_HELD}")
             raise ControlError(f"agent {self.addr} refused {fields.get('cmd')}: {error}")
         return answer
 
     def ping(self) -> int:
         return int(self.request(cmd="ping")["port"])
+
+    def incarnation(self) -> int:
+        """The random number the agent picked at start: a new one means it restarted."""
+        value = self.request(cmd="ping").get("incarnation")
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            raise ControlError(f"agent {self.addr}: ping without an incarnation")
+        return value
+
+    def item(self, key: bytes | str) -> SyncedItem | None:
+        """The agent's own live copy of ``key`` with its version (read locally, no SYNC); None
+        if it holds none. Used to restore an origin that restarted empty from a valid replica."""
+        answer = self.request(cmd="item", key_hex=p.pad_key(key).hex())
+        if not answer.get("found"):
+            return None
+        return SyncedItem(
+            bytes.fromhex(answer["value_hex"]), int(answer["epoch"]), int(answer["ver"])
+        )
 
     def sync(self, key: bytes | str) -> SyncedItem:
         """The origin SYNCs ``key`` through the switch and hands back its value and new version."""

@@ -13,6 +13,7 @@ import contextlib
 import errno
 import json
 import os
+import secrets
 import socket
 import socketserver
 import stat
@@ -24,6 +25,7 @@ from typing import Any
 
 from kvswitch import protocol as p
 from kvswitch.agent.backends import BackendError
+from kvswitch.agent.control import NOT_HELD
 from kvswitch.agent.core import Addr, AgentCore, Output
 
 _TCP_READ_LIMIT = p.HEADER_LEN + 0xFFFF
@@ -51,6 +53,9 @@ class AgentServer:
         self.config = config
         self.lock = threading.Lock()
         self._stop = threading.Event()
+        # A random number picked at start: the controller's ping sees a restart, however fast, as
+        # a new incarnation (docs/controller_runtime.md "Failure detection"). Never 0.
+        self.incarnation = secrets.randbits(63) or 1
         self._threads: list[threading.Thread] = []
         self.udp, self._tcp = self._bind_kvs_port(config)
         self.port = self.udp.getsockname()[1]
@@ -166,7 +171,7 @@ class AgentServer:
         cmd = request.get("cmd")
         try:
             if cmd == "ping":
-                return {"ok": True, "port": self.port}
+                return {"ok": True, "port": self.port, "incarnation": self.incarnation}
             if cmd == "stats":
                 with self.lock:
                     stats = dict(self.core.stats)
@@ -181,6 +186,18 @@ class AgentServer:
                     if it.live or cmd == "versions"
                 ]
                 return {"ok": True, "keys": rows}
+            if cmd == "item":
+                with self.lock:
+                    item = self.core.backend.get(_key_of(request))
+                if item is None or not item.live:
+                    return {"ok": True, "found": False}
+                return {
+                    "ok": True,
+                    "found": True,
+                    "value_hex": item.value.hex(),
+                    "epoch": item.epoch,
+                    "ver": item.ver,
+                }
             if cmd == "remove":
                 key = _key_of(request)
                 with self.lock:
@@ -202,14 +219,14 @@ class AgentServer:
         replicas over their control channels)."""
         with self.lock:
             if not self.core.holds(key):
-                return {"ok": False, "error": "key not held here"}
+                return {"ok": False, "error": NOT_HELD}
         for _ in range(max(1, self.config.sync_attempts)):
             with self.lock:
                 pending, out = self.core.start_sync(key)
             self.send(out)
             if pending.done.wait(self.config.sync_timeout):
                 if not pending.found:
-                    return {"ok": False, "error": "key not held here"}
+                    return {"ok": False, "error": NOT_HELD}
                 epoch, ver = pending.version or (0, 0)
                 return {"ok": True, "epoch": epoch, "ver": ver, "value_hex": pending.value.hex()}
         with self.lock:

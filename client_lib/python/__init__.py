@@ -11,6 +11,7 @@ from kvswitch.client.errors import (
     ServerError,
     StaleWrite,
     Timeout,
+    Unavailable,
     ValueTooLarge,
 )
 
@@ -26,5 +27,6 @@ __all__ = [
     "ServerError",
     "StaleWrite",
     "Timeout",
+    "Unavailable",
     "ValueTooLarge",
 ]

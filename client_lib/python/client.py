@@ -27,7 +27,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from kvswitch import protocol as p
-from kvswitch.client.errors import BadRequest, ClientClosed, ServerError, StaleWrite, Timeout
+from kvswitch.client.errors import (
+    BadRequest,
+    ClientClosed,
+    ServerError,
+    StaleWrite,
+    Timeout,
+    Unavailable,
+)
 
 Addr = tuple[str, int]
 
@@ -133,14 +140,16 @@ class Client:
         """Store ``value`` under ``key`` (UDP, or TCP with ``tcp_writes``)."""
         key16 = p.pad_key(key)
         value = p.check_value(value)
-        reply = self._call(p.Op.SET, key16, value, tcp=self.tcp_writes)
-        write_result(reply)
+        tries: list[int] = []
+        reply = self._call(p.Op.SET, key16, value, tcp=self.tcp_writes, tries=tries)
+        write_result(reply, tries == [1])
 
     def delete(self, key: bytes | str) -> bool:
         """Delete ``key``; False if the server said it was missing (for a retried delete: when
         the server applied it first, as its repeated first result says)."""
-        reply = self._call(p.Op.DEL, p.pad_key(key), tcp=self.tcp_writes)
-        return write_result(reply)
+        tries: list[int] = []
+        reply = self._call(p.Op.DEL, p.pad_key(key), tcp=self.tcp_writes, tries=tries)
+        return write_result(reply, tries == [1])
 
     def origin(self, key: bytes | str) -> Addr:
         """The address of the key's origin server."""
@@ -197,7 +206,7 @@ class Client:
             self._pending.pop(pend.ident, None)
             entry.out.latency = pend.arrived - entry.started
             entry.out.reply = pend.reply
-            _fill(entry.out, pend.reply)
+            _fill(entry.out, pend.reply, entry.attempts == 1)
 
     def _expire(
         self,
@@ -263,11 +272,21 @@ class Client:
         with contextlib.suppress(OSError):
             self._sock.sendto(raw, addr)
 
-    def _call(self, op: p.Op, key16: bytes, value: bytes = b"", tcp: bool = False) -> p.Message:
+    def _call(
+        self,
+        op: p.Op,
+        key16: bytes,
+        value: bytes = b"",
+        tcp: bool = False,
+        tries: list[int] | None = None,
+    ) -> p.Message:
+        """Send and resend until a reply; ``tries``, if given, gets the number of attempts."""
         addr = self.servers[self.ring.origin(key16)]
         raw, ident, pend = self._prepare(op, key16, value)
         try:
-            for _ in range(self.retries + 1):
+            for attempt in range(1, self.retries + 2):
+                if tries is not None:
+                    tries[:] = [attempt]
                 if tcp:
                     reply = self._tcp_call(addr, raw, ident)
                     if reply is not None:
@@ -352,7 +371,7 @@ def _read_message(conn: socket.socket) -> bytes:
     return header + _read_exactly(conn, p.message_length(header) - p.HEADER_LEN)
 
 
-def _raise_status(reply: p.Message) -> None:
+def _raise_status(reply: p.Message, first_attempt: bool = False) -> None:
     status = reply.status
     if status == p.Status.TOO_LARGE:
         raise p.ValueTooLarge("the server refused the value as too large")
@@ -364,6 +383,10 @@ def _raise_status(reply: p.Message) -> None:
             status,
             reply.epoch,
             reply.ver,
+        )
+    if status == p.Status.UNAVAILABLE:
+        raise Unavailable(
+            "the switch answered UNAVAILABLE: the key's server is down", status, not first_attempt
         )
     raise ServerError(f"the server answered status {status}", status)
 
@@ -378,24 +401,25 @@ def get_result(reply: p.Message) -> bytes | None:
     return None  # unreachable
 
 
-def write_result(reply: p.Message) -> bool:
+def write_result(reply: p.Message, first_attempt: bool = False) -> bool:
     """True if a write reply means done, False for NOT_FOUND; raises for a failure status
-    (``STALE``: :class:`StaleWrite`)."""
+    (``STALE``: :class:`StaleWrite`; ``UNAVAILABLE``: :class:`Unavailable`, ``maybe_applied``
+    unless ``first_attempt`` says the request was sent once)."""
     if reply.status == p.Status.OK:
         return True
     if reply.status == p.Status.NOT_FOUND:
         return False
-    _raise_status(reply)
+    _raise_status(reply, first_attempt)
     return False  # unreachable
 
 
-def _fill(out: Outcome, reply: p.Message | None) -> None:
+def _fill(out: Outcome, reply: p.Message | None, first_attempt: bool = False) -> None:
     assert reply is not None
     try:
         if out.request.op == "get":
             out.value = get_result(reply)
             out.found = out.value is not None
         else:
-            out.found = write_result(reply)
+            out.found = write_result(reply, first_attempt)
     except Exception as exc:
         out.error = exc

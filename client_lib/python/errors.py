@@ -43,6 +43,20 @@ class StaleWrite(ServerError):
         self.ver = ver
 
 
+class Unavailable(ServerError):
+    """The switch answered ``UNAVAILABLE`` for the key's server: that server is down (the
+    controller declared it dead, docs/protocol.md "Faults"). The attempt that got this answer was
+    **not applied** anywhere; it is answered at once instead of timing out. ``maybe_applied``: an
+    earlier attempt of the same write went unanswered (it may have crossed the switch before the
+    server was declared down, and reached the key's replicas), so the write's outcome is unknown,
+    as after a timeout; False only when the first attempt got the answer. Retrying later may
+    succeed (the server restarts, or a Get of a hot key is routed to a replica)."""
+
+    def __init__(self, message: str, status: int, maybe_applied: bool = True) -> None:
+        super().__init__(message, status)
+        self.maybe_applied = maybe_applied
+
+
 class ClientClosed(KvsError):
     """The client was closed."""
 
@@ -56,5 +70,6 @@ __all__ = [
     "ServerError",
     "StaleWrite",
     "Timeout",
+    "Unavailable",
     "ValueTooLarge",
 ]

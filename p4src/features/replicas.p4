@@ -100,6 +100,9 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout standard_meta
             if (ordinal >= meta.n) {
                 ordinal = 0;
             }
+            if (ordinal == 0 && meta.origin_down && meta.n > 1) {
+                ordinal = 1;  // the origin is down (liveness.p4): its turn goes to ordinal 1
+            }
             next = ordinal + 1;
             if (next >= meta.n) {
                 next = 0;

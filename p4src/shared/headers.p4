@@ -103,6 +103,8 @@ struct kvs_meta_t {
     bit<32> floor;
     // A hot SET/DEL sent to a multicast group: egress rewrites every copy with egress_rid != 0.
     bool mcast;
+    // DownTable hit (liveness.p4): the request's origin is a server the controller declared dead.
+    bool origin_down;
 }
 
 #endif  // KVSWITCH_HEADERS_P4

@@ -43,7 +43,8 @@ enum bit<8> KvsStatus {
     TOO_LARGE = 3,
     STALE = 4,
     DUPLICATE = 5,
-    SERVER_ERROR = 6
+    SERVER_ERROR = 6,
+    UNAVAILABLE = 7
 }
 
 // HashPipe stage seeds: seed_s = (0x9E3779B9 * (s + 1)) mod 2^32 (docs/protocol.md, "HashPipe

@@ -11,7 +11,7 @@ import pytest
 
 from kvswitch import protocol as p
 from kvswitch.agent.backends import MemoryBackend
-from kvswitch.agent.control import AgentControl, ControlError
+from kvswitch.agent.control import AgentControl, ControlError, SyncedItem
 from kvswitch.agent.core import AgentCore, RecentIds
 from kvswitch.agent.server import AgentConfig, AgentServer
 
@@ -37,7 +37,11 @@ def test_unix_control_endpoint(tmp_path: Path) -> None:
     try:
         with AgentControl.at(f"unix:{path}") as ctl:
             assert ctl.ping() == agent.port
+            assert ctl.incarnation() == agent.incarnation > 0
             assert ctl.keys() == {}
+            assert ctl.item(b"absent") is None
+            agent.core.push_item(p.pad_key(b"k"), b"value", 3, 9)
+            assert ctl.item(b"k") == SyncedItem(b"value", 3, 9)
             assert ctl.remove(b"absent") is False
     finally:
         agent.request_stop()

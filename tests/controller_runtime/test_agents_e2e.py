@@ -5,6 +5,7 @@ P4 pipeline, driven over the agents' Unix control sockets. Then Gets of the key 
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 import time
@@ -23,8 +24,9 @@ from kvswitch.controller import names
 from kvswitch.controller.agents import AgentPool
 from kvswitch.controller.p4rt_driver import P4RuntimeDriver, Program
 from kvswitch.controller.period import ControllerConfig
+from kvswitch.controller.plan import KeyPlan
 from kvswitch.controller.rackfile import RackFile
-from kvswitch.controller.runtime import Runtime
+from kvswitch.controller.runtime import Metrics, Runtime
 from softswitch.runtime.device import Device
 from tests.controller_runtime.conftest import LiveSwitch
 from tests.controller_runtime.test_driver import get_frame
@@ -121,49 +123,186 @@ def loopback_rack(tmp_path: Path) -> Iterator[tuple[RackFile, list[AgentServer]]
     except OSError as exc:
         pytest.skip(f"loopback addresses 127.0.0.x not usable here: {exc}")
     yield rack, agents
-    for agent in agents:
+    for agent in agents:  # (a test may have replaced some: those are the ones running)
         agent.request_stop()
     for thread in threads:
         thread.join(timeout=5)
+
+
+def _start_agent(rack: RackFile, server: int) -> AgentServer:
+    """A new agent process for ``server`` (an empty memory backend, a new incarnation)."""
+    host = rack.servers[server]
+    core = AgentCore(MemoryBackend(), (SWITCH_IP, rack.kvs_port), p.MAX_VALUE, RecentIds(16, 16))
+    control = host.control[5:] if host.control else None
+    agent = AgentServer(
+        core, AgentConfig(host.ip_text, rack.kvs_port, control_unix=control, tcp=False)
+    )
+    threading.Thread(target=agent.serve_forever, daemon=True).start()
+    return agent
+
+
+def _stop_agent(agent: AgentServer, pool: AgentPool) -> None:
+    """Stop an agent as if its process died: wait until its control socket is gone, and close the
+    pool's connections to it (a dead process's connections die with it; a stopped in-process
+    agent would go on answering on them)."""
+    agent.request_stop()
+    path = agent.config.control_unix
+    deadline = time.monotonic() + 5
+    while path is not None and Path(path).exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    for control in (*pool.controls.values(), *pool.probes.values()):
+        if control.addr == path:
+            control.close()
+
+
+@contextlib.contextmanager
+def _control(
+    live_switch: LiveSwitch, rack: RackFile, probe_timeout: float = 0.5
+) -> Iterator[tuple[AgentPool, Bridge]]:
+    """The agents' control pool, and the switch bridged to the agents' sockets meanwhile."""
+    bridge = Bridge(live_switch.device, rack)
+    pool = AgentPool(rack, timeout=5.0, probe_timeout=probe_timeout)
+    try:
+        yield pool, bridge
+    finally:
+        pool.close()
+        bridge.close()
+
+
+def _started(drv: P4RuntimeDriver, rack: RackFile, pool: AgentPool, t0: float = 20.0) -> Runtime:
+    runtime = Runtime(drv, rack, ControllerConfig(k=8, t0=t0), agents=pool)
+    runtime.start()
+    return runtime
+
+
+def _replicate_hot(
+    live_switch: LiveSwitch, drv: P4RuntimeDriver, runtime: Runtime, agents: list[AgentServer]
+) -> tuple[KeyPlan, int]:
+    """HOT made hot with Gets, replicated by one period, every replica valid: (its plan, its
+    version)."""
+    rack = runtime.rack
+    origin = runtime.ring.origin(HOT)
+    agents[origin].core.backend.put(HOT, Item(b"hot value", 0, 0))
+    for i in range(60):
+        out = live_switch.device.process(9, get_frame(rack, HOT, origin, seq=i))
+        assert [port for port, _ in out] == [rack.servers[origin].port]
+    m = runtime.period()
+    assert m.error == "" and m.agent_errors == 0, m
+    kp = runtime.controller.plan.keys[HOT]
+    assert kp.replicas, m
+    # the replicas got the value with the switch's version; their CONFIRMs made them valid
+    stamped = agents[origin].core.backend.get(HOT)
+    assert stamped is not None and stamped.ver > 0 and stamped.epoch == runtime.epoch
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        valid = drv.read_register(names.REG_VALID_VER)
+        if all(valid[kp.slot * SERVERS + s] == stamped.ver for s in kp.replicas):
+            break
+        time.sleep(0.05)
+    for s in kp.replicas:
+        item = agents[s].core.backend.get(HOT)
+        assert item is not None and (item.value, item.ver) == (b"hot value", stamped.ver)
+    assert drv.read_register(names.REG_ORIGIN_VER)[kp.slot] == stamped.ver
+    return kp, stamped.ver
 
 
 def test_push_through_the_switch_with_real_agents(
     live_switch: LiveSwitch, program: Program, loopback_rack: tuple[RackFile, list[AgentServer]]
 ) -> None:
     rack, agents = loopback_rack
-    bridge = Bridge(live_switch.device, rack)
-    pool = AgentPool(rack, timeout=5.0)
-    try:
-        with P4RuntimeDriver(live_switch.address, program, rack.rack(), pool) as drv:
-            runtime = Runtime(drv, rack, ControllerConfig(k=8, t0=20.0), agents=pool)
-            runtime.start()
-            origin = runtime.ring.origin(HOT)
-            agents[origin].core.backend.put(HOT, Item(b"hot value", 0, 0))
+    with (
+        _control(live_switch, rack) as (pool, _),
+        P4RuntimeDriver(live_switch.address, program, rack.rack(), pool) as drv,
+    ):
+        runtime = _started(drv, rack, pool)
+        origin = runtime.ring.origin(HOT)
+        kp, _ = _replicate_hot(live_switch, drv, runtime, agents)
+        ports = set()
+        for i in range(3 * len(kp.holders)):
+            out = live_switch.device.process(9, get_frame(rack, HOT, origin, seq=100 + i))
+            ports |= {port for port, _ in out}
+        assert ports == {rack.servers[s].port for s in kp.holders}
+
+
+def test_dead_replica_refused_and_restarted_origin_restored(
+    live_switch: LiveSwitch, program: Program, loopback_rack: tuple[RackFile, list[AgentServer]]
+) -> None:
+    """docs/controller_runtime.md "Failure detection" with real agents: a replica's agent stops ->
+    one missed period is nothing, the second declares it down (DownTable: its cold keys are
+    answered UNAVAILABLE by the switch; it leaves the hot key's holders, its valid_ver cell is 0);
+    the origin's agent restarts empty -> its new incarnation is seen at the next period and the
+    hot key is restored into it from the valid replica; the dead agent comes back -> up again."""
+    rack, agents = loopback_rack
+    with (
+        _control(live_switch, rack, 0.3) as (pool, bridge),
+        P4RuntimeDriver(live_switch.address, program, rack.rack(), pool) as drv,
+    ):
+        runtime = _started(drv, rack, pool, 10.0)
+        kp, ver = _replicate_hot(live_switch, drv, runtime, agents)
+        dead, alive = kp.replicas[0], kp.replicas[-1]
+        assert dead != alive, kp
+        _stop_agent(agents[dead], pool)
+
+        def period() -> Metrics:  # HOT stays hot: 60 Gets a period, answered by the agents
             for i in range(60):
-                out = live_switch.device.process(9, get_frame(rack, HOT, origin, seq=i))
-                assert [port for port, _ in out] == [rack.servers[origin].port]
-            m = runtime.period()
-            assert m.error == "" and m.agent_errors == 0, m
-            kp = runtime.controller.plan.keys[HOT]
-            assert kp.replicas, m
-            # the replicas got the value with the switch's version; their CONFIRMs made them valid
-            stamped = agents[origin].core.backend.get(HOT)
-            assert stamped is not None and stamped.ver > 0 and stamped.epoch == runtime.epoch
+                for _, raw in live_switch.device.process(9, get_frame(rack, HOT, kp.origin, i)):
+                    bridge.deliver(raw)
+            time.sleep(0.2)  # the replies cross the switch (ReplycountTable)
+            return runtime.period()
+
+        assert period().events == []  # one missed period: suspect only
+        m = period()
+        assert m.events == [f"s{dead}:down"] and m.down == [dead], m
+        assert drv.read_down() == {dead}
+        assert dead not in runtime.controller.plan.keys[HOT].holders
+        assert drv.read_register(names.REG_VALID_VER)[kp.slot * SERVERS + dead] == 0
+        cold = next(
+            k for i in range(1000) if runtime.ring.origin(k := p.pad_key(b"c%d" % i)) == dead
+        )
+        out = live_switch.device.process(9, get_frame(rack, cold, dead, seq=5))
+        assert [port for port, _ in out] == [rack.clients[0].port]
+        reply = p.Message.decode(bytes(Ether(out[0][1])[UDP].payload))
+        assert (reply.op, reply.status, reply.seq) == (p.Op.GET_REPLY, p.Status.UNAVAILABLE, 5)
+
+        origin = kp.origin
+        _stop_agent(agents[origin], pool)
+        agents[origin] = _start_agent(rack, origin)
+        m = period()
+        assert m.events == [f"s{origin}:restart"], m
+        item = agents[origin].core.backend.get(HOT)
+        assert item is not None and (item.value, item.ver) == (b"hot value", ver)
+
+        agents[dead] = _start_agent(rack, dead)
+        m = period()
+        assert m.events == [f"s{dead}:up-restarted"] and m.down == [], m
+        assert drv.read_down() == set()
+        out = live_switch.device.process(9, get_frame(rack, cold, dead, seq=6))
+        assert [port for port, _ in out] == [rack.servers[dead].port]
+
+
+def test_restarted_controller_repushes_a_replica_that_lost_its_copy(
+    live_switch: LiveSwitch, program: Program, loopback_rack: tuple[RackFile, list[AgentServer]]
+) -> None:
+    """A replica's agent restarted while no controller ran (no incarnation change seen): the next
+    controller finds it holds no copy, zeroes its valid_ver cell and pushes the key again."""
+    rack, agents = loopback_rack
+    with _control(live_switch, rack) as (pool, _):
+        with P4RuntimeDriver(live_switch.address, program, rack.rack(), pool) as drv:
+            runtime = _started(drv, rack, pool)
+            kp, ver = _replicate_hot(live_switch, drv, runtime, agents)
+            lost = kp.replicas[0]
+            assert agents[lost].core.remove_local(HOT)
+        with P4RuntimeDriver(live_switch.address, program, rack.rack(), pool) as drv:
+            again = _started(drv, rack, pool)
+            for _ in range(3):  # a push can time out on a loaded machine: retried, as periods do
+                if agents[lost].core.backend.get(HOT) is not None:
+                    break
+                again.push_unconfirmed()
+            item = agents[lost].core.backend.get(HOT)
+            assert item is not None and item.value == b"hot value" and item.ver > ver
             deadline = time.monotonic() + 5
             while time.monotonic() < deadline:
-                valid = drv.read_register(names.REG_VALID_VER)
-                if all(valid[kp.slot * SERVERS + s] == stamped.ver for s in kp.replicas):
+                if drv.read_register(names.REG_VALID_VER)[kp.slot * SERVERS + lost] == item.ver:
                     break
                 time.sleep(0.05)
-            for s in kp.replicas:
-                item = agents[s].core.backend.get(HOT)
-                assert item is not None and (item.value, item.ver) == (b"hot value", stamped.ver)
-            assert drv.read_register(names.REG_ORIGIN_VER)[kp.slot] == stamped.ver
-            ports = set()
-            for i in range(3 * len(kp.holders)):
-                out = live_switch.device.process(9, get_frame(rack, HOT, origin, seq=100 + i))
-                ports |= {port for port, _ in out}
-            assert ports == {rack.servers[s].port for s in kp.holders}
-    finally:
-        pool.close()
-        bridge.close()
+            assert drv.read_register(names.REG_VALID_VER)[kp.slot * SERVERS + lost] == item.ver

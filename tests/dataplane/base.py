@@ -247,6 +247,12 @@ class Dataplane:
         assert len(found) == 1, f"{kind} {suffix!r}: {found}"
         return found[0]
 
+    @property
+    def has_liveness(self) -> bool:
+        """The build has liveness.p4's tables (the TNA build does not yet: its twin is to come)."""
+        tables = self.names("tables")
+        return any(n.endswith(".ReplycountTable") or n == "ReplycountTable" for n in tables)
+
     def register(self, suffix: str) -> str:
         """The register whose fully qualified name ends with ``suffix`` (one only)."""
         return self._named("registers", suffix)
@@ -306,6 +312,10 @@ class Dataplane:
             self.handles[("LoadcountTable", server.ip.encode())] = self.sw.table_add(
                 "LoadcountTable", {"dst_addr": ip_int(server.ip)}, "count_load", {}
             )
+            if self.has_liveness:
+                self.handles[("ReplycountTable", server.ip.encode())] = self.sw.table_add(
+                    "ReplycountTable", {"src_addr": ip_int(server.ip)}, "count_reply", {}
+                )
         self.sw.register_write(self.register("epoch"), 0, EPOCH)
 
     def make_hot(
@@ -356,6 +366,14 @@ class Dataplane:
     def load_count(self, server: Host) -> tuple[int, int]:
         handle = self.handles[("LoadcountTable", server.ip.encode())]
         return self.sw.direct_counter_read("LoadcountTable", handle)
+
+    def reply_count(self, server: Host) -> tuple[int, int]:
+        handle = self.handles[("ReplycountTable", server.ip.encode())]
+        return self.sw.direct_counter_read("ReplycountTable", handle)
+
+    def set_down(self, server: Host) -> None:
+        """The controller declared ``server`` dead (liveness.p4's DownTable)."""
+        self.sw.table_add("DownTable", {"dst_addr": ip_int(server.ip)}, "set_down", {})
 
     # -- packets -------------------------------------------------------------------------------
     def send(self, port: int, pkt: Packet | bytes) -> list[tuple[int, bytes]]:

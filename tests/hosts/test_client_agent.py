@@ -379,7 +379,9 @@ def test_agent_cli_process_and_client_cli(capfd: pytest.CaptureFixture[str]) -> 
         assert client_main([*servers, "get", "cli-key"]) == 1
         assert client_main([*servers, "get", "k" * 17]) == 2
         assert "cli-value" in capfd.readouterr().out
-        assert _control(control, {"cmd": "ping"}) == [{"ok": True, "port": port}]
+        (pong,) = _control(control, {"cmd": "ping"})
+        assert pong["ok"] is True and pong["port"] == port
+        assert isinstance(pong["incarnation"], int) and pong["incarnation"] > 0
     finally:
         proc.terminate()  # the PID started above
         assert proc.wait(timeout=5) == 0

@@ -5,14 +5,13 @@
 from __future__ import annotations
 
 import asyncio
-import socket
-import threading
 from collections.abc import Iterator
 
 import pytest
 
 from kvswitch import protocol as p
 from kvswitch.client import AsyncClient, Client, Request, ServerError, StaleWrite
+from tests.hosts.conftest import fake_server
 
 HELD = (9, 1234)
 
@@ -20,31 +19,13 @@ HELD = (9, 1234)
 @pytest.fixture
 def stale_server() -> Iterator[tuple[str, int]]:
     """Answers every Set/Delete STALE (holding version HELD) and every Get with a value."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    sock.bind(("127.0.0.1", 0))
-    sock.settimeout(0.1)
-    stop = threading.Event()
 
-    def serve() -> None:
-        while not stop.is_set():
-            try:
-                data, src = sock.recvfrom(65535)
-            except TimeoutError:
-                continue
-            req = p.Message.decode(data)
-            if req.op == p.Op.GET:
-                reply = req.reply(p.Op.GET_REPLY, p.Status.OK, b"newer", epoch=HELD[0], ver=HELD[1])
-            else:
-                op = p.REPLY_OF[p.Op(req.op)]
-                reply = req.reply(op, p.Status.STALE, epoch=HELD[0], ver=HELD[1])
-            sock.sendto(reply.encode(), src)
+    def answer(req: p.Message) -> p.Message:
+        if req.op == p.Op.GET:
+            return req.reply(p.Op.GET_REPLY, p.Status.OK, b"newer", epoch=HELD[0], ver=HELD[1])
+        return req.reply(p.REPLY_OF[p.Op(req.op)], p.Status.STALE, epoch=HELD[0], ver=HELD[1])
 
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    yield sock.getsockname()
-    stop.set()
-    thread.join()
-    sock.close()
+    yield from fake_server(answer)
 
 
 def test_sync_client_raises_stale_write(stale_server: tuple[str, int]) -> None:

@@ -152,7 +152,7 @@ def _malformed() -> list[tuple[str, bytes]]:
         ("vlen_beyond_datagram", good[:-1]),
         ("unknown_op_0", bytes([0]) + good[1:]),
         ("unknown_op_15", bytes([15]) + good[1:]),
-        ("unknown_status", good[:1] + bytes([7]) + good[2:]),
+        ("unknown_status", good[:1] + bytes([8]) + good[2:]),
     ]
 
 

@@ -16,7 +16,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int well_formed = size >= KVS_HEADER_SIZE &&
                       (size_t)KVS_HEADER_SIZE + ((size_t)data[2] << 8 | data[3]) <= size &&
                       data[0] >= KVS_OP_GET && data[0] <= KVS_OP_REMOVE_REPLY &&
-                      data[1] <= KVS_STATUS_SERVER_ERROR;
+                      data[1] <= KVS_STATUS_UNAVAILABLE;
     if ((e == KVS_OK) != well_formed)
         abort();
     if (e != KVS_OK) {

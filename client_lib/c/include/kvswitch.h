@@ -67,6 +67,7 @@ typedef enum kvs_status {
     KVS_STATUS_STALE = 4,
     KVS_STATUS_DUPLICATE = 5,
     KVS_STATUS_SERVER_ERROR = 6,
+    KVS_STATUS_UNAVAILABLE = 7, /* answered by the switch: the request's server is down */
 } kvs_status;
 
 /* ---- typed errors: every fallible call returns one of these ---- */
@@ -78,6 +79,7 @@ typedef enum kvs_error {
     KVS_ERR_TOO_LARGE = 3,   /* status TOO_LARGE */
     KVS_ERR_STALE = 4,       /* status STALE: a newer write stands; this one's outcome unknown */
     KVS_ERR_SERVER = 6,      /* status SERVER_ERROR, or a status this library does not know */
+    KVS_ERR_UNAVAILABLE = 7, /* status UNAVAILABLE: the switch says the key's server is down */
     /* local errors */
     KVS_ERR_KEY_TOO_LONG = 10, /* key longer than KVS_KEY_SIZE */
     KVS_ERR_VALUE_TOO_LARGE,   /* value longer than KVS_MAX_VALUE */

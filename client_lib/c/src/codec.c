@@ -73,7 +73,7 @@ kvs_error kvs_decode(const uint8_t *buf, size_t len, kvs_header *h, const uint8_
     uint16_t vlen = get16(buf + 2);
     if ((size_t)KVS_HEADER_SIZE + vlen > len)
         return KVS_ERR_MALFORMED;
-    if (buf[0] < KVS_OP_GET || buf[0] > KVS_OP_REMOVE_REPLY || buf[1] > KVS_STATUS_SERVER_ERROR)
+    if (buf[0] < KVS_OP_GET || buf[0] > KVS_OP_REMOVE_REPLY || buf[1] > KVS_STATUS_UNAVAILABLE)
         return KVS_ERR_MALFORMED;
     h->op = buf[0];
     h->status = buf[1];
@@ -109,6 +109,7 @@ kvs_error kvs_status_error(uint8_t status)
     case KVS_STATUS_BAD_REQUEST: return KVS_ERR_BAD_REQUEST;
     case KVS_STATUS_TOO_LARGE: return KVS_ERR_TOO_LARGE;
     case KVS_STATUS_STALE: return KVS_ERR_STALE;
+    case KVS_STATUS_UNAVAILABLE: return KVS_ERR_UNAVAILABLE;
     default: return KVS_ERR_SERVER;
     }
 }
@@ -122,6 +123,7 @@ const char *kvs_strerror(int err)
     case KVS_ERR_TOO_LARGE: return "server refused the value as too large";
     case KVS_ERR_STALE: return "write older than the stored version (not applied)";
     case KVS_ERR_SERVER: return "server error";
+    case KVS_ERR_UNAVAILABLE: return "the key's server is down (answered by the switch)";
     case KVS_ERR_KEY_TOO_LONG: return "key longer than 16 bytes";
     case KVS_ERR_VALUE_TOO_LARGE: return "value longer than 8192 bytes";
     case KVS_ERR_BUFFER_TOO_SMALL: return "buffer too small";
@@ -150,9 +152,9 @@ const char *kvs_op_name(int op)
 const char *kvs_status_name(int status)
 {
     static const char *const names[] = {
-        "OK", "NOT_FOUND", "BAD_REQUEST", "TOO_LARGE", "STALE", "DUPLICATE", "SERVER_ERROR",
+        "OK", "NOT_FOUND", "BAD_REQUEST", "TOO_LARGE", "STALE", "DUPLICATE", "SERVER_ERROR", "UNAVAILABLE",
     };
-    if (status < 0 || status > KVS_STATUS_SERVER_ERROR)
+    if (status < 0 || status > KVS_STATUS_UNAVAILABLE)
         return "?";
     return names[status];
 }

@@ -337,7 +337,8 @@ static void test_statuses(void **state)
                  {KVS_STATUS_TOO_LARGE, KVS_ERR_TOO_LARGE},
                  {KVS_STATUS_STALE, KVS_ERR_STALE}, /* not applied: never a success */
                  {KVS_STATUS_DUPLICATE, KVS_OK},
-                 {KVS_STATUS_SERVER_ERROR, KVS_ERR_SERVER}};
+                 {KVS_STATUS_SERVER_ERROR, KVS_ERR_SERVER},
+                 {KVS_STATUS_UNAVAILABLE, KVS_ERR_UNAVAILABLE}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         struct fake f;
         fake_start_status(&f, STATUS, cases[i].status);

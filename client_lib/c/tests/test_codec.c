@@ -122,7 +122,7 @@ static void test_malformed(void **state)
         assert_int_equal(kvs_decode(buf, len, &d, NULL), KVS_ERR_MALFORMED);
     }
     buf[0] = KVS_OP_GET_REPLY;
-    buf[1] = 7;
+    buf[1] = 8;
     assert_int_equal(kvs_decode(buf, len, &d, NULL), KVS_ERR_MALFORMED);
     buf[1] = KVS_STATUS_SERVER_ERROR;
     assert_int_equal(kvs_decode(buf, len, &d, NULL), KVS_OK);
@@ -177,13 +177,15 @@ static void test_names(void **state)
     assert_int_equal(kvs_status_error(KVS_STATUS_TOO_LARGE), KVS_ERR_TOO_LARGE);
     assert_int_equal(kvs_status_error(KVS_STATUS_STALE), KVS_ERR_STALE);
     assert_int_equal(kvs_status_error(KVS_STATUS_SERVER_ERROR), KVS_ERR_SERVER);
+    assert_int_equal(kvs_status_error(KVS_STATUS_UNAVAILABLE), KVS_ERR_UNAVAILABLE);
     assert_int_equal(kvs_status_error(77), KVS_ERR_SERVER);
     assert_string_equal(kvs_op_name(KVS_OP_SYNC_DONE), "SYNC_DONE");
     assert_string_equal(kvs_op_name(KVS_OP_REMOVE_REPLY), "REMOVE_REPLY");
     assert_string_equal(kvs_op_name(0), "?");
     assert_string_equal(kvs_op_name(15), "?");
     assert_string_equal(kvs_status_name(KVS_STATUS_DUPLICATE), "DUPLICATE");
-    assert_string_equal(kvs_status_name(7), "?");
+    assert_string_equal(kvs_status_name(KVS_STATUS_UNAVAILABLE), "UNAVAILABLE");
+    assert_string_equal(kvs_status_name(8), "?");
     assert_int_equal(kvs_reply_op(KVS_OP_GET), KVS_OP_GET_REPLY);
     assert_int_equal(kvs_reply_op(KVS_OP_SET), KVS_OP_SET_REPLY);
     assert_int_equal(kvs_reply_op(KVS_OP_DEL), KVS_OP_DEL_REPLY);

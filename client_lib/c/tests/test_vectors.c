@@ -168,6 +168,7 @@ static void test_messages(void **state)
                 {"status_STALE", KVS_STATUS_STALE},
                 {"status_DUPLICATE", KVS_STATUS_DUPLICATE},
                 {"status_SERVER_ERROR", KVS_STATUS_SERVER_ERROR},
+                {"status_UNAVAILABLE", KVS_STATUS_UNAVAILABLE},
             };
             int found = 0;
             for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
