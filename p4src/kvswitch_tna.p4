@@ -7,6 +7,9 @@
 #include <core.p4>
 #include <tna.p4>
 
+// Feature files that differ only in an extern or two say so under this name (liveness.p4).
+#define KVSWITCH_TNA
+
 #include "shared/sizes.p4"
 #include "shared/protocol.p4"
 #include "shared/headers.p4"
@@ -16,6 +19,7 @@
 #include "shared/parser_tna.p4"
 #include "features/forwarding_tna.p4"
 #include "features/trust.p4"
+#include "features/liveness.p4"
 #include "features/hot_keys_tna.p4"
 #include "features/key_index.p4"
 #include "features/replicas_tna.p4"
@@ -31,6 +35,7 @@ control KvsIngress(inout kvs_tna_headers_t hdr, inout kvs_tna_meta_t meta,
     Forwarding() forwarding;
     KvsCheck() kvs_check;
     Trust() trust;
+    Liveness() liveness;
     HotKeys() hot_keys;
     KeyIndex() key_index;
     Replicas() replicas;
@@ -41,9 +46,11 @@ control KvsIngress(inout kvs_tna_headers_t hdr, inout kvs_tna_meta_t meta,
         meta.kvs.l4_dirty = false;
         meta.kvs.mcast = false;
         meta.kvs.hot = false;
+        meta.kvs.origin_down = false;
         if (hdr.h.ipv4.isValid() && !meta.ipv4_csum_ok) {
             fwd_drop(meta.fwd);
         } else {
+            mac_addr_t client_mac = hdr.h.ethernet.src_addr;  // for a refusal (liveness.p4)
             forwarding.apply(hdr.h, meta.fwd);
             // Tofino's ingress does not know the frame length: docs/tofino.md
             kvs_check.apply(hdr.h, meta.kvs, ig_prsr_md.parser_err == PARSER_ERROR_OK,
@@ -61,19 +68,32 @@ control KvsIngress(inout kvs_tna_headers_t hdr, inout kvs_tna_meta_t meta,
                                 || op == KvsOp.SYNC_DONE;
                 bool maintenance = consumed || op == KvsOp.SET_REPLY || op == KvsOp.DEL_REPLY
                                    || op == KvsOp.GET_REPLY;
+                // Replies counted per server; requests for a dead origin flagged (liveness.p4).
+                liveness.apply(hdr.h, meta.kvs);
+                // A write for a dead origin takes no version and makes no copy: answered below.
+                bool down_write = meta.kvs.origin_down && op != KvsOp.GET;
+                ipv4_addr_t requested = hdr.h.ipv4.dst_addr;
                 if (request) {
                     hot_keys.apply(hdr.h, meta.kvs);
                 } else if (maintenance) {
                     key_index.apply(hdr.h, meta.kvs);
                 }
-                if (meta.kvs.hot) {
+                if (meta.kvs.hot && !down_write) {
                     replicas.apply(hdr.h, meta.kvs, meta.fwd, ig_intr_md.ingress_port);
                 }
-                if (request && !meta.kvs.hot) {
+                if (request && !meta.kvs.hot && !meta.kvs.origin_down) {
                     hashpipe.apply(hdr.h.kvs.key);
                 }
-                if (request && meta.kvs.hot && op != KvsOp.GET) {
+                if (request && meta.kvs.hot && op != KvsOp.GET && !down_write) {
                     multicast.apply(hdr.h, meta.kvs, meta.fwd);
+                }
+                if (request && meta.kvs.origin_down && hdr.h.ipv4.dst_addr == requested) {
+                    // Still addressed to the dead origin (not redirected to a replica by rule 4):
+                    // the switch answers, out of the port the request came in.
+                    unavailable_reply(hdr.h, meta.kvs, client_mac);
+                    meta.fwd.port = ig_intr_md.ingress_port;
+                    meta.fwd.drop = false;
+                    meta.fwd.grp = 0;
                 }
                 if (consumed && !meta.kvs.hot) {
                     fwd_drop(meta.fwd);

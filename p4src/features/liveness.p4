@@ -25,12 +25,23 @@
 #define KVSWITCH_LIVENESS_P4
 
 control Liveness(in headers_t hdr, inout kvs_meta_t meta) {
+#ifdef KVSWITCH_TNA
+    // TNA's DirectCounter counts when the action says so (hot_keys_tna.p4)
+    @name("reply_counter")
+    DirectCounter<bit<64>>(CounterType_t.PACKETS_AND_BYTES) reply_counter;
+
+    @name("count_reply")
+    action count_reply() {
+        reply_counter.count();
+    }
+#else
     @name("reply_counter")
     direct_counter(CounterType.packets_and_bytes) reply_counter;
 
     @name("count_reply")
     action count_reply() {
     }
+#endif
 
     @name("ReplycountTable")
     table replycount_table {
@@ -80,35 +91,43 @@ control Liveness(in headers_t hdr, inout kvs_meta_t meta) {
 
 // The switch's own answer to a UDP request whose server is down: the request becomes its reply op
 // (GET -> GET_REPLY, SET -> SET_REPLY, DEL -> DEL_REPLY) with status UNAVAILABLE, vlen 0, epoch and
-// ver 0, (cid, seq, key) kept, and goes back out of the port it came in, addresses and ports
-// swapped (the client's MAC is the one the request arrived with, `client_mac`: forwarding already
-// rewrote the Ethernet addresses towards the dead server, and its source is the switch's MAC). A SET's value bytes stay in the datagram after the header; vlen 0 says they are not part
-// of the message (receivers ignore bytes after 36 + vlen, docs/protocol.md).
+// ver 0, (cid, seq, key) kept, addresses and ports swapped (the client's MAC is the one the request
+// arrived with, `client_mac`: forwarding already rewrote the Ethernet addresses towards the dead
+// server, and its source is the switch's MAC). A SET's value bytes stay in the datagram after the
+// header; vlen 0 says they are not part of the message (receivers ignore bytes after 36 + vlen,
+// docs/protocol.md). Each build sends it back out of the port it came in (Unavailable below;
+// liveness_tna.p4).
+void unavailable_reply(inout headers_t hdr, inout kvs_meta_t meta, in mac_addr_t client_mac) {
+    if (hdr.kvs.op == KvsOp.GET) {
+        hdr.kvs.op = KvsOp.GET_REPLY;
+    } else if (hdr.kvs.op == KvsOp.SET) {
+        hdr.kvs.op = KvsOp.SET_REPLY;
+    } else {
+        hdr.kvs.op = KvsOp.DEL_REPLY;
+    }
+    hdr.kvs.status = KvsStatus.UNAVAILABLE;
+    hdr.kvs.vlen = 0;
+    hdr.kvs.epoch = 0;
+    hdr.kvs.ver = 0;
+    hdr.ethernet.dst_addr = client_mac;
+    ipv4_addr_t ip = hdr.ipv4.dst_addr;
+    hdr.ipv4.dst_addr = hdr.ipv4.src_addr;
+    hdr.ipv4.src_addr = ip;
+    hdr.ipv4.ttl = 64;
+    bit<16> port = hdr.udp.dst_port;
+    hdr.udp.dst_port = hdr.udp.src_port;
+    hdr.udp.src_port = port;
+    meta.l4_dirty = true;
+}
+
+#ifndef KVSWITCH_TNA
 control Unavailable(inout headers_t hdr, inout kvs_meta_t meta, inout standard_metadata_t std,
                     in mac_addr_t client_mac) {
     apply {
-        if (hdr.kvs.op == KvsOp.GET) {
-            hdr.kvs.op = KvsOp.GET_REPLY;
-        } else if (hdr.kvs.op == KvsOp.SET) {
-            hdr.kvs.op = KvsOp.SET_REPLY;
-        } else {
-            hdr.kvs.op = KvsOp.DEL_REPLY;
-        }
-        hdr.kvs.status = KvsStatus.UNAVAILABLE;
-        hdr.kvs.vlen = 0;
-        hdr.kvs.epoch = 0;
-        hdr.kvs.ver = 0;
+        unavailable_reply(hdr, meta, client_mac);
         std.egress_spec = std.ingress_port;
-        hdr.ethernet.dst_addr = client_mac;
-        ipv4_addr_t ip = hdr.ipv4.dst_addr;
-        hdr.ipv4.dst_addr = hdr.ipv4.src_addr;
-        hdr.ipv4.src_addr = ip;
-        hdr.ipv4.ttl = 64;
-        bit<16> port = hdr.udp.dst_port;
-        hdr.udp.dst_port = hdr.udp.src_port;
-        hdr.udp.src_port = port;
-        meta.l4_dirty = true;
     }
 }
+#endif
 
 #endif  // KVSWITCH_LIVENESS_P4

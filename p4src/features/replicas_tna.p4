@@ -40,6 +40,9 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout kvs_fwd_t fwd
             if (cur >= meta.n) {
                 cur = 0;
             }
+            if (cur == 0 && meta.origin_down && meta.n > 1) {
+                cur = 1;  // the origin is down (liveness.p4): its turn goes to ordinal 1
+            }
             rv = cur;
             if (cur + 1 >= meta.n) {
                 value = 0;

@@ -247,12 +247,6 @@ class Dataplane:
         assert len(found) == 1, f"{kind} {suffix!r}: {found}"
         return found[0]
 
-    @property
-    def has_liveness(self) -> bool:
-        """The build has liveness.p4's tables (the TNA build does not yet: its twin is to come)."""
-        tables = self.names("tables")
-        return any(n.endswith(".ReplycountTable") or n == "ReplycountTable" for n in tables)
-
     def register(self, suffix: str) -> str:
         """The register whose fully qualified name ends with ``suffix`` (one only)."""
         return self._named("registers", suffix)
@@ -312,10 +306,9 @@ class Dataplane:
             self.handles[("LoadcountTable", server.ip.encode())] = self.sw.table_add(
                 "LoadcountTable", {"dst_addr": ip_int(server.ip)}, "count_load", {}
             )
-            if self.has_liveness:
-                self.handles[("ReplycountTable", server.ip.encode())] = self.sw.table_add(
-                    "ReplycountTable", {"src_addr": ip_int(server.ip)}, "count_reply", {}
-                )
+            self.handles[("ReplycountTable", server.ip.encode())] = self.sw.table_add(
+                "ReplycountTable", {"src_addr": ip_int(server.ip)}, "count_reply", {}
+            )
         self.sw.register_write(self.register("epoch"), 0, EPOCH)
 
     def make_hot(

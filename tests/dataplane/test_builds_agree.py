@@ -24,13 +24,6 @@ from .conftest import _build_target
 
 ORIGINS = {"hot-0": SERVERS[0], "hot-1": SERVERS[0], "hot-2": SERVERS[1], "hot-3": SERVERS[1]}
 KINDS = ("tables", "actions", "registers", "counters", "direct_counters", "meters", "digests")
-# Named gap: liveness.p4 (issue 12: ReplycountTable, DownTable and their actions and counter) is
-# in the v1model build only until its TNA twin follows; remove this once kvswitch_tna.p4 has it.
-V1MODEL_ONLY = {"ReplycountTable", "DownTable", "count_reply", "set_down", "reply_counter"}
-
-
-def _shared(names: dict[str, str]) -> dict[str, str]:
-    return {n: e for n, e in names.items() if n.rsplit(".", 1)[-1] not in V1MODEL_ONLY}
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +41,7 @@ def test_p4info_entities_are_the_same(planes: dict[str, Dataplane]) -> None:
     v1, tna = (planes[a].sw.p4info for a in ("v1model", "tna"))
     assert (v1.pkg_info.arch, tna.pkg_info.arch) == ("v1model", "tna")
     for kind in KINDS:
-        assert _shared({e.preamble.name: str(e) for e in getattr(v1, kind)}) == {
+        assert {e.preamble.name: str(e) for e in getattr(v1, kind)} == {
             e.preamble.name: str(e) for e in getattr(tna, kind)
         }, kind
 
@@ -128,8 +121,6 @@ def test_same_packets_registers_and_counters_on_one_trace(planes: dict[str, Data
             tna.sw.counter_read(name, i) for i in range(size)
         ]
     for (table, key), handle in v1.handles.items():
-        if table in V1MODEL_ONLY:
-            continue
         assert v1.sw.direct_counter_read(table, handle) == tna.sw.direct_counter_read(
             table, tna.handles[(table, key)]
         ), (table, key)

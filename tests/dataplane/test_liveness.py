@@ -4,7 +4,6 @@ replica in the read set can serve."""
 
 from __future__ import annotations
 
-import pytest
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 from scapy.packet import Packet
@@ -23,12 +22,6 @@ from .base import (
 )
 
 S0, S1, S2, S3 = SERVERS
-
-
-@pytest.fixture(autouse=True)
-def _liveness_build(dp: Dataplane) -> None:
-    if not dp.has_liveness:
-        pytest.skip(f"the {dp.arch} build has no liveness.p4 yet (its TNA twin is to come)")
 
 
 KEY = "hot-of-dead"
