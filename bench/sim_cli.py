@@ -210,7 +210,7 @@ def _explore_args(parser: argparse.ArgumentParser) -> None:
         help="one client's operations, e.g. \"set a1,get\" (repeatable; replaces the presets')",
     )
     for name in ("replicas", "losses", "dups", "retries", "sync-retries"):
-        parser.add_argument(f"--{name}", type=int, help="bound (default: the preset's)")
+        parser.add_argument(f"--{name}", type=t.nonneg_int, help="bound (default: the preset's)")
     for name, text in (
         ("hotset-change", "a replica removed and re-added"),
         ("restart", "a switch restart (epoch + 1)"),
@@ -223,7 +223,12 @@ def _explore_args(parser: argparse.ArgumentParser) -> None:
             f"--{name}", action=argparse.BooleanOptionalAction, default=None, help=text
         )
     parser.add_argument("--broken", choices=sorted(ex.BROKEN), help="a broken variant of the rules")
-    parser.add_argument("--max-states", type=int, default=None)
+    parser.add_argument(
+        "--max-states",
+        type=t.positive_int,
+        default=None,
+        help="stop after this many states (the check is then not exhaustive)",
+    )
 
 
 def cmd_explore(ns: argparse.Namespace) -> int:
