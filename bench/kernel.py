@@ -94,9 +94,9 @@ def hashpipe_insert(kid, hp_key, hp_cnt, prefixes, table):
             hp_key[s, i] = ck
             hp_cnt[s, i] = cc
             return
-        # a later stage decides on the counts alone (one stateful-ALU pass per register on
-        # Tofino): a carried key meeting its own copy is kept apart, and the controller adds
-        # a key's counts over the stages
+        if hp_key[s, i] == ck:
+            hp_cnt[s, i] += cc
+            return
         if hp_cnt[s, i] < cc:
             tk = hp_key[s, i]
             tc = hp_cnt[s, i]

@@ -434,7 +434,7 @@ class ReferencePipeline:
         for s in range(m.stages):
             i = hp_index_ref(s, key16(carried_key), m.width)
             slot_key, count = int(m.hp_key[s, i]), int(m.hp_cnt[s, i])
-            if count == 0 or (s == 0 and slot_key == carried_key):
+            if count == 0 or slot_key == carried_key:
                 m.hp_key[s, i] = carried_key
                 m.hp_cnt[s, i] = count + carried
                 return

@@ -2,12 +2,10 @@
 // w = HP_SLOTS slots. Only requests (GET/SET/DEL) that miss HotkeyTable enter it.
 //
 // Stage s indexes with crc32({seed_s, key}) mod w (docs/protocol.md "HashPipe hashing"). The first
-// stage always inserts the incoming key (count 1; a slot already holding it counts one more),
-// evicting the slot's occupant into the carry; a later stage fills an empty slot (count 0) or keeps
-// the larger of the two counts and carries the other on (ties keep the slot's occupant), without
-// comparing keys: on Tofino a stage reaches each register once, so the key cannot be compared
-// before the count decides (hashpipe_tna.p4). A key may thus sit in several stages; the controller
-// adds its counts. Whatever is carried out of the last stage is dropped.
+// stage always inserts the incoming key (count 1), evicting the slot's occupant into the carry; a
+// later stage adds the carry to a slot holding the same key, fills an empty slot (count 0), or keeps
+// the larger of the two counts and carries the other on (ties keep the slot's occupant). Whatever is
+// carried out of the last stage is dropped.
 //
 // Registers (per stage instance, control-plane names `hp_stage<s>.hp_key0` .. `hp_key3` and
 // `hp_stage<s>.hp_cnt`): the controller reads them every period as cold-key candidates and resets
@@ -41,14 +39,9 @@ control HashPipeStage(inout hp_carry_t carry)(bit<32> seed, bool always_insert) 
             hp_key3.read(w3, idx);
             hp_cnt.read(slot_cnt, idx);
             kvs_key_t slot_key = w0 ++ w1 ++ w2 ++ w3;
-            // Empty slot, or the carried key evicts the occupant: the carried key goes in. Stage 0
-            // counts its own key; later stages decide on the counts alone.
-            bool take;
-            if (always_insert) {
-                take = slot_cnt == 0 || slot_key != carry.key;
-            } else {
-                take = slot_cnt == 0 || carry.cnt > slot_cnt;
-            }
+            // Empty slot, or the new key evicts the occupant: the carried key goes in.
+            bool take = slot_cnt == 0 || (slot_key != carry.key
+                                          && (always_insert || carry.cnt > slot_cnt));
             if (take) {
                 hp_key0.write(idx, carry.key[127:96]);
                 hp_key1.write(idx, carry.key[95:64]);
@@ -58,7 +51,7 @@ control HashPipeStage(inout hp_carry_t carry)(bit<32> seed, bool always_insert) 
                 carry.active = slot_cnt != 0;
                 carry.key = slot_key;
                 carry.cnt = slot_cnt;
-            } else if (always_insert) {
+            } else if (slot_key == carry.key) {
                 hp_cnt.write(idx, slot_cnt + carry.cnt);
                 carry.active = false;
             }

@@ -18,6 +18,9 @@ def stage_index(seed: int, key: bytes, slots: int) -> int:
 class HashPipeModel:
     seeds: tuple[int, ...]
     slots: int
+    # the TNA build's later stages (p4src/features/hashpipe_tna.p4): the count decides before the
+    # key is compared, so a carried key meeting its own copy is treated as another key
+    tofino: bool = False
     keys: list[list[bytes]] = field(init=False)
     counts: list[list[int]] = field(init=False)
 
@@ -30,8 +33,7 @@ class HashPipeModel:
         for stage, seed in enumerate(self.seeds):
             idx = stage_index(seed, carry_key, self.slots)
             slot_key, slot_cnt = self.keys[stage][idx], self.counts[stage][idx]
-            if stage > 0:
-                # later stages decide on the counts alone (hashpipe.p4, hashpipe_tna.p4)
+            if self.tofino and stage > 0:
                 if slot_cnt == 0 or carry_cnt > slot_cnt:
                     self.keys[stage][idx], self.counts[stage][idx] = carry_key, carry_cnt
                     if slot_cnt == 0:
@@ -42,15 +44,16 @@ class HashPipeModel:
                 self.keys[stage][idx] = carry_key
                 self.counts[stage][idx] = slot_cnt + carry_cnt
                 return
-            self.keys[stage][idx], self.counts[stage][idx] = carry_key, carry_cnt
-            carry_key, carry_cnt = slot_key, slot_cnt
+            if stage == 0 or carry_cnt > slot_cnt:
+                self.keys[stage][idx], self.counts[stage][idx] = carry_key, carry_cnt
+                carry_key, carry_cnt = slot_key, slot_cnt
 
 
 VECTORS_ABOUT = (
     "docs/protocol.md 'HashPipe hashing' and p4src/features/hashpipe.p4: stage s indexes with "
-    "zlib.crc32(seed_s (4 bytes, big-endian) + key16) mod slots; stage 0 always inserts (a slot "
-    "holding the key counts one more), later stages fill an empty slot (count 0) or keep the "
-    "larger count (ties keep the occupant) without comparing keys. trace[i] is an index into population; population[j] is the ASCII of "
+    "zlib.crc32(seed_s (4 bytes, big-endian) + key16) mod slots; stage 0 always inserts, later "
+    "stages add to the same key, fill an empty slot (count 0) or keep the larger count (ties keep "
+    "the occupant). trace[i] is an index into population; population[j] is the ASCII of "
     "'key-<j>' right-padded with zero bytes to 16. registers are the state after the whole trace; "
     "keys are hex, null where the count is 0."
 )

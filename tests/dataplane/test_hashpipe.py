@@ -107,6 +107,15 @@ def test_registers_equal_reference_after_trace(dp: Dataplane) -> None:
             )
     keys, counts = _registers(dp)
     want_keys, want_counts = vectors["registers"]["keys"], vectors["registers"]["counts"]
+    if dp.arch == "tna":
+        # the TNA build's later stages cannot merge a carried key into its own copy (one access
+        # per register per pass): its reference is the model with that rule (hashpipe_tna.p4)
+        model = HashPipeModel(tuple(vectors["seeds"]), vectors["slots"], tofino=True)
+        for index in vectors["trace"]:
+            model.insert(population[index])
+        assert model.counts != want_counts  # the trace does exercise the difference
+        want_counts = model.counts
+        want_keys = [[k.hex() for k in ks] for ks in model.keys]
     assert counts == want_counts
     for stage in range(HP_STAGES):
         for idx in range(HP_SLOTS):
