@@ -4,10 +4,9 @@ Tables hold entries the way the switch does (exact match, with the action parame
 docs/dataplane.md); registers and counters are numpy arrays. Queries run either through the
 compiled kernel (:mod:`kvswitch.bench.kernel`, fast) or through :class:`ReferencePipeline`, the
 same rules (:mod:`kvswitch.bench.coherence`) driven by a plain-Python loop that the tests compare
-the kernel's loop against. The model also
-plays the agents' side of pushes (SYNC, SYNC_DONE, the controller's push into each replica, CONFIRM,
-all delivered at once) and keeps
-which servers store a replica copy of each key.
+the kernel's loop against. The model also plays the agents' side of pushes (SYNC, SYNC_DONE, the
+controller's push into each replica, CONFIRM, all delivered at once) and keeps which servers store
+a replica copy of each key.
 
 Keys are the simulator's integer ids (``key16(id)`` on the wire, ids < 2**31).
 """
