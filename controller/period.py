@@ -131,6 +131,10 @@ class Controller:
         # fixed), and those that may hold no replica this period (dead, or just restarted)
         self.down: frozenset[int] = frozenset()
         self.excluded: frozenset[int] = frozenset()
+        # servers down during the last decision (their requests were refused until this period's
+        # end at least), and each server's cold load the last time it served a whole period
+        self._down_before: frozenset[int] = frozenset()
+        self._cold_seen: dict[int, float] = {}
 
     def step(self, driver: Driver) -> PeriodReport:
         hot = driver.read_hot_counters()
@@ -172,13 +176,19 @@ class Controller:
         cfg = self.config
         observed = merge_observations(hot, pipe)
         predicted = self.predictor.update(observed)
-        # a dead server's load (0: its requests are refused) says nothing about the balance
-        live = [x for s, x in enumerate(loads) if s not in self.down]
+        # the load of a server down during this period (0, or a part: its requests were refused)
+        # says nothing about the balance, nor about its cold load next period
+        absent = self.down | self._down_before
+        self._down_before = self.down
+        live = [x for s, x in enumerate(loads) if s not in absent]
         threshold = self.threshold.update(live or loads)
         origins = [self.origin_of(key) for key, _ in predicted]
         measured = key_write_ratios(hot, writes or {})
-        cold = cold_load_estimate(
-            loads, hot, self.plan, predicted, observed, self.origin_of, measured
+        cold = self._stand_in_cold(
+            cold_load_estimate(
+                loads, hot, self.plan, predicted, observed, self.origin_of, measured
+            ),
+            absent,
         )
         default = overall_write_ratio(hot, writes or {}, cfg.write_ratio)
         ratios = [measured.get(key, default) for key, _ in predicted]
@@ -208,3 +218,17 @@ class Controller:
         ops = diff(self.plan, new_plan, self.rack, floor)
         self.plan = new_plan
         return PeriodReport(observed, predicted, list(loads), threshold, new_plan, ops)
+
+    def _stand_in_cold(self, cold: list[float], absent: frozenset[int]) -> list[float]:
+        """``cold`` with each absent server's estimate replaced by its last one from a period it
+        served whole (else the mean of the others'): a server back from the dead would otherwise
+        look idle, draw replicas away from its own hot keys and be the most loaded next period."""
+        present = [x for s, x in enumerate(cold) if s not in absent]
+        mean = sum(present) / len(present) if present else 0.0
+        out = list(cold)
+        for s, x in enumerate(cold):
+            if s in absent:
+                out[s] = self._cold_seen.get(s, mean)
+            else:
+                self._cold_seen[s] = x
+        return out

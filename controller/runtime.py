@@ -320,6 +320,7 @@ class Runtime:
         error = ""
         events: list[str] = []
         ops: list[Operation] = []
+        refused = self.membership.down  # the switch refused their requests during this period
         try:
             if not self.observe_only:
                 events = self.watch()
@@ -342,8 +343,9 @@ class Runtime:
         plan = self.controller.plan
         counts = OpCounts.of(ops)
         loads = report.loads if report is not None else []
-        down = self.membership.down
-        live = [x for s, x in enumerate(loads) if s not in down]  # lambda of the servers up
+        # lambda of the servers up all period (one back at its end was refused until then)
+        absent = self.membership.down | refused
+        live = [x for s, x in enumerate(loads) if s not in absent]
         metrics = Metrics(
             period=self.periods,
             time=time.time(),

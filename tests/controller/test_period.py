@@ -78,3 +78,23 @@ def test_failed_batch_keeps_the_old_plan() -> None:
     assert ctl.plan.keys == {}
     with pytest.raises(ValueError):
         Controller(ControllerConfig(k=20), lambda k: 0, RACK, 8)
+
+
+def test_a_server_back_from_the_dead_is_planned_with_its_load_from_before() -> None:
+    """Its requests were refused until the period's end: its measured load (near 0) must not
+    make it look idle, or its own hot key gets no replica and it is the most loaded next period."""
+    ctl = Controller(
+        ControllerConfig(k=4, t0=250, bound=10.0, alpha=1.0, policy="balance"),
+        lambda k: k[-1] % 4,
+        RACK,
+        8,
+    )
+    hot = [(key(3), 300), (key(4), 10)]  # key(3)'s origin is server 3
+    ctl.decide({}, hot, [410, 400, 400, 700])
+    assert len(ctl.plan.keys[key(3)].holders) > 1  # 400 cold + 300 hot: replicated
+    ctl.down = frozenset({3})
+    ctl.decide({}, hot, [560, 500, 500, 0])  # server 3 refused all period
+    ctl.down = frozenset()  # back at the period's end: refused until then
+    report = ctl.decide({}, hot, [560, 500, 500, 5])
+    assert len(report.plan.keys[key(3)].holders) > 1
+    assert report.threshold == 250

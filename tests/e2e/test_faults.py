@@ -100,12 +100,12 @@ def test_dead_server_then_restarted(rack: Any) -> None:
     print(f"{len(served)} Gets of {victim}'s hot keys served while it was down")
     assert len(served) > 50
 
-    # restarted: back in the rack within 3 periods, balanced within 5 (the issue asks 3: measured
-    # 3 of 5 runs, docs/rack.md; the period after it rejoins as a replica is often the worst)
+    # restarted: back in the rack and balanced (lambda < 0.1) within 3 periods; the first of them
+    # ends with the restart seen, and its lambda is that of the 7 servers the switch served
     after = [m for m in run.metrics if m["time"] > restarted][:5]
     assert any(f"{victim}:up" in e for m in after[:3] for e in m["events"]), after
     print(f"lambda in the 5 periods after the restart: {[round(m['lambda'], 3) for m in after]}")
-    assert min(m["lambda"] for m in after) < 0.1, after
+    assert min(m["lambda"] for m in after[:3]) < 0.1, after
     assert all(m["loads"][index] > 0 for m in after[1:3]), after
 
 
