@@ -18,8 +18,9 @@ error {
 // between them: KvsL3Parser (Ethernet, IPv4 and its options), then, for IPv4, KvsL4Parser (UDP/TCP
 // and the KVSwitch header). v1model's KvsParser (parser_v1model.p4) and TNA's ingress and egress
 // parsers (parser_tna.p4) apply them after their intrinsic metadata.
-parser KvsL3Parser(packet_in pkt, inout headers_t hdr, inout kvs_meta_t meta) {
+parser KvsL3Parser(packet_in pkt, out headers_t hdr, inout kvs_meta_t meta, out bit<8> l4_proto) {
     state start {
+        l4_proto = 0;
         pkt.extract(hdr.ethernet);
         transition select(hdr.ethernet.ether_type) {
             ETHERTYPE_IPV4: parse_ipv4;
@@ -31,6 +32,8 @@ parser KvsL3Parser(packet_in pkt, inout headers_t hdr, inout kvs_meta_t meta) {
         pkt.extract(hdr.ipv4);
         verify(hdr.ipv4.version == 4 && hdr.ipv4.ihl >= 5, error.Ipv4BadHeader);
         meta.l4_len = hdr.ipv4.total_len - ((bit<16>)hdr.ipv4.ihl << 2);
+        // only the first fragment carries the L4 header
+        l4_proto = hdr.ipv4.frag_offset == 0 ? hdr.ipv4.protocol : 8w0;
         transition select(hdr.ipv4.ihl) {
             5: accept;
             default: parse_ipv4_options;
@@ -43,14 +46,13 @@ parser KvsL3Parser(packet_in pkt, inout headers_t hdr, inout kvs_meta_t meta) {
     }
 }
 
-parser KvsL4Parser(packet_in pkt, inout headers_t hdr, inout kvs_meta_t meta) {
+parser KvsL4Parser(packet_in pkt, in bit<8> l4_proto, inout headers_t hdr, inout kvs_meta_t meta) {
     bit<16> tcp_payload_len;
 
-    // Only the first fragment carries the L4 header.
     state start {
-        transition select(hdr.ipv4.frag_offset, hdr.ipv4.protocol) {
-            (0, IP_PROTO_UDP): parse_udp;
-            (0, IP_PROTO_TCP): parse_tcp;
+        transition select(l4_proto) {
+            IP_PROTO_UDP: parse_udp;
+            IP_PROTO_TCP: parse_tcp;
             default: accept;
         }
     }

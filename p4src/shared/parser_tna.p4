@@ -11,11 +11,12 @@ parser KvsIngressParser(packet_in pkt, out kvs_tna_headers_t hdr, out kvs_tna_me
     KvsIpv4Verify() ipv4_verify;
     KvsL4Parser() l4;
     KvsL4Residual() l4_residual;
+    bit<8> l4_proto;
 
     state start {
         pkt.extract(ig_intr_md);
         pkt.advance(PORT_METADATA_SIZE);
-        l3.apply(pkt, hdr.h, meta.kvs);
+        l3.apply(pkt, hdr.h, meta.kvs, l4_proto);
         ipv4_verify.apply(pkt, hdr.h, meta.ipv4_csum_ok);
         transition select(hdr.h.ipv4.isValid()) {
             true: parse_l4;
@@ -24,7 +25,7 @@ parser KvsIngressParser(packet_in pkt, out kvs_tna_headers_t hdr, out kvs_tna_me
     }
 
     state parse_l4 {
-        l4.apply(pkt, hdr.h, meta.kvs);
+        l4.apply(pkt, l4_proto, hdr.h, meta.kvs);
         l4_residual.apply(pkt, hdr.h, meta.kvs, meta.residual);
         transition accept;
     }
@@ -44,11 +45,12 @@ parser KvsEgressParser(packet_in pkt, out kvs_tna_headers_t hdr, out kvs_tna_met
                        out egress_intrinsic_metadata_t eg_intr_md) {
     KvsL3Parser() l3;
     KvsL4Parser() l4;
+    bit<8> l4_proto;
 
     state start {
         pkt.extract(eg_intr_md);
         pkt.extract(hdr.bridge);
-        l3.apply(pkt, hdr.h, meta.kvs);
+        l3.apply(pkt, hdr.h, meta.kvs, l4_proto);
         transition select(hdr.h.ipv4.isValid()) {
             true: parse_l4;
             default: accept;
@@ -56,7 +58,7 @@ parser KvsEgressParser(packet_in pkt, out kvs_tna_headers_t hdr, out kvs_tna_met
     }
 
     state parse_l4 {
-        l4.apply(pkt, hdr.h, meta.kvs);
+        l4.apply(pkt, l4_proto, hdr.h, meta.kvs);
         transition accept;
     }
 }

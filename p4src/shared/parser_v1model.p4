@@ -7,17 +7,18 @@ parser KvsParser(packet_in pkt, out headers_t hdr, inout kvs_meta_t meta,
                  inout standard_metadata_t std) {
     KvsL3Parser() l3;
     KvsL4Parser() l4;
+    bit<8> l4_proto;
 
     state start {
-        l3.apply(pkt, hdr, meta);
-        transition select(hdr.ipv4.isValid()) {
-            true: parse_l4;
-            default: accept;
+        l3.apply(pkt, hdr, meta, l4_proto);
+        transition select(l4_proto) {
+            0: accept;
+            default: parse_l4;
         }
     }
 
     state parse_l4 {
-        l4.apply(pkt, hdr, meta);
+        l4.apply(pkt, l4_proto, hdr, meta);
         transition accept;
     }
 }

@@ -23,7 +23,9 @@ from google.protobuf import text_format
 def need(tool: str) -> str:
     path = shutil.which(tool)
     if path is None:
-        pytest.skip(f"{tool} is not on PATH (see /work/shared/reftools/README.md or DEVELOPERS.md)")
+        pytest.skip(
+            f"{tool} is not on PATH: the p4c/BMv2 differential tests need it (docs/softswitch.md)"
+        )
     return path
 
 
