@@ -718,6 +718,21 @@ static void fake_script(struct fake *f, const uint8_t *script, int n, uint32_t m
     f->moved_version = moved_version;
 }
 
+/* One SCRIPT server (id 0) and a client of it; ring_version > 0: RING_GET is answered with that
+ * version and the server itself as the only member (grow: a newer one each time). */
+static kvs_client *scripted(struct fake *a, const uint8_t *script, int n, uint32_t moved_version,
+                            uint32_t ring_version, int grow, unsigned timeout_ms, unsigned retries)
+{
+    fake_init(a, SCRIPT, 0);
+    fake_script(a, script, n, moved_version);
+    a->grow = grow;
+    struct fake *self[] = {a};
+    if (ring_version > 0)
+        fake_ring(a, ring_version, (const uint16_t[]){0}, self, 1);
+    fake_run(a);
+    return client_for(a, 1, timeout_ms, retries, 0);
+}
+
 /* A key whose origin among servers {0, 1} (version 0) is `want`. */
 static void key_with_origin(const kvs_client *c, unsigned want, char *key, size_t *klen)
 {
@@ -789,13 +804,8 @@ static void test_moved_same_server(void **state)
 {
     (void)state;
     struct fake a;
-    fake_init(&a, SCRIPT, 0);
     const uint8_t moved[] = {KVS_STATUS_MOVED};
-    fake_script(&a, moved, 1, 4);
-    struct fake *ma[] = {&a};
-    fake_ring(&a, 4, (const uint16_t[]){0}, ma, 1);
-    fake_run(&a);
-    kvs_client *c = client_for(&a, 1, 500, 0, 0);
+    kvs_client *c = scripted(&a, moved, 1, 4, 4, 0, 500, 0);
     kvs_reply_info info;
     assert_int_equal(kvs_set(c, "k", 1, "v", 1, &info), KVS_OK);
     assert_int_equal(info.moved, 1);
@@ -814,15 +824,9 @@ static void test_too_many_moved(void **state)
 {
     (void)state;
     struct fake a;
-    fake_init(&a, SCRIPT, 0);
     const uint8_t moved[] = {KVS_STATUS_MOVED, KVS_STATUS_MOVED, KVS_STATUS_MOVED,
                              KVS_STATUS_MOVED, KVS_STATUS_MOVED, KVS_STATUS_MOVED};
-    fake_script(&a, moved, 6, 1);
-    a.grow = 1;
-    struct fake *ma[] = {&a};
-    fake_ring(&a, 1, (const uint16_t[]){0}, ma, 1);
-    fake_run(&a);
-    kvs_client *c = client_for(&a, 1, 500, 3, 0);
+    kvs_client *c = scripted(&a, moved, 6, 1, 1, 1, 500, 3);
     kvs_reply_info info;
     assert_int_equal(kvs_delete(c, "k", 1, &info), KVS_ERR_MOVED);
     assert_int_equal(info.status, KVS_STATUS_MOVED);
@@ -836,10 +840,7 @@ static void test_too_many_moved(void **state)
 
     /* MOVED with a version the client already has (the agent is behind): no RING_GET, a
      * RETRY-like wait before each resend, and the same limit */
-    fake_init(&a, SCRIPT, 0);
-    fake_script(&a, moved, 6, 0);
-    fake_run(&a);
-    c = client_for(&a, 1, 500, 0, 0);
+    c = scripted(&a, moved, 6, 0, 0, 0, 500, 0);
     double t0 = mono_ms();
     assert_int_equal(kvs_delete(c, "k", 1, &info), KVS_ERR_MOVED);
     double ms = mono_ms() - t0;
@@ -855,11 +856,8 @@ static void test_retry_backoff(void **state)
 {
     (void)state;
     struct fake a;
-    fake_init(&a, SCRIPT, 0);
     const uint8_t retry[] = {KVS_STATUS_RETRY, KVS_STATUS_RETRY, KVS_STATUS_RETRY};
-    fake_script(&a, retry, 3, 0);
-    fake_run(&a);
-    kvs_client *c = client_for(&a, 1, 500, 0, 0);
+    kvs_client *c = scripted(&a, retry, 3, 0, 0, 0, 500, 0);
     kvs_reply_info info;
     assert_int_equal(kvs_set(c, "k", 1, "v", 1, &info), KVS_OK);
     assert_int_equal(info.retried, 3);
@@ -881,10 +879,7 @@ static void test_retry_backoff(void **state)
         KVS_STATUS_RETRY, KVS_STATUS_RETRY, KVS_STATUS_RETRY, KVS_STATUS_RETRY,
         KVS_STATUS_RETRY, KVS_STATUS_RETRY, KVS_STATUS_RETRY, KVS_STATUS_RETRY,
         KVS_STATUS_RETRY, KVS_STATUS_RETRY, KVS_STATUS_RETRY, KVS_STATUS_RETRY};
-    fake_init(&a, SCRIPT, 0);
-    fake_script(&a, always, 16, 0);
-    fake_run(&a);
-    c = client_for(&a, 1, 100, 1, 0); /* the request's time: 2 x 100 ms */
+    c = scripted(&a, always, 16, 0, 0, 0, 100, 1); /* the request's time: 2 x 100 ms */
     double t0 = mono_ms();
     assert_int_equal(kvs_set(c, "k", 1, "v", 1, &info), KVS_ERR_RETRY);
     double ms = mono_ms() - t0;
