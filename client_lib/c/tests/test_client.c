@@ -34,10 +34,12 @@ struct fake {
     int index;                    /* ring index of this server, for the routing check */
     const kvs_ring *_Atomic ring; /* published after index */
     atomic_int misrouted;
-    /* SCRIPT: data request i is answered script[i] (OK after the script); a MOVED carries
+    /* SCRIPT: data request i is answered script[i] (`after` after the script: 0 = OK); a MOVED
+     * carries
      * moved_version (+ the number of RING_GETs answered so far when grow is set) */
     uint8_t script[16];
     int nscript;
+    uint8_t after;
     uint32_t moved_version;
     int grow;
     /* RING_GET (any mode but SILENT): answered with ring[0..ring_len) as the RING_REPLY value,
@@ -204,7 +206,7 @@ static void *serve(void *arg)
             sendto(fd, out, len, 0, (struct sockaddr *)&from, flen);
         }
         if (f->mode == SCRIPT) {
-            uint8_t status = count < f->nscript ? f->script[count] : KVS_STATUS_OK;
+            uint8_t status = count < f->nscript ? f->script[count] : f->after;
             kvs_header r = h;
             r.op = kvs_reply_op(h.op);
             r.status = status;
@@ -612,14 +614,21 @@ static long json_int(const char *json, const char *field)
     return v;
 }
 
-static void test_loadgen(void **state)
+/* The loadgen binary `make test` built (KVS_LOADGEN); the test is skipped without it. */
+static const char *loadgen_or_skip(void)
 {
-    (void)state;
     const char *bin = getenv("KVS_LOADGEN");
     if (bin == NULL || access(bin, X_OK) != 0) {
         print_message("KVS_LOADGEN not set: run through `make test`; skipped\n");
         skip();
     }
+    return bin;
+}
+
+static void test_loadgen(void **state)
+{
+    (void)state;
+    const char *bin = loadgen_or_skip();
     struct fake f[2];
     fake_start(&f[0], ECHO);
     fake_start(&f[1], ECHO);
@@ -1041,6 +1050,71 @@ static void test_follow_async(void **state)
     fake_stop(&b);
 }
 
+/* The load generator under the membership rules, in all three modes: a server that answers
+ * MOVED to everything and gives a ring naming a new server; then RETRY answers. */
+static void test_loadgen_membership(void **state)
+{
+    (void)state;
+    const char *bin = loadgen_or_skip();
+    static char out[1 << 16];
+    const char *modes[][4] = {{"--rate", "1000", NULL, NULL},
+                              {"--window", "8", NULL, NULL},
+                              {"--closed", NULL, NULL, NULL}};
+    for (size_t m = 0; m < 3; m++) {
+        struct fake a, b;
+        fake_init(&b, ECHO, 0);
+        fake_init(&a, SCRIPT, 0);
+        a.after = KVS_STATUS_MOVED;
+        a.moved_version = 2;
+        struct fake *mb[] = {&b};
+        fake_ring(&a, 2, (const uint16_t[]){1}, mb, 1);
+        fake_run(&a);
+        fake_run(&b);
+        char servers[32];
+        snprintf(servers, sizeof servers, "127.0.0.1:%u", a.port);
+        char *argv[16] = {(char *)bin, "--servers", servers, "--duration", "0.5", "--keys", "100",
+                          "--write-ratio", "0.3", "--json", "--quiet"};
+        int k = 11;
+        for (int i = 0; i < 4 && modes[m][i] != NULL; i++)
+            argv[k++] = (char *)modes[m][i];
+        argv[k] = NULL;
+        assert_int_equal(run_capture(argv, out, sizeof out), 0);
+        long sent = json_int(out, "sent"), moved = json_int(out, "moved_resends");
+        print_message("%s: sent %ld, moved_resends %ld, server A %d, B %d requests\n", modes[m][0],
+                      sent, moved, atomic_load(&a.requests), atomic_load(&b.requests));
+        assert_true(sent > 50);
+        assert_int_equal(json_int(out, "received"), sent);
+        assert_int_equal(json_int(out, "lost"), 0);
+        assert_int_equal(json_int(out, "ok"), sent);
+        assert_int_equal(json_int(out, "ring_version"), 2);
+        assert_int_equal(json_int(out, "ring_changes"), 1);
+        assert_int_equal(atomic_load(&a.ring_gets), 1);
+        /* every request A got was MOVED and resent; B answered every request */
+        assert_true(moved >= 1);
+        assert_int_equal(moved, atomic_load(&a.requests));
+        assert_int_equal(atomic_load(&b.requests), sent);
+        assert_non_null(strstr(out, "\"replies_unknown_server\": 0, \"intervals\""));
+        fake_stop(&a);
+        fake_stop(&b);
+    }
+    /* RETRY: three waits, then OK */
+    struct fake a;
+    fake_init(&a, SCRIPT, 0);
+    const uint8_t retry[] = {KVS_STATUS_RETRY, KVS_STATUS_RETRY, KVS_STATUS_RETRY};
+    fake_script(&a, retry, 3, 0);
+    fake_run(&a);
+    char servers[32];
+    snprintf(servers, sizeof servers, "127.0.0.1:%u", a.port);
+    char *argv[] = {(char *)bin, "--servers", servers, "--rate", "200", "--duration", "0.3",
+                    "--json",    "--quiet",   NULL};
+    assert_int_equal(run_capture(argv, out, sizeof out), 0);
+    assert_int_equal(json_int(out, "retry_resends"), 3);
+    assert_int_equal(json_int(out, "received"), json_int(out, "sent"));
+    assert_int_equal(json_int(out, "ring_version"), 0);
+    assert_int_equal(atomic_load(&a.requests), json_int(out, "sent") + 3);
+    fake_stop(&a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1063,6 +1137,7 @@ int main(void)
         cmocka_unit_test(test_refresh_ring),
         cmocka_unit_test(test_follow_async),
         cmocka_unit_test(test_loadgen),
+        cmocka_unit_test(test_loadgen_membership),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
