@@ -1115,6 +1115,55 @@ static void test_loadgen_membership(void **state)
     fake_stop(&a);
 }
 
+/* The load generator when the key's server is dead: UNAVAILABLE (the switch's answer) and
+ * timeouts make it ask another member for the ring, which no longer has the dead server. */
+static void test_loadgen_dead_server(void **state)
+{
+    (void)state;
+    const char *bin = loadgen_or_skip();
+    static char out[1 << 16];
+    const struct {
+        enum mode a_mode;
+        const char *mode, *arg;
+    } cases[] = {{STATUS, "--rate", "500"}, {SILENT, "--rate", "500"}, {SILENT, "--window", "4"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct fake pair[2];
+        struct fake *a = &pair[0], *b = &pair[1];
+        fake_init(a, cases[i].a_mode, KVS_STATUS_UNAVAILABLE);
+        fake_init(b, ECHO, 0);
+        struct fake *only_b[] = {b};
+        fake_ring(b, 3, (const uint16_t[]){1}, only_b, 1);
+        fake_run(a);
+        fake_run(b);
+        char servers[64];
+        snprintf(servers, sizeof servers, "127.0.0.1:%u,127.0.0.1:%u", a->port, b->port);
+        char *argv[] = {(char *)bin,  "--servers",    servers, (char *)cases[i].mode,
+                        (char *)cases[i].arg, "--duration", "0.6", "--timeout-ms", "100",
+                        "--keys",     "100",          "--json",  "--quiet", NULL};
+        assert_int_equal(run_capture(argv, out, sizeof out), 0);
+        long sent = json_int(out, "sent"), lost = json_int(out, "lost"),
+             rerouted = json_int(out, "reroute_resends");
+        print_message("A %s, %s: sent %ld, lost %ld, reroute_resends %ld, A got %d\n",
+                      cases[i].a_mode == SILENT ? "silent" : "UNAVAILABLE", cases[i].mode, sent,
+                      lost, rerouted, atomic_load(&a->requests));
+        assert_int_equal(json_int(out, "ring_version"), 3);
+        assert_int_equal(json_int(out, "errors"), 0);
+        assert_true(atomic_load(&a->requests) >= 1);
+        if (cases[i].a_mode == SILENT && strcmp(cases[i].mode, "--rate") == 0) {
+            /* the open loop never resends a lost request; later ones avoid the dead server */
+            assert_int_equal(lost, atomic_load(&a->requests));
+            assert_int_equal(rerouted, 0);
+            assert_true(lost < sent / 2);
+        } else {
+            assert_int_equal(lost, 0);
+            assert_int_equal(rerouted, atomic_load(&a->requests));
+        }
+        assert_int_equal(atomic_load(&b->requests), sent - lost);
+        fake_stop(a);
+        fake_stop(b);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1138,6 +1187,7 @@ int main(void)
         cmocka_unit_test(test_follow_async),
         cmocka_unit_test(test_loadgen),
         cmocka_unit_test(test_loadgen_membership),
+        cmocka_unit_test(test_loadgen_dead_server),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
