@@ -8,15 +8,20 @@
  *   - A kvs_client handle is used by one thread at a time for the blocking calls (kvs_get,
  *     kvs_set, kvs_delete, kvs_request): give each thread its own handle. The handle owns its
  *     send/receive buffers and its sequence counter, so these calls take no lock and allocate
- *     nothing.
+ *     nothing (but for the ring lock and a new ring when a request meets MOVED, UNAVAILABLE or a
+ *     timeout).
  *   - The asynchronous pair kvs_send() / kvs_recv() may be used from two threads at once on the
- *     same handle (one sending, one receiving): both work on caller-provided buffers and touch
- *     only the socket, which the kernel serialises. Do not mix them with blocking calls on the
- *     same handle at the same time.
+ *     same handle (one sending, one receiving), and kvs_send()/kvs_follow_send() from several:
+ *     they work on caller-provided buffers and touch only the socket, which the kernel serialises,
+ *     and the current ring, which is published atomically and never freed before the handle. Do
+ *     not mix them with blocking calls on the same handle at the same time.
+ *   - Ring fetches (kvs_client_refresh_ring, and those the membership rules make) take the
+ *     handle's ring lock and use a socket of their own: any thread may make them.
  *   - The pure functions (codec, hashing, kvs_ring_origin on a built ring) are reentrant.
  *
  * Memory: kvs_client_new() and kvs_ring_new() allocate once; every call after that works on
- * caller-provided buffers and allocates nothing.
+ * caller-provided buffers and allocates nothing, except adopting a newer ring (a new ring and
+ * server table; the replaced ones are freed by kvs_client_free) and a first TCP write to a server.
  */
 #ifndef KVSWITCH_H
 #define KVSWITCH_H
