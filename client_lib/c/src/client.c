@@ -141,10 +141,18 @@ static kvs_error send_addr(int fd, const struct sockaddr_in *to, const uint8_t *
 }
 
 /* Wait until deadline for one well-formed message on fd, read into buf (malformed datagrams are
- * counted in dropped and skipped). KVS_ERR_TIMEOUT if none came. */
+ * counted in dropped and skipped). KVS_ERR_TIMEOUT if none came. wait_first: poll before the first
+ * read (a reply to what was just sent cannot be there yet: saves a failed read per request);
+ * otherwise read first (replies queue up for the async pair). */
 static kvs_error recv_message(kvs_client *c, int fd, uint8_t *buf, size_t cap, int64_t deadline,
-                              kvs_header *h, const uint8_t **value, struct sockaddr_in *from)
+                              int wait_first, kvs_header *h, const uint8_t **value,
+                              struct sockaddr_in *from)
 {
+    if (wait_first) {
+        int r = wait_fd(fd, POLLIN, deadline);
+        if (r <= 0)
+            return r < 0 ? KVS_ERR_SYSTEM : KVS_ERR_TIMEOUT;
+    }
     for (;;) {
         socklen_t flen = sizeof *from;
         ssize_t n = recvfrom(fd, buf, cap, MSG_DONTWAIT, (struct sockaddr *)from, &flen);
@@ -277,7 +285,8 @@ static kvs_error fetch_locked(kvs_client *c, const struct sockaddr_in *to, unsig
         kvs_header h;
         const uint8_t *value;
         struct sockaddr_in from;
-        e = recv_message(c, c->ring_fd, c->ring_rx, sizeof c->ring_rx, deadline, &h, &value, &from);
+        e = recv_message(c, c->ring_fd, c->ring_rx, sizeof c->ring_rx, deadline, 1, &h, &value,
+                         &from);
         if (e != KVS_OK)
             return e;
         if (h.cid != rq.cid || h.seq != rq.seq || h.op != KVS_OP_RING_REPLY)
@@ -673,7 +682,7 @@ static kvs_error udp_attempt(kvs_client *c, const struct request *rq, unsigned o
         return e;
     for (;;) {
         struct sockaddr_in from;
-        e = recv_message(c, c->fd, c->rx, sizeof c->rx, deadline, rh, value, &from);
+        e = recv_message(c, c->fd, c->rx, sizeof c->rx, deadline, 1, rh, value, &from);
         if (e != KVS_OK)
             return e;
         if (!matches(rq, rh))
@@ -882,7 +891,7 @@ kvs_error kvs_recv(kvs_client *c, kvs_header *h, void *vbuf, size_t cap, size_t 
     for (;;) {
         struct sockaddr_in from;
         const uint8_t *value;
-        kvs_error e = recv_message(c, c->fd, msg, sizeof msg, deadline, h, &value, &from);
+        kvs_error e = recv_message(c, c->fd, msg, sizeof msg, deadline, 0, h, &value, &from);
         if (e != KVS_OK)
             return e;
         if (h->cid != c->cid) {
