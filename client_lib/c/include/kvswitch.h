@@ -366,7 +366,8 @@ typedef struct kvs_follow {
     unsigned reroutes;   /* resends for MOVED, UNAVAILABLE or a timeout (at most KVS_MAX_REROUTES) */
     unsigned moved;      /* of them for MOVED */
     unsigned rerouted;   /* of them for UNAVAILABLE or a timeout */
-    unsigned retried;    /* resends for RETRY (and for a MOVED that changed nothing) */
+    unsigned retried;    /* resends for RETRY (a MOVED that changed nothing waits as one, but
+                          * counts in moved) */
     unsigned backoff_ms; /* the next RETRY wait */
 } kvs_follow;
 
