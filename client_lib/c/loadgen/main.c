@@ -30,6 +30,11 @@
 
 #define MAX_SERVERS 1024
 #define HIGHEST_NS  (INT64_C(60) * 1000000000)
+/* Server ids the per-server counts track beyond the configured ones (servers that join: their ids
+ * come after the rack's; larger ids count as "unknown server"). */
+#define JOIN_IDS 64
+/* Requests waiting out a RETRY (or a MOVED that changed nothing) before their resend. */
+#define MAX_DELAYED 4096
 
 struct options {
     char *servers[MAX_SERVERS];
@@ -51,17 +56,27 @@ struct options {
     int preload;
     int json;
     int quiet;
+    int fetch_ring;
     uint64_t seed;
     const char *prefix;
 };
 
 /* One outstanding request; slot = seq & mask. sched_ns == 0 means free or already answered.
- * The sender writes op and key, then seq (release); the receiver reads seq (acquire) first. */
+ * The sender writes op, key and the route (f), then seq (release); the receiver reads seq
+ * (acquire) first, and owns f from then on (the membership rules update it for resends). */
 struct slot {
     _Atomic uint64_t sched_ns;
     _Atomic uint32_t seq;
     uint8_t op;
     uint8_t key[KVS_KEY_SIZE];
+    kvs_follow f;
+};
+
+/* Resends due later (RETRY waits), by seq; one thread's. */
+struct delayed {
+    uint32_t seq[MAX_DELAYED];
+    uint64_t due_ns[MAX_DELAYED];
+    size_t n;
 };
 
 struct interval {
@@ -73,11 +88,13 @@ struct interval {
 struct stats {
     hdr_hist total, interval, gets, sets;
     uint64_t received, ok, not_found, errors, duplicates, unmatched;
-    uint64_t *per_server; /* replies by answering server; [nservers] = unknown */
+    /* membership: resends for MOVED, for RETRY, for UNAVAILABLE or a timeout (a new origin) */
+    uint64_t moved, retried, rerouted;
+    uint64_t *per_server; /* replies by answering server id; [ids] = unknown */
     struct interval *intervals;
     size_t nintervals, cap_intervals;
-    /* per interval, cumulative: sent per origin [nservers], replies per answering server
-     * [nservers + 1]; the JSON prints differences */
+    /* per interval, cumulative: sent per origin [ids], replies per answering server
+     * [ids + 1]; the JSON prints differences */
     uint64_t *snaps;
 };
 
@@ -91,7 +108,10 @@ struct run {
     _Atomic uint64_t sent;
     _Atomic uint64_t send_errors;
     _Atomic int sending_done;
-    _Atomic uint64_t *sent_per_server; /* by the sending thread; read when reporting */
+    _Atomic uint64_t *sent_per_server; /* [ids], by the sending thread; read when reporting */
+    size_t ids;                        /* server ids counted: configured + JOIN_IDS */
+    const uint8_t *value;              /* every Set's value (o->value_size bytes) */
+    _Atomic uint32_t last_seq;         /* open loop: the last seq whose slot is published */
     uint64_t start_ns, end_ns;
     uint64_t next_shift_ns; /* UINT64_MAX without --shift */
     uint64_t last_send_ns;  /* when the last request went out */
@@ -153,6 +173,8 @@ static void usage(FILE *f)
             "  --preload          Set every key once (closed loop) before the measured run\n"
             "  --key-prefix P     keys are P<id> (default \"key\"; at most 16 bytes in all)\n"
             "  --vnodes V         virtual nodes per server on the ring (default %d)\n"
+            "  --fetch-ring       start with the ring a server gives (RING_GET), not version 0\n"
+            "                     of --servers (which stays the address list of ids 0..n-1)\n"
             "  --seed N           random seed (default 1)\n"
             "  --json             print the summary as one JSON object on stdout\n"
             "  --quiet            no per-second lines\n",
@@ -228,6 +250,7 @@ static int parse_args(int argc, char **argv, struct options *o)
         {"seed", required_argument, 0, 'e'},
         {"json", no_argument, 0, 'j'},
         {"quiet", no_argument, 0, 'q'},
+        {"fetch-ring", no_argument, 0, 'F'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
@@ -286,6 +309,7 @@ static int parse_args(int argc, char **argv, struct options *o)
             break;
         case 'j': o->json = 1; break;
         case 'q': o->quiet = 1; break;
+        case 'F': o->fetch_ring = 1; break;
         case 'h': usage(stdout); exit(0);
         default: return -1;
         }
@@ -344,7 +368,7 @@ static uint8_t pick_op(struct run *r, rng *g)
     return r->o->write_ratio > 0 && rng_uniform(g) < r->o->write_ratio ? KVS_OP_SET : KVS_OP_GET;
 }
 
-static void count_reply(struct stats *st, const kvs_header *h, int server, size_t nservers)
+static void count_reply(struct stats *st, const kvs_header *h, int server, size_t ids)
 {
     st->received++;
     if (h->status == KVS_STATUS_OK || h->status == KVS_STATUS_DUPLICATE)
@@ -353,7 +377,7 @@ static void count_reply(struct stats *st, const kvs_header *h, int server, size_
         st->not_found++;
     else
         st->errors++;
-    st->per_server[server >= 0 ? (size_t)server : nservers]++;
+    st->per_server[server >= 0 && (size_t)server < ids ? (size_t)server : ids]++;
 }
 
 static void record_latency(struct stats *st, uint8_t op, int64_t ns)
@@ -363,14 +387,33 @@ static void record_latency(struct stats *st, uint8_t op, int64_t ns)
     hdr_record(op == KVS_OP_GET ? &st->gets : &st->sets, ns);
 }
 
-static void count_sent(struct run *r, unsigned origin)
+static void count_sent(struct run *r, int origin)
 {
-    atomic_fetch_add_explicit(&r->sent_per_server[origin], 1, memory_order_relaxed);
+    if (origin >= 0 && (size_t)origin < r->ids)
+        atomic_fetch_add_explicit(&r->sent_per_server[origin], 1, memory_order_relaxed);
+}
+
+/* A resend the membership rules asked for, by its cause (f's counters before and after). */
+static void count_resend(struct stats *st, const kvs_follow *before, const kvs_follow *after)
+{
+    st->moved += after->moved - before->moved;
+    st->retried += after->retried - before->retried;
+    st->rerouted += after->rerouted - before->rerouted;
 }
 
 static size_t snap_width(const struct run *r)
 {
-    return 2 * r->o->nservers + 1;
+    return 2 * r->ids + 1;
+}
+
+/* Server ids shown: the configured ones, and any joined id that got requests or replies. */
+static size_t shown_ids(const struct run *r)
+{
+    size_t w = r->o->nservers;
+    for (size_t i = w; i < r->ids; i++)
+        if (atomic_load(&r->sent_per_server[i]) != 0 || r->st.per_server[i] != 0)
+            w = i + 1;
+    return w;
 }
 
 /* Close one interval: print a line, keep it for --json. */
@@ -384,7 +427,7 @@ static void report_interval(struct run *r, double t, uint64_t sent, uint64_t rec
                           hdr_percentile(&st->interval, 99),
                           hdr_percentile(&st->interval, 99.9)};
     if (st->nintervals < st->cap_intervals) {
-        size_t n = r->o->nservers;
+        size_t n = r->ids;
         uint64_t *snap = &st->snaps[st->nintervals * snap_width(r)];
         for (size_t i = 0; i < n; i++)
             snap[i] = atomic_load_explicit(&r->sent_per_server[i], memory_order_relaxed);
@@ -400,13 +443,12 @@ static void report_interval(struct run *r, double t, uint64_t sent, uint64_t rec
     hdr_reset(&st->interval);
 }
 
-/* Wait up to timeout_ms for one reply (its value is read and dropped): 1 got one, 0 none yet,
- * -1 the socket failed (said on stderr). */
-static int recv_reply(struct run *r, kvs_header *h, int *server, int timeout_ms)
+/* Wait up to timeout_ms for one reply (its value, up to KVS_MAX_VALUE bytes, into value): 1 got
+ * one, 0 none yet, -1 the socket failed (said on stderr). */
+static int recv_reply(struct run *r, kvs_header *h, uint8_t *value, size_t *vlen, int *server,
+                      int timeout_ms)
 {
-    uint8_t value[KVS_MAX_VALUE];
-    size_t vlen;
-    kvs_error e = kvs_recv(r->client, h, value, sizeof value, &vlen, server, timeout_ms);
+    kvs_error e = kvs_recv(r->client, h, value, KVS_MAX_VALUE, vlen, server, timeout_ms);
     if (e == KVS_ERR_TIMEOUT)
         return 0;
     if (e != KVS_OK) {
@@ -445,12 +487,93 @@ static void tick(struct run *r, struct ticker *t, uint64_t now, uint64_t sent, i
     }
 }
 
+/* ---- the membership rules for requests in flight (open loop and window): kvs_follow_* ---- */
+
+static void resend(struct run *r, const kvs_follow *f, uint8_t op, const uint8_t *key, uint32_t seq)
+{
+    if (kvs_follow_send(r->client, f, op, key, r->value, op == KVS_OP_SET ? r->o->value_size : 0,
+                        seq) != KVS_OK)
+        atomic_fetch_add(&r->send_errors, 1);
+}
+
+/* A reply to a request in flight: 1 if it ends the request; 0 if the request was resent, or
+ * waits in d for its resend (a RETRY). */
+static int follow(struct run *r, struct delayed *d, kvs_follow *f, uint8_t op, const uint8_t *key,
+                  uint32_t seq, const kvs_header *h, const uint8_t *value, size_t vlen, int server)
+{
+    kvs_follow before = *f;
+    unsigned delay_ms;
+    kvs_error err;
+    if (kvs_follow_reply(r->client, f, h, value, vlen, server, &delay_ms, &err) == KVS_NEXT_DONE)
+        return 1;
+    count_resend(&r->st, &before, f);
+    if (delay_ms > 0 && d->n < MAX_DELAYED) {
+        d->seq[d->n] = seq;
+        d->due_ns[d->n++] = now_ns() + (uint64_t)delay_ms * 1000000u;
+    } else {
+        resend(r, f, op, key, seq); /* now (or, with MAX_DELAYED waiting, a little early) */
+    }
+    return 0;
+}
+
+/* Take one seq whose resend is due by now out of d: 1 if there was one. */
+static int due(struct delayed *d, uint64_t now, uint32_t *seq)
+{
+    for (size_t i = 0; i < d->n; i++) {
+        if (d->due_ns[i] <= now) {
+            *seq = d->seq[i];
+            d->n--;
+            d->seq[i] = d->seq[d->n];
+            d->due_ns[i] = d->due_ns[d->n];
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* How long to wait for replies: at most cap_ms, less if a resend is due sooner. */
+static int wait_ms(const struct delayed *d, uint64_t now, int cap_ms)
+{
+    int ms = cap_ms;
+    for (size_t i = 0; i < d->n; i++) {
+        int left = d->due_ns[i] <= now ? 0 : (int)((d->due_ns[i] - now) / 1000000u);
+        if (left < ms)
+            ms = left;
+    }
+    return ms;
+}
+
+/* Open loop: requests still unanswered after the timeout are lost (counted as before, never
+ * resent: their reply would come too late to count). Each applies the timeout rule all the same,
+ * so the client asks for the ring (at most once per KVS_RING_REFRESH_GAP_MS) and later requests
+ * go to a new origin. Slots are visited in seq order from *scan. */
+static void open_timeouts(struct run *r, uint32_t *scan, uint64_t now)
+{
+    uint64_t timeout_ns = (uint64_t)r->o->timeout_ms * 1000000u;
+    uint32_t last = atomic_load_explicit(&r->last_seq, memory_order_acquire);
+    while (last != 0 && (int32_t)(last - *scan) >= 0) {
+        struct slot *s = &r->slots[*scan & r->mask];
+        if (atomic_load_explicit(&s->seq, memory_order_acquire) == *scan) {
+            uint64_t sched = atomic_load(&s->sched_ns);
+            if (sched != 0 && now - sched <= timeout_ns)
+                return; /* not timed out yet, and neither are the later ones */
+            kvs_error err;
+            if (sched != 0)
+                (void)kvs_follow_timeout(r->client, &s->f, s->key, &err);
+        }
+        *scan = *scan == UINT32_MAX ? 1 : *scan + 1;
+    }
+}
+
 static void *receiver(void *arg)
 {
     struct run *r = arg;
     struct stats *st = &r->st;
     struct ticker tk;
     ticker_start(r, &tk);
+    static struct delayed d; /* one receiver thread */
+    static uint8_t value[KVS_MAX_VALUE];
+    uint32_t scan = 1;
     for (;;) {
         uint64_t now = now_ns();
         tick(r, &tk, now, atomic_load(&r->sent), 0);
@@ -458,9 +581,18 @@ static void *receiver(void *arg)
             (now >= r->end_ns + (uint64_t)r->o->timeout_ms * 1000000u ||
              st->received + st->unmatched >= atomic_load(&r->sent)))
             break;
+        uint32_t seq;
+        while (due(&d, now, &seq)) {
+            struct slot *s = &r->slots[seq & r->mask];
+            if (atomic_load_explicit(&s->seq, memory_order_acquire) == seq &&
+                atomic_load(&s->sched_ns) != 0)
+                resend(r, &s->f, s->op, s->key, seq);
+        }
+        open_timeouts(r, &scan, now);
         kvs_header h;
+        size_t vlen;
         int server;
-        int got = recv_reply(r, &h, &server, 20);
+        int got = recv_reply(r, &h, value, &vlen, &server, wait_ms(&d, now, 20));
         if (got == 0)
             continue;
         if (got < 0)
@@ -472,7 +604,7 @@ static void *receiver(void *arg)
             st->unmatched++;
             continue;
         }
-        uint64_t sched = atomic_exchange(&s->sched_ns, 0);
+        uint64_t sched = atomic_load(&s->sched_ns);
         if (sched == 0) {
             st->duplicates++;
             continue;
@@ -481,7 +613,10 @@ static void *receiver(void *arg)
             st->unmatched++; /* later than the timeout: counted as lost */
             continue;
         }
-        count_reply(st, &h, server, r->o->nservers);
+        if (!follow(r, &d, &s->f, s->op, s->key, h.seq, &h, value, vlen, server))
+            continue; /* resent (MOVED, RETRY, a new origin after UNAVAILABLE) */
+        atomic_store(&s->sched_ns, 0);
+        count_reply(st, &h, server, r->ids);
         record_latency(st, h.op == KVS_OP_GET_REPLY ? KVS_OP_GET : KVS_OP_SET,
                        (int64_t)(t - sched));
     }
@@ -506,7 +641,6 @@ static int run_open(struct run *r, rng *g, const uint8_t *value)
         return -1;
     double period_ns = 1e9 / o->rate;
     double next = (double)r->start_ns;
-    const kvs_ring *ring = kvs_client_ring(r->client);
     for (uint32_t seq = 1;; seq = seq == UINT32_MAX ? 1 : seq + 1) {
         uint64_t sched = (uint64_t)next;
         /* stop at the end of the schedule, or 100 ms after the end of the wall clock when the
@@ -519,19 +653,24 @@ static int run_open(struct run *r, rng *g, const uint8_t *value)
         atomic_store_explicit(&s->seq, 0, memory_order_relaxed); /* no seq 0 is ever sent */
         s->op = op;
         make_key(o, id, s->key);
+        kvs_follow_start(r->client, &s->f, s->key);
+        kvs_follow f = s->f; /* after the release below the receiver owns s->f */
+        uint8_t key[KVS_KEY_SIZE];
+        memcpy(key, s->key, sizeof key);
         atomic_store_explicit(&s->seq, seq, memory_order_release);
         sleep_until(sched);
         atomic_store(&s->sched_ns, sched);
         kvs_error e =
-            kvs_send(r->client, op, s->key, value, op == KVS_OP_SET ? o->value_size : 0, seq);
+            kvs_follow_send(r->client, &f, op, key, value, op == KVS_OP_SET ? o->value_size : 0, seq);
         r->last_send_ns = now_ns();
         if (e != KVS_OK) {
             atomic_store(&s->sched_ns, 0);
             atomic_fetch_add(&r->send_errors, 1);
         } else {
-            count_sent(r, kvs_ring_origin(ring, s->key));
+            count_sent(r, f.origin);
             atomic_fetch_add(&r->sent, 1);
         }
+        atomic_store_explicit(&r->last_seq, seq, memory_order_release);
         next += o->poisson ? -log(1.0 - rng_uniform(g)) * period_ns : period_ns;
     }
     atomic_store(&r->sending_done, 1);
@@ -547,7 +686,6 @@ static int run_closed(struct run *r, rng *g, const uint8_t *value)
     struct ticker tk;
     ticker_start(r, &tk);
     uint64_t sent = 0;
-    const kvs_ring *ring = kvs_client_ring(r->client);
     for (;;) {
         uint64_t t0 = now_ns();
         tick(r, &tk, t0, sent, t0 >= r->end_ns);
@@ -559,18 +697,21 @@ static int run_closed(struct run *r, rng *g, const uint8_t *value)
         int klen = snprintf(key, sizeof key, "%s%zu", o->prefix, id);
         uint8_t key16[KVS_KEY_SIZE];
         kvs_make_key(key, (size_t)klen, key16);
-        count_sent(r, kvs_ring_origin(ring, key16));
-        kvs_reply_info info;
+        count_sent(r, (int)kvs_ring_origin(kvs_client_ring(r->client), key16));
+        kvs_reply_info info = {0};
         size_t vlen;
         kvs_error e = op == KVS_OP_GET
                           ? kvs_get(r->client, key, (size_t)klen, buf, sizeof buf, &vlen, &info)
                           : kvs_set(r->client, key, (size_t)klen, value, o->value_size, &info);
         sent++;
         atomic_store(&r->sent, sent);
+        r->st.moved += info.moved;
+        r->st.retried += info.retried;
+        r->st.rerouted += info.rerouted;
         if (e == KVS_ERR_TIMEOUT || e == KVS_ERR_SYSTEM || e == KVS_ERR_INVALID_ARGUMENT)
             continue; /* no reply: counted as lost (sent - received) */
         kvs_header h = {.op = kvs_reply_op(op), .status = info.status};
-        count_reply(&r->st, &h, info.server, o->nservers);
+        count_reply(&r->st, &h, info.server, r->ids);
         record_latency(&r->st, op, (int64_t)(now_ns() - t0));
     }
     return 0;
@@ -582,16 +723,27 @@ struct inflight {
     uint32_t seq;
     uint8_t op;
     uint8_t key[KVS_KEY_SIZE];
-    uint64_t t0;
+    uint64_t t0;       /* first send: latency */
+    uint64_t deadline; /* the current attempt's timeout */
+    kvs_follow f;
 };
+
+static size_t find_inflight(const struct inflight *fl, size_t n, uint32_t seq)
+{
+    size_t i = 0;
+    while (i < n && fl[i].seq != seq)
+        i++;
+    return i;
+}
 
 static int run_window(struct run *r, rng *g, const uint8_t *value)
 {
     struct options *o = r->o;
     struct inflight *fl = calloc(o->window, sizeof *fl);
+    static struct delayed d; /* the main thread's */
+    static uint8_t rvalue[KVS_MAX_VALUE];
     if (fl == NULL)
         return -1;
-    const kvs_ring *ring = kvs_client_ring(r->client);
     uint64_t timeout_ns = (uint64_t)o->timeout_ms * 1000000u, sent = 0;
     uint32_t seq = 0;
     size_t n = 0;
@@ -611,39 +763,56 @@ static int run_window(struct run *r, rng *g, const uint8_t *value)
             f->op = pick_op(r, g);
             make_key(o, draw_key(r, g, now), f->key);
             f->t0 = now_ns();
-            if (kvs_send(r->client, f->op, f->key, value, f->op == KVS_OP_SET ? o->value_size : 0,
-                         seq) != KVS_OK) {
+            f->deadline = f->t0 + timeout_ns;
+            kvs_follow_start(r->client, &f->f, f->key);
+            if (kvs_follow_send(r->client, &f->f, f->op, f->key, value,
+                                f->op == KVS_OP_SET ? o->value_size : 0, seq) != KVS_OK) {
                 atomic_fetch_add(&r->send_errors, 1);
                 break;
             }
-            count_sent(r, kvs_ring_origin(ring, f->key));
+            count_sent(r, f->f.origin);
             atomic_store(&r->sent, ++sent);
             n++;
         }
-        for (size_t i = 0; i < n;) { /* timed out: lost (sent - received), place freed */
-            if (now > fl[i].t0 && now - fl[i].t0 > timeout_ns)
-                fl[i] = fl[--n];
-            else
+        uint32_t ready;
+        while (due(&d, now, &ready)) {
+            size_t i = find_inflight(fl, n, ready);
+            if (i < n)
+                resend(r, &fl[i].f, fl[i].op, fl[i].key, ready);
+        }
+        for (size_t i = 0; i < n;) { /* timed out: resent to a new origin, or lost */
+            kvs_error err;
+            if (now <= fl[i].deadline) {
                 i++;
+            } else if (kvs_follow_timeout(r->client, &fl[i].f, fl[i].key, &err) ==
+                       KVS_NEXT_RESEND) {
+                r->st.rerouted++;
+                fl[i].deadline = now + timeout_ns;
+                resend(r, &fl[i].f, fl[i].op, fl[i].key, fl[i].seq);
+                i++;
+            } else {
+                fl[i] = fl[--n]; /* lost (sent - received), place freed */
+            }
         }
         kvs_header h;
+        size_t vlen;
         int server;
-        int got = recv_reply(r, &h, &server, 10);
+        int got = recv_reply(r, &h, rvalue, &vlen, &server, wait_ms(&d, now, 10));
         if (got == 0)
             continue;
         if (got < 0) {
             free(fl);
             return -1;
         }
-        size_t i = 0;
-        while (i < n && !(fl[i].seq == h.seq && kvs_reply_op(fl[i].op) == h.op &&
-                          memcmp(fl[i].key, h.key, KVS_KEY_SIZE) == 0))
-            i++;
-        if (i == n) {
+        size_t i = find_inflight(fl, n, h.seq);
+        if (i == n || kvs_reply_op(fl[i].op) != h.op ||
+            memcmp(fl[i].key, h.key, KVS_KEY_SIZE) != 0) {
             r->st.unmatched++; /* late (already timed out), duplicated or foreign */
             continue;
         }
-        count_reply(&r->st, &h, server, o->nservers);
+        if (!follow(r, &d, &fl[i].f, fl[i].op, fl[i].key, h.seq, &h, rvalue, vlen, server))
+            continue;
+        count_reply(&r->st, &h, server, r->ids);
         record_latency(&r->st, fl[i].op, (int64_t)(now_ns() - fl[i].t0));
         fl[i] = fl[--n];
     }
@@ -684,6 +853,9 @@ static void print_summary(struct run *r, double elapsed)
                     st->total.max / 1e3,
                     hdr_mean(&st->total) / 1e3,
                     hdr_percentile(&st->gets, 99) / 1e3};
+    size_t ids = shown_ids(r);
+    uint32_t ring_version = kvs_client_ring_version(r->client);
+    uint64_t ring_changes = kvs_client_ring_changes(r->client);
     if (!o->json) {
         printf("mode=%s window=%u target_rate=%.0f duration=%.1fs keys=%zu zipf=%.2f "
                "write_ratio=%.2f value_size=%zu shift=%s shifts=%u\n",
@@ -699,12 +871,16 @@ static void print_summary(struct run *r, double elapsed)
         printf("latency us: p50=%.1f p99=%.1f p999=%.1f max=%.1f mean=%.1f\n", us[0], us[1], us[2],
                us[3], us[4]);
         printf("requests per origin:");
-        for (size_t i = 0; i < o->nservers; i++)
+        for (size_t i = 0; i < ids; i++)
             printf(" %" PRIu64, (uint64_t)atomic_load(&r->sent_per_server[i]));
         printf("\nreplies per answering server:");
-        for (size_t i = 0; i <= o->nservers; i++)
+        for (size_t i = 0; i < ids; i++)
             printf(" %" PRIu64, st->per_server[i]);
-        printf(" (last: unknown address)\n");
+        printf(" %" PRIu64 " (last: unknown address)\n", st->per_server[r->ids]);
+        printf("membership: ring_version=%" PRIu32 " ring_changes=%" PRIu64
+               " moved_resends=%" PRIu64 " retry_resends=%" PRIu64 " reroute_resends=%" PRIu64
+               "\n",
+               ring_version, ring_changes, st->moved, st->retried, st->rerouted);
         return;
     }
     printf("{\"mode\": \"%s\", \"window\": %u, \"target_rate\": %.1f, \"duration_s\": %.3f, "
@@ -720,17 +896,21 @@ static void print_summary(struct run *r, double elapsed)
            "\"send_s\": %.3f, ",
            sent, st->received, lost, st->ok, st->not_found, st->errors, st->duplicates,
            (uint64_t)atomic_load(&r->send_errors), tput, sent / send_s, send_s);
+    printf("\"ring_version\": %" PRIu32 ", \"ring_changes\": %" PRIu64
+           ", \"moved_resends\": %" PRIu64 ", \"retry_resends\": %" PRIu64
+           ", \"reroute_resends\": %" PRIu64 ", ",
+           ring_version, ring_changes, st->moved, st->retried, st->rerouted);
     printf("\"latency_us\": {\"p50\": %.3f, \"p99\": %.3f, \"p999\": %.3f, \"max\": %.3f, "
            "\"mean\": %.3f, \"get_p99\": %.3f, \"set_p99\": %.3f}, ",
            us[0], us[1], us[2], us[3], us[4], us[5], hdr_percentile(&st->sets, 99) / 1e3);
     printf("\"sent_per_server\": [");
-    for (size_t i = 0; i < o->nservers; i++)
+    for (size_t i = 0; i < ids; i++)
         printf("%s%" PRIu64, i ? ", " : "", (uint64_t)atomic_load(&r->sent_per_server[i]));
     printf("], \"replies_per_server\": [");
-    for (size_t i = 0; i < o->nservers; i++)
+    for (size_t i = 0; i < ids; i++)
         printf("%s%" PRIu64, i ? ", " : "", st->per_server[i]);
     printf("], \"replies_unknown_server\": %" PRIu64 ", \"intervals\": [",
-           st->per_server[o->nservers]);
+           st->per_server[r->ids]);
     for (size_t i = 0; i < st->nintervals; i++) {
         struct interval *iv = &st->intervals[i];
         printf("%s{\"t\": %.2f, \"sent\": %" PRIu64 ", \"received\": %" PRIu64
@@ -738,15 +918,18 @@ static void print_summary(struct run *r, double elapsed)
                i ? ", " : "", iv->t, iv->sent, iv->received, iv->p50 / 1e3, iv->p99 / 1e3,
                iv->p999 / 1e3);
         /* this interval's requests per origin and replies per answering server */
+        /* snapshot layout: sent [0, r->ids), replies [r->ids, 2 r->ids), unknown [2 r->ids] */
         const uint64_t *now = &st->snaps[i * snap_width(r)];
         const uint64_t *before = i ? now - snap_width(r) : NULL;
-        size_t n = o->nservers;
-        for (size_t k = 0; k < 2 * n; k++)
+        size_t n = r->ids;
+        for (size_t k = 0; k < 2 * ids; k++) {
+            size_t at = k < ids ? k : n + (k - ids);
             printf("%s%" PRIu64,
-                   k == 0   ? ", \"sent_per_server\": ["
-                   : k == n ? "], \"replies_per_server\": ["
-                            : ", ",
-                   now[k] - (before ? before[k] : 0));
+                   k == 0     ? ", \"sent_per_server\": ["
+                   : k == ids ? "], \"replies_per_server\": ["
+                              : ", ",
+                   now[at] - (before ? before[at] : 0));
+        }
         printf("], \"replies_unknown_server\": %" PRIu64 "}",
                now[2 * n] - (before ? before[2 * n] : 0));
     }
@@ -778,8 +961,18 @@ int main(int argc, char **argv)
     rng g;
     rng_seed(&g, o.seed);
     r.perm = malloc(o.keys * sizeof r.perm[0]);
-    r.sent_per_server = calloc(o.nservers, sizeof r.sent_per_server[0]);
-    r.st.per_server = calloc(o.nservers + 1, sizeof r.st.per_server[0]);
+    r.ids = o.nservers + JOIN_IDS;
+    if (r.ids > KVS_MAX_SERVER_ID + 1u)
+        r.ids = KVS_MAX_SERVER_ID + 1u;
+    if (o.fetch_ring) {
+        err = kvs_client_refresh_ring(r.client, -1);
+        if (err != KVS_OK) {
+            fprintf(stderr, "kvswitch-loadgen: --fetch-ring: %s\n", kvs_strerror(err));
+            return 1;
+        }
+    }
+    r.sent_per_server = calloc(r.ids, sizeof r.sent_per_server[0]);
+    r.st.per_server = calloc(r.ids + 1, sizeof r.st.per_server[0]);
     r.st.cap_intervals = (size_t)o.duration + 4;
     r.st.intervals = calloc(r.st.cap_intervals, sizeof r.st.intervals[0]);
     r.st.snaps = calloc(r.st.cap_intervals * snap_width(&r), sizeof r.st.snaps[0]);
@@ -794,6 +987,7 @@ int main(int argc, char **argv)
     }
     for (size_t i = 0; i < o.value_size; i++)
         value[i] = (uint8_t)('a' + i % 26);
+    r.value = value;
     popularity_shuffle(r.perm, o.keys, &g);
     if (o.preload && preload(&r, value) != 0)
         return 1;

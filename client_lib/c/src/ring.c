@@ -1,6 +1,8 @@
-/* Consistent hashing: FNV-1a 64 + splitmix64 finaliser, virtual nodes (docs/protocol.md). */
+/* Consistent hashing: FNV-1a 64 + splitmix64 finaliser, virtual nodes (docs/protocol.md), rings of
+ * member ids with a version. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "kvswitch.h"
 
@@ -10,7 +12,10 @@ struct ring_point {
 };
 
 struct kvs_ring {
-    unsigned nservers;
+    uint32_t version;
+    unsigned vnodes;
+    unsigned nmembers;
+    uint16_t *members; /* sorted, inside the same allocation after the points */
     size_t npoints;
     struct ring_point points[];
 };
@@ -49,37 +54,86 @@ static int point_cmp(const void *a, const void *b)
     return (x->server > y->server) - (x->server < y->server);
 }
 
-kvs_ring *kvs_ring_new(unsigned nservers, unsigned vnodes, kvs_error *err)
+static int id_cmp(const void *a, const void *b)
 {
-    kvs_error dummy;
-    if (err == NULL)
-        err = &dummy;
-    if (vnodes == 0)
-        vnodes = KVS_DEFAULT_VNODES;
-    if (nservers == 0 || nservers > 1u << 20 || vnodes > 1u << 16) {
-        *err = KVS_ERR_INVALID_ARGUMENT;
-        return NULL;
-    }
-    size_t npoints = (size_t)nservers * vnodes;
-    kvs_ring *ring = malloc(sizeof *ring + npoints * sizeof ring->points[0]);
+    uint16_t x = *(const uint16_t *)a, y = *(const uint16_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The ring of the members ids[0..n), already checked: n >= 1, ids < 65536. Sorts a copy. */
+static kvs_ring *build(uint32_t version, unsigned vnodes, const uint16_t *ids, size_t n,
+                       kvs_error *err)
+{
+    size_t npoints = n * vnodes;
+    kvs_ring *ring =
+        malloc(sizeof *ring + npoints * sizeof ring->points[0] + n * sizeof ring->members[0]);
     if (ring == NULL) {
         *err = KVS_ERR_NO_MEMORY;
         return NULL;
     }
-    ring->nservers = nservers;
+    ring->version = version;
+    ring->vnodes = vnodes;
+    ring->nmembers = (unsigned)n;
     ring->npoints = npoints;
+    ring->members = (uint16_t *)(ring->points + npoints);
+    memcpy(ring->members, ids, n * sizeof ids[0]);
+    qsort(ring->members, n, sizeof ring->members[0], id_cmp);
+    for (size_t i = 1; i < n; i++) {
+        if (ring->members[i] == ring->members[i - 1]) {
+            free(ring);
+            *err = KVS_ERR_INVALID_ARGUMENT;
+            return NULL;
+        }
+    }
     size_t k = 0;
     char label[32];
-    for (unsigned s = 0; s < nservers; s++) {
+    for (size_t m = 0; m < n; m++) {
+        unsigned s = ring->members[m];
         for (unsigned v = 0; v < vnodes; v++) {
-            int n = snprintf(label, sizeof label, "%u#%u", s, v);
-            ring->points[k].hash = kvs_hash(label, (size_t)n);
+            int len = snprintf(label, sizeof label, "%u#%u", s, v);
+            ring->points[k].hash = kvs_hash(label, (size_t)len);
             ring->points[k].server = s;
             k++;
         }
     }
     qsort(ring->points, npoints, sizeof ring->points[0], point_cmp);
     *err = KVS_OK;
+    return ring;
+}
+
+kvs_ring *kvs_ring_from_members(uint32_t version, unsigned vnodes, const uint16_t *ids, size_t n,
+                                kvs_error *err)
+{
+    kvs_error dummy;
+    if (err == NULL)
+        err = &dummy;
+    if (vnodes == 0)
+        vnodes = KVS_DEFAULT_VNODES;
+    if (ids == NULL || n == 0 || n > KVS_MAX_SERVER_ID + 1u || vnodes > 65535u) {
+        *err = KVS_ERR_INVALID_ARGUMENT;
+        return NULL;
+    }
+    return build(version, vnodes, ids, n, err);
+}
+
+kvs_ring *kvs_ring_new(unsigned nservers, unsigned vnodes, kvs_error *err)
+{
+    kvs_error dummy;
+    if (err == NULL)
+        err = &dummy;
+    if (nservers == 0 || nservers > KVS_MAX_SERVER_ID + 1u) {
+        *err = KVS_ERR_INVALID_ARGUMENT;
+        return NULL;
+    }
+    uint16_t *ids = malloc(nservers * sizeof ids[0]);
+    if (ids == NULL) {
+        *err = KVS_ERR_NO_MEMORY;
+        return NULL;
+    }
+    for (unsigned i = 0; i < nservers; i++)
+        ids[i] = (uint16_t)i;
+    kvs_ring *ring = kvs_ring_from_members(0, vnodes, ids, nservers, err);
+    free(ids);
     return ring;
 }
 
@@ -90,14 +144,37 @@ void kvs_ring_free(kvs_ring *ring)
 
 unsigned kvs_ring_servers(const kvs_ring *ring)
 {
-    return ring->nservers;
+    return ring->nmembers;
+}
+
+unsigned kvs_ring_member(const kvs_ring *ring, unsigned i)
+{
+    return ring->members[i];
+}
+
+int kvs_ring_has(const kvs_ring *ring, unsigned id)
+{
+    if (id > KVS_MAX_SERVER_ID)
+        return 0;
+    uint16_t key = (uint16_t)id;
+    return bsearch(&key, ring->members, ring->nmembers, sizeof key, id_cmp) != NULL;
+}
+
+uint32_t kvs_ring_version(const kvs_ring *ring)
+{
+    return ring->version;
+}
+
+unsigned kvs_ring_vnodes(const kvs_ring *ring)
+{
+    return ring->vnodes;
 }
 
 unsigned kvs_ring_origin(const kvs_ring *ring, const uint8_t key[KVS_KEY_SIZE])
 {
     uint64_t pos = kvs_hash(key, KVS_KEY_SIZE);
     /* first point >= pos; points are sorted by (hash, server), so equal hashes give the lower
-     * server number first */
+     * server id first */
     size_t lo = 0, hi = ring->npoints;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;

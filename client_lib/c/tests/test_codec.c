@@ -116,14 +116,18 @@ static void test_malformed(void **state)
     buf[2] = 0;
     buf[3] = 8;
     /* unknown op or status */
-    const uint8_t bad_ops[] = {0, 15, 200, 255};
+    const uint8_t bad_ops[] = {0, KVS_OP_RING_REPLY + 1, 200, 255};
     for (size_t i = 0; i < sizeof bad_ops; i++) {
         buf[0] = bad_ops[i];
         assert_int_equal(kvs_decode(buf, len, &d, NULL), KVS_ERR_MALFORMED);
     }
+    buf[0] = KVS_OP_RING_REPLY;
+    assert_int_equal(kvs_decode(buf, len, &d, NULL), KVS_OK);
     buf[0] = KVS_OP_GET_REPLY;
-    buf[1] = 8;
+    buf[1] = KVS_STATUS_RETRY + 1;
     assert_int_equal(kvs_decode(buf, len, &d, NULL), KVS_ERR_MALFORMED);
+    buf[1] = KVS_STATUS_MOVED;
+    assert_int_equal(kvs_decode(buf, len, &d, NULL), KVS_OK);
     buf[1] = KVS_STATUS_SERVER_ERROR;
     assert_int_equal(kvs_decode(buf, len, &d, NULL), KVS_OK);
 }
@@ -154,6 +158,9 @@ static void test_names(void **state)
                           KVS_ERR_TOO_LARGE,
                           KVS_ERR_STALE,
                           KVS_ERR_SERVER,
+                          KVS_ERR_UNAVAILABLE,
+                          KVS_ERR_MOVED,
+                          KVS_ERR_RETRY,
                           KVS_ERR_KEY_TOO_LONG,
                           KVS_ERR_VALUE_TOO_LARGE,
                           KVS_ERR_BUFFER_TOO_SMALL,
@@ -178,19 +185,27 @@ static void test_names(void **state)
     assert_int_equal(kvs_status_error(KVS_STATUS_STALE), KVS_ERR_STALE);
     assert_int_equal(kvs_status_error(KVS_STATUS_SERVER_ERROR), KVS_ERR_SERVER);
     assert_int_equal(kvs_status_error(KVS_STATUS_UNAVAILABLE), KVS_ERR_UNAVAILABLE);
+    assert_int_equal(kvs_status_error(KVS_STATUS_MOVED), KVS_ERR_MOVED);
+    assert_int_equal(kvs_status_error(KVS_STATUS_RETRY), KVS_ERR_RETRY);
     assert_int_equal(kvs_status_error(77), KVS_ERR_SERVER);
     assert_string_equal(kvs_op_name(KVS_OP_SYNC_DONE), "SYNC_DONE");
     assert_string_equal(kvs_op_name(KVS_OP_REMOVE_REPLY), "REMOVE_REPLY");
     assert_string_equal(kvs_op_name(0), "?");
-    assert_string_equal(kvs_op_name(15), "?");
+    assert_string_equal(kvs_op_name(KVS_OP_RING_GET), "RING_GET");
+    assert_string_equal(kvs_op_name(KVS_OP_RING_REPLY), "RING_REPLY");
+    assert_string_equal(kvs_op_name(17), "?");
     assert_string_equal(kvs_status_name(KVS_STATUS_DUPLICATE), "DUPLICATE");
     assert_string_equal(kvs_status_name(KVS_STATUS_UNAVAILABLE), "UNAVAILABLE");
-    assert_string_equal(kvs_status_name(8), "?");
+    assert_string_equal(kvs_status_name(KVS_STATUS_MOVED), "MOVED");
+    assert_string_equal(kvs_status_name(KVS_STATUS_RETRY), "RETRY");
+    assert_string_equal(kvs_status_name(10), "?");
     assert_int_equal(kvs_reply_op(KVS_OP_GET), KVS_OP_GET_REPLY);
     assert_int_equal(kvs_reply_op(KVS_OP_SET), KVS_OP_SET_REPLY);
     assert_int_equal(kvs_reply_op(KVS_OP_DEL), KVS_OP_DEL_REPLY);
     assert_int_equal(kvs_reply_op(KVS_OP_REMOVE), KVS_OP_REMOVE_REPLY);
+    assert_int_equal(kvs_reply_op(KVS_OP_RING_GET), KVS_OP_RING_REPLY);
     assert_int_equal(kvs_reply_op(KVS_OP_CONFIRM), 0);
+    assert_int_equal(kvs_reply_op(KVS_OP_RING_REPLY), 0);
 }
 
 int main(void)

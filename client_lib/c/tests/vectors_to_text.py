@@ -5,11 +5,13 @@ usage: python3 vectors_to_text.py VECTOR_DIR > vectors.txt
 Lines (hex strings, "-" for an empty one):
   hash <input_hex> <fnv1a64> <hash>
   case <servers> <vnodes> <key_hex> <key16_hex> <position> <origin>
+  mring <vnodes> <id,id,...> <key16_hex> <origin>   (consistent_hash.json "member_rings")
   msg <name> <op> <status> <vlen> <cid> <seq> <epoch> <flags> <ver> <key_hex> <value_hex>
       <bytes_hex>   (all on one line)
   bad <name> <bytes_hex>
   const <name> <value>
-A vector file that is missing yields a "missing <file>" line; the C test then skips that part.
+A vector file that is missing yields a "missing <file>" line, a missing "member_rings" section a
+"missing member_rings" line; the C test then skips that part with a message.
 """
 
 import json
@@ -34,8 +36,16 @@ def main(argv: list[str]) -> int:
                 f"case {c['servers']} {c['vnodes']} {h(c['key_hex'])} {c['key16_hex']} "
                 f"{c['position']} {c['origin']}"
             )
+        rings = data.get("member_rings")
+        if rings is None:
+            out.append("missing member_rings")
+        for r in rings or []:
+            ids = ",".join(str(i) for i in r["members"])
+            for k in r["keys"]:
+                out.append(f"mring {r['vnodes']} {ids} {k['key']} {k['origin']}")
     else:
         out.append("missing consistent_hash.json")
+        out.append("missing member_rings")
     ms = folder / "messages.json"
     if ms.is_file():
         data = json.loads(ms.read_text())
