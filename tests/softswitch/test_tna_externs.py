@@ -191,6 +191,15 @@ def test_paired_register_over_p4runtime_and_thrift(tna) -> None:
             "this.predicate(true)",
             "U must be bit<4> or wider",
         ),
+        (
+            "Register<pair_t, bit<8>>(4) r;\n"
+            "RegisterAction<pair_t, bit<8>, bit<32>>(r) a = {\n"
+            "    void apply(inout pair_t value, out bit<32> rv) { rv = value.lo; }\n"
+            "};\n"
+            "apply { hdr.d.r = a.execute(0); hdr.d.v = a.execute(1); }",
+            "a.execute(1)",
+            "register Ig.r is accessed twice on one path of the ingress pass",
+        ),
     ],
 )
 def test_paired_register_misuse_is_a_load_error(tna, ingress: str, marker: str, msg: str) -> None:
