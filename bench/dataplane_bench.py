@@ -1,7 +1,9 @@
 """``kvswitch bench dataplane``: packets/s of the KVSwitch program in the software switch, in-process
 on one core, for (a) a hot Get (HotkeyTable hit, round-robin, version checks, redirect, UDP checksum
-recomputed) and (b) a cold Get (HotkeyTable miss, d HashPipe stages), plus where the time goes
-(the software switch bench's `profile_stages`: ns per packet in each pipeline stage).
+recomputed), (b) a cold Get (HotkeyTable miss; one key, which HashPipe's first stage absorbs) and
+(c) cold Gets of 5000 keys drawn Zipf(0.99) (every HashPipe stage at work: evictions, carries,
+later stages merging), plus where the time goes for (a) and (b) (the software switch bench's
+`profile_stages`: ns per packet in each pipeline stage).
 
 The rack is the data-plane tests' one: four servers on ports 1-4, a client on port 8; the hot key
 has three holders that all confirmed the current version, so two Gets in three are redirected.
@@ -9,6 +11,7 @@ has three holders that all confirmed the current version, so two Gets in three a
 
 from __future__ import annotations
 
+import random
 import subprocess
 import time
 from collections.abc import Sequence
@@ -26,6 +29,7 @@ CLIENT = ("10.0.1.1", 0x020000000101, 8)
 SERVERS = [(f"10.0.0.{i + 1}", 0x020000000001 + i, i + 1) for i in range(4)]
 MAX_SERVERS = 32  # the program's default MAX_SERVERS (valid_ver base = slot * MAX_SERVERS)
 HOT_KEY = pad_key("bench-hot-key")
+COLD_KEYS, COLD_PACKETS = 5000, 20_000  # the cold mix: keys, and packets sent in turn
 HOT_SLOT = 1
 
 
@@ -134,6 +138,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     install_rack(sw)
     hot = get_packet(HOT_KEY)
     cold = get_packet(pad_key("bench-cold-key"))
+    rng = random.Random(1)
+    weights = [1 / (rank + 1) ** 0.99 for rank in range(COLD_KEYS)]
+    cold_mix = [
+        get_packet(pad_key(f"cold-{i}"))
+        for i in rng.choices(range(COLD_KEYS), weights, k=COLD_PACKETS)
+    ]
     outs = [sw.process(CLIENT[2], hot)[0][0] for _ in range(3)]
     if sorted(outs) != [1, 2, 3]:
         print(f"hot Get did not go round-robin over ports 1-3: {outs}")
@@ -166,12 +176,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
         return 0
     print(f"best and median of {args.runs} runs of {args.seconds} s, one core")
-    for pkt, name in ((hot, "hot Get"), (cold, "cold Get")):
+    kinds: list[tuple[bytes | list[bytes], str]] = [
+        (hot, "hot Get"),
+        (cold, "cold Get"),
+        (cold_mix, f"cold Gets of {COLD_KEYS} keys"),
+    ]
+    for pkt, name in kinds:
         measure(sw, CLIENT[2], pkt, 0.2)  # warm-up
         runs = range(max(1, args.runs))
         rates = sorted(measure(sw, CLIENT[2], pkt, args.seconds)["pps"] for _ in runs)
         best, median = rates[-1], rates[len(rates) // 2]
-        print(f"{name:9s} best {best:10,.0f} packets/s   median {median:10,.0f} packets/s")
+        print(f"{name:24s} best {best:10,.0f} packets/s   median {median:10,.0f} packets/s")
     if args.profile:
         for pkt, name in ((hot, "hot Get"), (cold, "cold Get")):
             print(

@@ -18,6 +18,13 @@ allocates per query. Semantics (docs/protocol.md "Consistency" rules 1-4 and "Ha
 
 Keys are integer ids; the 16-byte key is ``id.to_bytes(16, "big")`` (ids < 2**32), so the CRC of a
 HashPipe stage starts from a per-stage state after the seed and the 12 leading zero bytes.
+
+HashPipe's later stages compare key ids where the data plane compares 32-bit key tags (a carried
+key merges into a slot whose occupant has its tag: docs/protocol.md "HashPipe hashing"). For the
+model's keys that is the same rule, not an approximation: the tag is affine in the key's bits and
+one-to-one on the ids below 2**31 (``model.MAX_KEY_ID``), so two of them never share a tag
+(tests/sim/test_model.py checks the map's rank). Keys from elsewhere would part from the data
+plane only on a tag collision, with probability 2**-31 per comparison.
 """
 
 from __future__ import annotations

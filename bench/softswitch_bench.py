@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import itertools
 import pstats
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,13 +34,16 @@ STAGE_LABELS = {
 
 
 def measure(
-    sw: Switch, port: int, packet: bytes, seconds: float = 2.0, windows: int = 5
+    sw: Switch, port: int, packet: bytes | Sequence[bytes], seconds: float = 2.0, windows: int = 5
 ) -> dict[str, Any]:
     """Push ``packet`` into ``port`` repeatedly for about ``seconds`` (one core, one thread), in
     ``windows`` equal windows: ``pps`` is the median window, ``pps_best`` the fastest one (the
-    figure least disturbed by other jobs on the machine)."""
+    figure least disturbed by other jobs on the machine). A sequence of packets is sent in turn,
+    from where the previous batch stopped."""
     process = sw.process
-    out = process(port, packet)  # warm up, and report what the packet does
+    packets = [packet] if isinstance(packet, bytes) else list(packet)
+    out = process(port, packets[0])  # warm up, and report what the packet does
+    turn = itertools.cycle(packets)
     rates: list[float] = []
     total_n = 0
     total_t = 0.0
@@ -48,8 +53,12 @@ def measure(
         start = time.perf_counter()
         deadline = start + seconds / max(windows, 1)
         while True:
-            for _ in range(batch):
-                process(port, packet)
+            if len(packets) == 1:
+                for _ in range(batch):
+                    process(port, packets[0])
+            else:
+                for pkt in itertools.islice(turn, batch):
+                    process(port, pkt)
             n += batch
             now = time.perf_counter()
             if now >= deadline:

@@ -77,9 +77,20 @@ REG_EPOCH: Final = "epoch"  # [1]
 HP_KEY_WORDS: Final = 4
 
 
+def hp_stage(stage: int) -> str:
+    """HashPipe stage ``stage``'s instance: its registers are named ``hp_stage<s>.<register>``."""
+    return f"hp_stage{stage}"
+
+
+def hp_stage_of(instance: str) -> int | None:
+    """The stage whose instance name (:func:`hp_stage`) ``instance`` is; None for other names."""
+    digits = instance.removeprefix(hp_stage(0)[:-1])
+    return int(digits) if digits != instance and digits.isdigit() else None
+
+
 def reg_hp_key(stage: int, word: int) -> str:
     """HashPipe key register ``word`` (0 = the key's first four bytes) of ``stage``."""
-    return f"hp_stage{stage}.hp_key{word}"
+    return f"{hp_stage(stage)}.hp_key{word}"
 
 
 def hp_key_from_words(words: Sequence[int]) -> bytes:
@@ -89,7 +100,7 @@ def hp_key_from_words(words: Sequence[int]) -> bytes:
 
 def reg_hp_cnt(stage: int) -> str:
     """HashPipe count register of ``stage`` (a slot is empty when its count is 0)."""
-    return f"hp_stage{stage}.hp_cnt"
+    return f"{hp_stage(stage)}.hp_cnt"
 
 
 def valid_base(slot: int, servers: int) -> int:

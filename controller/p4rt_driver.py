@@ -153,8 +153,15 @@ class _Names:
                     suffix = ".".join(parts[i:])
                     found[suffix] = "" if suffix in found and found[suffix] != full else full
             self.full[kind] = found
+        # HashPipe stage -> every register of it the program has, by P4Info name: the key words
+        # and the count, and what a build keeps beside them (TNA: the later stages' hp_tag)
+        self.hashpipe: dict[int, list[str]] = {}
         for reg in info.registers:
             self.sizes[reg.preamble.name] = reg.size
+            parts = reg.preamble.name.split(".")
+            stage = names.hp_stage_of(parts[-2]) if len(parts) > 1 else None
+            if stage is not None:
+                self.hashpipe.setdefault(stage, []).append(reg.preamble.name)
         for table in info.tables:
             for mf in table.match_fields:
                 if mf.match_type == p4i.MatchField.LPM:
@@ -342,10 +349,11 @@ class P4RuntimeDriver(Driver):
         for table in tables[:2] if not self.has_liveness else tables:
             self._thrift_call("bm_mt_reset_counters", 0, self.names("table", table))
         self._thrift_call("bm_counter_reset_all", 0, self.names("counter", names.HOTKEY_WRITES))
+        # every register of every stage, TNA's hp_tag too (a stale tag would merge its key into
+        # the emptied slot, whose key words stay 0), in name order: hp_cnt, hp_key0-3, hp_tag
         for stage in range(self.stages):
-            keys = (names.reg_hp_key(stage, w) for w in range(names.HP_KEY_WORDS))
-            for reg in (*keys, names.reg_hp_cnt(stage)):
-                self._thrift_call("bm_register_reset", 0, self.names("register", reg))
+            for reg in sorted(self.names.hashpipe[stage], key=lambda n: n.rsplit(".", 1)[-1]):
+                self._thrift_call("bm_register_reset", 0, reg)
 
     def apply(self, ops: Sequence[Operation]) -> None:
         """One P4Runtime Write for the switch part (cut at register writes on BMv2, which go over

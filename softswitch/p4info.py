@@ -225,7 +225,16 @@ def build_p4info(prog: Program) -> Any:
         x = prog.externs[n]
         msg = info.registers.add()
         _preamble(msg, ids[n], n, alias[n], x.annotations)
-        msg.type_spec.bitstring.bit.bitwidth = x.width
+        if x.members:  # a paired register (TNA): its struct, as p4c describes a struct type
+            msg.type_spec.struct.name = x.struct_name
+            st = info.type_info.structs[x.struct_name]
+            if not st.members:
+                for mname, w in x.members:
+                    m = st.members.add()
+                    m.name = mname
+                    m.type_spec.bitstring.bit.bitwidth = w
+        else:
+            msg.type_spec.bitstring.bit.bitwidth = x.width
         msg.size = x.size
     for name, t in prog.controller_headers:
         msg = info.controller_packet_metadata.add()

@@ -5,7 +5,10 @@
 // stage always inserts the incoming key (count 1), evicting the slot's occupant into the carry; a
 // later stage adds the carry to a slot holding the same key, fills an empty slot (count 0), or keeps
 // the larger of the two counts and carries the other on (ties keep the slot's occupant). Whatever is
-// carried out of the last stage is dropped.
+// carried out of the last stage is dropped. "The same key" is the full key in the first stage and
+// the key's 32-bit tag in later stages (hashpipe_carry.p4): the rule the TNA build
+// (hashpipe_tna.p4) can run in a stateful ALU, so that both builds end with the same registers.
+// Two keys with one tag (probability 2^-31 per comparison) merge into the occupant's slot.
 //
 // Registers (per stage instance, control-plane names `hp_stage<s>.hp_key0` .. `hp_key3` and
 // `hp_stage<s>.hp_cnt`): the controller reads them every period as cold-key candidates and resets
@@ -39,9 +42,19 @@ control HashPipeStage(inout hp_carry_t carry)(bit<32> seed, bool always_insert) 
             hp_key3.read(w3, idx);
             hp_cnt.read(slot_cnt, idx);
             kvs_key_t slot_key = w0 ++ w1 ++ w2 ++ w3;
+            bool same;
+            if (always_insert) {
+                same = slot_key == carry.key;
+            } else {
+                bit<32> slot_tag;
+                bit<32> carry_tag;
+                hash(slot_tag, HashAlgorithm.crc32, 32w0, HP_TAG_INPUT(slot_key), 64w0x100000000);
+                hash(carry_tag, HashAlgorithm.crc32, 32w0, HP_TAG_INPUT(carry.key),
+                     64w0x100000000);
+                same = (slot_tag | 1) == (carry_tag | 1);
+            }
             // Empty slot, or the new key evicts the occupant: the carried key goes in.
-            bool take = slot_cnt == 0 || (slot_key != carry.key
-                                          && (always_insert || carry.cnt > slot_cnt));
+            bool take = slot_cnt == 0 || (!same && (always_insert || carry.cnt > slot_cnt));
             if (take) {
                 hp_key0.write(idx, carry.key[127:96]);
                 hp_key1.write(idx, carry.key[95:64]);
@@ -51,7 +64,7 @@ control HashPipeStage(inout hp_carry_t carry)(bit<32> seed, bool always_insert) 
                 carry.active = slot_cnt != 0;
                 carry.key = slot_key;
                 carry.cnt = slot_cnt;
-            } else if (slot_key == carry.key) {
+            } else if (same) {
                 hp_cnt.write(idx, slot_cnt + carry.cnt);
                 carry.active = false;
             }
@@ -59,6 +72,9 @@ control HashPipeStage(inout hp_carry_t carry)(bit<32> seed, bool always_insert) 
     }
 }
 
+// one control for the first stage and the later ones (hashpipe_stages.p4)
+#define HP_FIRST_STAGE(seed) HashPipeStage(seed, true)
+#define HP_LATER_STAGE(seed) HashPipeStage(seed, false)
 #include "hashpipe_stages.p4"
 
 #endif  // KVSWITCH_HASHPIPE_P4

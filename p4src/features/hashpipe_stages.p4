@@ -1,30 +1,32 @@
-// HashPipe: d = HP_STAGES instances of the build's HashPipeStage (hashpipe.p4 for v1model,
-// hashpipe_tna.p4 for TNA, each included before this file), control-plane names hp_stage<s>.
+// HashPipe: d = HP_STAGES stage instances, control-plane names hp_stage<s>. The build (hashpipe.p4
+// for v1model, hashpipe_tna.p4 for TNA, each included before this file) defines what a first and a
+// later stage instantiate: HP_FIRST_STAGE(seed), HP_LATER_STAGE(seed) (on TNA two controls: a
+// later stage has one register more).
 #ifndef KVSWITCH_HASHPIPE_STAGES_P4
 #define KVSWITCH_HASHPIPE_STAGES_P4
 
 control HashPipe(in kvs_key_t key) {
-    HashPipeStage(HP_SEED_0, true) hp_stage0;
+    HP_FIRST_STAGE(HP_SEED_0) hp_stage0;
 #if HP_STAGES > 1
-    HashPipeStage(HP_SEED_1, false) hp_stage1;
+    HP_LATER_STAGE(HP_SEED_1) hp_stage1;
 #endif
 #if HP_STAGES > 2
-    HashPipeStage(HP_SEED_2, false) hp_stage2;
+    HP_LATER_STAGE(HP_SEED_2) hp_stage2;
 #endif
 #if HP_STAGES > 3
-    HashPipeStage(HP_SEED_3, false) hp_stage3;
+    HP_LATER_STAGE(HP_SEED_3) hp_stage3;
 #endif
 #if HP_STAGES > 4
-    HashPipeStage(HP_SEED_4, false) hp_stage4;
+    HP_LATER_STAGE(HP_SEED_4) hp_stage4;
 #endif
 #if HP_STAGES > 5
-    HashPipeStage(HP_SEED_5, false) hp_stage5;
+    HP_LATER_STAGE(HP_SEED_5) hp_stage5;
 #endif
 #if HP_STAGES > 6
-    HashPipeStage(HP_SEED_6, false) hp_stage6;
+    HP_LATER_STAGE(HP_SEED_6) hp_stage6;
 #endif
 #if HP_STAGES > 7
-    HashPipeStage(HP_SEED_7, false) hp_stage7;
+    HP_LATER_STAGE(HP_SEED_7) hp_stage7;
 #endif
 
     apply {

@@ -1,36 +1,71 @@
-// HashPipe, TNA build: the stage of hashpipe.p4 (read its header) with each of the five registers
-// reached by one RegisterAction per packet, d stages as d instances (hashpipe_stages.p4).
+// HashPipe, TNA build: the stages of hashpipe.p4 (read its header) with every register reached by
+// one RegisterAction per packet, d stages as d instances (hashpipe_stages.p4). Both builds end with
+// the same registers on the same traces (tests/dataplane/test_builds_agree.py).
 //
 // The index is the v1model build's: CRC-32 (a CRCPolynomial with the parameters of v1model's
 // crc32) of {seed_s, key}, mod w. Tofino's hash units give a power-of-two slice, not a remainder
 // mod an odd w: docs/tofino.md says what a hardware build changes.
 //
-// Stage 0 (always insert) is exact: the key words are swapped in unconditionally (writing the key
-// that is already there changes nothing), then the count adds on a match or restarts at 1.
-// A later stage must decide on the count before it writes the key, and must know whether the key
-// matches before it updates the count: with one access per register that order is impossible, so
-// the count goes first and decides as if the keys differed (take the slot if it is empty or the
-// carried count is larger). It departs from hashpipe.p4 only when a carried key meets its own copy
-// in a later stage: v1model merges the two counts, this build keeps the larger count in the slot
-// and carries the other copy on (docs/tofino.md, "HashPipe").
+// The first stage (HashPipeFirst, always insert): the key words are swapped in unconditionally
+// (writing the key that is already there changes nothing), then the count adds on a match of the
+// full key or restarts at the carried count.
+//
+// A later stage (HashPipeStage) must know whether the carried key is the slot's before it updates
+// the count, and the count before it writes the key. With the key in four registers that is two
+// orders at once, so the decision is made first, in one more register: hp_tag, a pair
+// {lo: the occupant's tag (hashpipe_carry.p4), hi: a copy of its count}, one stateful ALU in paired
+// mode. It compares lo with the carried key's tag (cmplo) and hi with the carried count (cmphi):
+//   lo == tag            merge: hi += c
+//   else hi < c          take:  {lo, hi} = {tag, c}  (an empty slot, {0, 0}, always takes: c >= 1
+//                                                     and a tag is never 0)
+//   else                 keep
+// and outputs its 4-bit predicate. The four key words then swap iff "take" (returning the old
+// words) and hp_cnt adds on "merge", restarts at c on "take" returning the old count, or is read.
+// hp_tag is the TNA build's only register that v1model has not (v1model hashes the stored key
+// words instead); the controller resets it with the stage's other registers.
 #ifndef KVSWITCH_HASHPIPE_TNA_P4
 #define KVSWITCH_HASHPIPE_TNA_P4
 
 #include "hashpipe_carry.p4"
 
-control HashPipeStage(inout hp_carry_t carry)(bit<32> seed, bool always_insert) {
-    @name("hp_key0") Register<bit<32>, bit<32>>(HP_SLOTS) hp_key0;
-    @name("hp_key1") Register<bit<32>, bit<32>>(HP_SLOTS) hp_key1;
-    @name("hp_key2") Register<bit<32>, bit<32>>(HP_SLOTS) hp_key2;
-    @name("hp_key3") Register<bit<32>, bit<32>>(HP_SLOTS) hp_key3;
-    @name("hp_cnt") Register<bit<32>, bit<32>>(HP_SLOTS) hp_cnt;
-    Hash<bit<32>>(HashAlgorithm_t.CUSTOM, CRCPolynomial<bit<32>>(
+// the predicate of hp_tag's stateful ALU: 1 << (cmplo + 2 * cmphi)
+const bit<32> HP_PRED_TAKE = 4;  // cmphi alone: another key, and the carried count is larger
+const bit<32> HP_PRED_OWN = 0b1010;  // cmplo, with or without cmphi: the slot's tag is the key's
+
+struct hp_tag_t {
+    bit<32> lo;  // the occupant's tag; 0: empty
+    bit<32> hi;  // the occupant's count (= hp_cnt)
+}
+
+// The key words, the same in both kinds of stage: register REG (control-plane name NAME) holds
+// bits HI:LO of the key; its RegisterAction ACT returns the old word and writes the carried one
+// when `swap`.
+#define HP_KEY_WORD(REG, NAME, ACT, HI, LO)                                  \
+    @name(NAME) Register<bit<32>, bit<32>>(HP_SLOTS) REG;                    \
+    RegisterAction<bit<32>, bit<32>, bit<32>>(REG) ACT = {                   \
+        void apply(inout bit<32> value, out bit<32> rv) {                    \
+            rv = value;                                                      \
+            if (swap) { value = carry.key[HI:LO]; }                          \
+        }                                                                    \
+    };
+#define HP_KEY_WORDS                                                         \
+    bool swap = false;                                                       \
+    HP_KEY_WORD(hp_key0, "hp_key0", key0_swap, 127, 96)                      \
+    HP_KEY_WORD(hp_key1, "hp_key1", key1_swap, 95, 64)                       \
+    HP_KEY_WORD(hp_key2, "hp_key2", key2_swap, 63, 32)                       \
+    HP_KEY_WORD(hp_key3, "hp_key3", key3_swap, 31, 0)                        \
+    Hash<bit<32>>(HashAlgorithm_t.CUSTOM, CRCPolynomial<bit<32>>(            \
         32w0x04C11DB7, true, false, false, 32w0xFFFFFFFF, 32w0xFFFFFFFF)) index_hash;
+// the slot's key, every word swapped (or read) once
+#define HP_SWAP_KEY(idx) (key0_swap.execute(idx) ++ key1_swap.execute(idx) \
+                          ++ key2_swap.execute(idx) ++ key3_swap.execute(idx))
 
-    bool swap = false;  // PHV input of the key ALUs
-    bool same = false;  // PHV input of the count ALU (stage 0)
+control HashPipeFirst(inout hp_carry_t carry)(bit<32> seed) {
+    HP_KEY_WORDS
+    @name("hp_cnt") Register<bit<32>, bit<32>>(HP_SLOTS) hp_cnt;
+    bool same = false;  // PHV input of the count ALU
 
-    // stage 0: the count after the key words, exact
+    // the count after the key words, exact
     RegisterAction<bit<32>, bit<32>, bit<32>>(hp_cnt) cnt_insert = {
         void apply(inout bit<32> value, out bit<32> rv) {
             rv = value;
@@ -41,72 +76,81 @@ control HashPipeStage(inout hp_carry_t carry)(bit<32> seed, bool always_insert) 
             }
         }
     };
-    // later stages: the count first, as if the keys differed
-    RegisterAction<bit<32>, bit<32>, bit<32>>(hp_cnt) cnt_contest = {
-        void apply(inout bit<32> value, out bit<32> rv) {
-            rv = value;
-            if (value == 0 || carry.cnt > value) {
-                value = carry.cnt;
-            }
-        }
-    };
-    // the key words: the old word out, the carried word in when `swap`
-    RegisterAction<bit<32>, bit<32>, bit<32>>(hp_key0) key0_swap = {
-        void apply(inout bit<32> value, out bit<32> rv) {
-            rv = value;
-            if (swap) { value = carry.key[127:96]; }
-        }
-    };
-    RegisterAction<bit<32>, bit<32>, bit<32>>(hp_key1) key1_swap = {
-        void apply(inout bit<32> value, out bit<32> rv) {
-            rv = value;
-            if (swap) { value = carry.key[95:64]; }
-        }
-    };
-    RegisterAction<bit<32>, bit<32>, bit<32>>(hp_key2) key2_swap = {
-        void apply(inout bit<32> value, out bit<32> rv) {
-            rv = value;
-            if (swap) { value = carry.key[63:32]; }
-        }
-    };
-    RegisterAction<bit<32>, bit<32>, bit<32>>(hp_key3) key3_swap = {
-        void apply(inout bit<32> value, out bit<32> rv) {
-            rv = value;
-            if (swap) { value = carry.key[31:0]; }
-        }
-    };
 
     apply {
         if (carry.active) {
             bit<32> idx = index_hash.get({seed, carry.key}) % (bit<32>)HP_SLOTS;
-            bit<32> slot_cnt = 0;
-            bool take;
-            if (always_insert) {
-                swap = true;
-            } else {
-                slot_cnt = cnt_contest.execute(idx);
-                swap = slot_cnt == 0 || carry.cnt > slot_cnt;
-            }
-            kvs_key_t slot_key = key0_swap.execute(idx) ++ key1_swap.execute(idx)
-                                 ++ key2_swap.execute(idx) ++ key3_swap.execute(idx);
-            if (always_insert) {
-                same = slot_key == carry.key;
-                slot_cnt = cnt_insert.execute(idx);
-                take = slot_cnt == 0 || !same;
-            } else {
-                take = swap;
-            }
-            if (take) {
+            swap = true;
+            kvs_key_t slot_key = HP_SWAP_KEY(idx);
+            same = slot_key == carry.key;
+            bit<32> slot_cnt = cnt_insert.execute(idx);
+            if (slot_cnt == 0 || !same) {
                 carry.active = slot_cnt != 0;
                 carry.key = slot_key;
                 carry.cnt = slot_cnt;
-            } else if (always_insert) {
+            } else {
                 carry.active = false;  // merged into the slot
             }
         }
     }
 }
 
+control HashPipeStage(inout hp_carry_t carry)(bit<32> seed) {
+    HP_KEY_WORDS
+    @name("hp_cnt") Register<bit<32>, bit<32>>(HP_SLOTS) hp_cnt;
+    @name("hp_tag") Register<hp_tag_t, bit<32>>(HP_SLOTS) hp_tag;
+    Hash<bit<32>>(HashAlgorithm_t.CUSTOM, CRCPolynomial<bit<32>>(
+        32w0x04C11DB7, true, false, false, 32w0xFFFFFFFF, 32w0xFFFFFFFF)) tag_hash;
+    bit<32> tag = 0;     // PHV input of the tag ALU
+    bool merge = false;  // PHV input of the count ALU
+
+    // the decision: one stateful ALU in paired mode, two conditions, the predicate out
+    RegisterAction<hp_tag_t, bit<32>, bit<32>>(hp_tag) tag_decide = {
+        void apply(inout hp_tag_t value, out bit<32> rv) {
+            bool own = value.lo == tag;
+            bool larger = value.hi < carry.cnt;
+            rv = this.predicate(own, larger);
+            if (own) {
+                value.hi = value.hi + carry.cnt;
+            } else if (larger) {
+                value.lo = tag;
+                value.hi = carry.cnt;
+            }
+        }
+    };
+    RegisterAction<bit<32>, bit<32>, bit<32>>(hp_cnt) cnt_update = {
+        void apply(inout bit<32> value, out bit<32> rv) {
+            rv = value;
+            if (merge) {
+                value = value + carry.cnt;
+            } else if (swap) {
+                value = carry.cnt;
+            }
+        }
+    };
+
+    apply {
+        if (carry.active) {
+            bit<32> idx = index_hash.get({seed, carry.key}) % (bit<32>)HP_SLOTS;
+            tag = tag_hash.get(HP_TAG_INPUT(carry.key)) | 1;
+            bit<32> decision = tag_decide.execute(idx);
+            merge = (decision & HP_PRED_OWN) != 0;
+            swap = decision == HP_PRED_TAKE;
+            kvs_key_t slot_key = HP_SWAP_KEY(idx);
+            bit<32> slot_cnt = cnt_update.execute(idx);
+            if (swap) {
+                carry.active = slot_cnt != 0;
+                carry.key = slot_key;
+                carry.cnt = slot_cnt;
+            } else if (merge) {
+                carry.active = false;  // merged into the slot
+            }
+        }
+    }
+}
+
+#define HP_FIRST_STAGE(seed) HashPipeFirst(seed)
+#define HP_LATER_STAGE(seed) HashPipeStage(seed)
 #include "hashpipe_stages.p4"
 
 #endif  // KVSWITCH_HASHPIPE_TNA_P4

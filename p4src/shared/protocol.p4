@@ -57,5 +57,8 @@ const bit<32> HP_SEED_4 = 0x1715609D;
 const bit<32> HP_SEED_5 = 0xB54CDA56;
 const bit<32> HP_SEED_6 = 0x5384540F;
 const bit<32> HP_SEED_7 = 0xF1BBCDC8;
+// The seed of a key's HashPipe tag (the next in the row: (0x9E3779B9 * 9) mod 2^32), which later
+// stages compare instead of the 128-bit key (features/hashpipe_carry.p4).
+const bit<32> HP_TAG_SEED = 0x8FF34781;
 
 #endif  // KVSWITCH_PROTOCOL_P4

@@ -106,6 +106,11 @@ class ExternInst:
     name: str  # fully-qualified
     size: int = 0
     width: int = 0  # register element width
+    # a register whose element is a struct of bit<> members (TNA's paired registers): the struct's
+    # name and (member, width) in order; a cell is kept as one integer, the first member in its
+    # most significant bits (the struct's bits, as a header of those fields would be serialised)
+    struct_name: str = ""
+    members: tuple[tuple[str, int], ...] = ()
     counter_type: str = "packets_and_bytes"
     annotations: dict[str, list[Any]] = field(default_factory=dict)
     pyname: str = ""

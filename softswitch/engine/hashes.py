@@ -10,6 +10,10 @@ from collections.abc import Callable
 _LITTLE = sys.byteorder == "little"
 
 
+# (width, polynomial, init, xor out, reflect in, reflect out) of CRC-32 (IEEE, zlib's)
+CRC32_PARAMS = (32, 0x04C11DB7, 0xFFFFFFFF, 0xFFFFFFFF, True, True)
+
+
 def _reflect(value: int, bits: int) -> int:
     out = 0
     for i in range(bits):
@@ -33,7 +37,9 @@ def _crc_table(width: int, poly: int) -> list[int]:
 def make_crc(
     width: int, poly: int, init: int, xor_out: int, refin: bool, refout: bool
 ) -> Callable[[bytes], int]:
-    """A table-driven CRC with BMv2's ``crc_custom`` parameters."""
+    """A table-driven CRC with BMv2's ``crc_custom`` parameters (zlib's, in C, for CRC-32's)."""
+    if (width, poly, init, xor_out, refin, refout) == CRC32_PARAMS:
+        return zlib.crc32
     table = _crc_table(width, poly)
     mask = (1 << width) - 1
     shift = width - 8

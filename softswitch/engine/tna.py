@@ -155,6 +155,7 @@ class TnaExterns:
         self.b = b
         self.tr: Translator = b.tr
         self.sites: dict[int, tuple[Any, TnaExtern]] = {}  # execute site id -> (node, register)
+        self.applying: list[TnaExtern] = []  # the RegisterAction whose apply is being translated
         self.checksums: list[str] = []
 
     def err(self, node: Any, msg: str) -> P4Error:
@@ -221,14 +222,55 @@ class TnaExterns:
         if len(x.type_args) != 2:
             raise self.err(node, "Register<T, I> takes two type arguments")
         t = x.type_args[0]
-        if not isinstance(t, BitT):
-            raise self.err(node, f"Register<{t.show()}, ...>: this target's registers hold bit<>")
         self._bit_arg(x, 1, node, "the index type")
-        x.kind, x.width = "register", t.width
+        x.kind = "register"
+        if isinstance(t, StructLikeT):
+            x.members = self._pair_members(node, t)
+            x.struct_name, x.width = t.name, sum(w for _, w in x.members)
+        elif isinstance(t, BitT):
+            x.width = t.width
+        else:
+            raise self.err(
+                node,
+                f"Register<{t.show()}, ...>: a Tofino register holds bit<W> or a pair "
+                "(a struct of two bit<W> of one width)",
+            )
         x.size = self.b.const_int(args[0], scope)
         if len(args) == 2:
-            x.init = self.b.const_int(args[1], scope) & mask(t.width)
+            x.init = self._register_init(args[1], x, scope)
         self.tr.ns[x.pyname] = [x.init] * x.size
+
+    def _pair_members(self, node: Tree, t: StructLikeT) -> tuple[tuple[str, int], ...]:
+        """A paired register's halves: a stateful ALU in paired mode holds two words of one width
+        (8, 16 or 32 bits on Tofino 1, up to 64 on Tofino 2), compared and updated together."""
+        members = tuple(
+            (n, ft.width) for n, ft in t.fields if isinstance(ft, BitT) and not ft.signed
+        )
+        if (
+            t.kind != "struct"
+            or len(t.fields) != 2
+            or len(members) != 2
+            or members[0][1] != members[1][1]
+            or members[0][1] not in (8, 16, 32, 64)
+        ):
+            raise self.err(
+                node,
+                f"Register<{t.show()}, ...>: a paired register's struct has two bit<W> members "
+                "of one width W (8, 16, 32 or 64)",
+            )
+        return members
+
+    def _register_init(self, a: Any, x: TnaExtern, scope: Scope) -> int:
+        """Register(size, initial_value): a constant, or {lo, hi} for a pair (packed as a cell)."""
+        if not x.members:
+            return self.b.const_int(a, scope) & mask(x.width)
+        items = list(a.children[0].children) if a.data == "list_expr" and a.children[0] else []
+        if len(items) != len(x.members):
+            raise self.err(a, f"the initial value of {x.name} is a list of {len(x.members)}")
+        cell = 0
+        for item, (_, w) in zip(items, x.members, strict=True):
+            cell = cell << w | (self.b.const_int(item, scope) & mask(w))
+        return cell
 
     def i_DirectRegister(self, x: TnaExtern, node: Tree, args: list[Any], scope: Scope) -> None:
         self._nargs(node, args, (0, 1), "DirectRegister<T>([initial_value])")
@@ -273,11 +315,11 @@ class TnaExterns:
             raise self.err(node, "a RegisterAction implements apply(inout T value[, out U rv])")
         body = applies[0].children[4]
         for sub in body.iter_subtrees():
-            if sub.data in ("call", "generic_call", "table_decl"):
+            if sub.data in ("call", "generic_call", "table_decl") and not _is_predicate(sub):
                 raise self.err(
                     sub,
                     "a RegisterAction's apply only computes on the value (the stateful ALU "
-                    "makes no calls)",
+                    "makes no calls but this.predicate(cmplo, cmphi))",
                 )
         x.apply = (applies[0], scope)
 
@@ -431,6 +473,8 @@ class TnaExterns:
         self, tr: Translator, node: Tree, x: TnaExtern, method: str, args: list[Any], scope: Scope
     ) -> E | None:
         direct = x.tna_type == "DirectRegisterAction"
+        if method == "predicate":
+            return self._predicate(tr, node, x, args, scope)
         if method != "execute" or len(args) != (0 if direct else 1):
             raise self.err(node, f"{x.tna_type} supports execute({'' if direct else 'index'})")
         if tr.in_parser:
@@ -457,8 +501,16 @@ class TnaExterns:
             it_t = x.type_args[1]
             i = tr.convert(tr.expr(args[0], scope, it_t), it_t, args[0])
             tr.em(f"{ri} = {i.code}")
-            tr.em(f"{v} = {R}[{ri}] if {ri} < {n} else 0")
-            store = f"if {ri} < {n}: {R}[{ri}] = {v}"
+            if reg.members:  # a pair: the cell unpacked into the struct apply() works on
+                assert isinstance(vt, StructLikeT)
+                (m0, w), (m1, _) = reg.members
+                tr.em(f"_ra{uid}_c = {R}[{ri}] if {ri} < {n} else 0")
+                tr.em(f"{v} = {tr.py_class(vt)}()")
+                tr.em(f"{v}.{m0} = _ra{uid}_c >> {w}; {v}.{m1} = _ra{uid}_c & {mask(w)}")
+                store = f"if {ri} < {n}: {R}[{ri}] = {v}.{m0} << {w} | {v}.{m1}"
+            else:
+                tr.em(f"{v} = {R}[{ri}] if {ri} < {n} else 0")
+                store = f"if {ri} < {n}: {R}[{ri}] = {v}"
         tr.em(f"{rv} = {tr.zero(ut)}")
         tree, decl_scope = x.apply
         params = [] if tree.children[3] is None else list(tree.children[3].children)
@@ -475,10 +527,38 @@ class TnaExterns:
             if direction != want_dir or pt != want:
                 raise self.err(p, f"apply parameter must be {want_dir} {want.show()}")
             sc.names[self.b.ck.name_of(p.children[3])] = Sym("var", pt, code=code, lvalue=True)
-        tr.action_body(tree.children[4], sc)
+        sc.names["this"] = Sym("extern", value=x)  # this.predicate(...)
+        self.applying.append(x)
+        try:
+            tr.action_body(tree.children[4], sc)
+        finally:
+            self.applying.pop()
         tr.em(store)
         self.sites[uid] = (node, reg)
         return E(rv, ut)
+
+    def _predicate(
+        self, tr: Translator, node: Tree, x: TnaExtern, args: list[Any], scope: Scope
+    ) -> E:
+        """``this.predicate(cmplo, cmphi)`` in a RegisterAction's apply: the stateful ALU's 4-bit
+        predicate output, one-hot over the two conditions: 1 << (cmplo + 2 * cmphi), i.e. 1 when
+        neither holds, 2 cmplo alone, 4 cmphi alone, 8 both (an omitted condition is false)."""
+        if not self.applying or self.applying[-1] is not x:
+            raise self.err(node, f"{x.name}.predicate() is called inside {x.name}'s own apply")
+        if len(args) > 2:
+            raise self.err(node, "predicate(cmplo, cmphi) takes at most two conditions")
+        bits = []
+        for a, bit in zip(args, (1, 2), strict=False):
+            c = tr.expr(a, scope, BoolT())
+            if not isinstance(c.type, BoolT):
+                raise self.err(a, "predicate: a condition is bool")
+            bits.append(f"({bit} if {c.code} else 0)")
+        ut = x.type_args[-1]
+        if not isinstance(ut, BitT) or ut.width < 4:
+            raise self.err(
+                node, "predicate() returns the 4-bit predicate: U must be bit<4> or wider"
+            )
+        return E(f"(1 << ({' | '.join(bits) or '0'}))", ut)
 
     def m_Hash(
         self, tr: Translator, node: Tree, x: TnaExtern, method: str, args: list[Any], scope: Scope
@@ -683,6 +763,21 @@ class TnaExterns:
             return seen
 
         walk(fdef.body, {})
+
+
+def _is_predicate(call: Tree) -> bool:
+    """``this.predicate(...)``: the stateful ALU's predicate output, allowed in apply()."""
+    f = call.children[0]
+    return (
+        call.data == "call"
+        and isinstance(f, Tree)
+        and f.data == "member"
+        and isinstance(f.children[0], Tree)
+        and f.children[0].data == "var"
+        and str(f.children[0].children[0]) == "this"
+        and str(f.children[1].children[0] if isinstance(f.children[1], Tree) else f.children[1])
+        == "predicate"
+    )
 
 
 def _param_key(side: str, t: P4Type, n_user: int) -> str:

@@ -76,6 +76,9 @@ class ArrayInfo:
     bitwidth: int = 0  # registers
     unit: str = "both"  # counters: bytes | packets | both
     table_id: int = 0  # direct counters
+    # registers of a struct of bit<> (TNA's paired registers): member widths, first first; a
+    # cell is the members' bits concatenated (the first most significant), ``bitwidth`` in all
+    members: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -144,8 +147,18 @@ class P4InfoIndex:
             )
         for r in info.registers:
             width = r.type_spec.bitstring.bit.bitwidth or r.type_spec.bitstring.int.bitwidth
+            members: tuple[int, ...] = ()
+            if r.type_spec.HasField("struct"):
+                st = info.type_info.structs[r.type_spec.struct.name]
+                members = tuple(m.type_spec.bitstring.bit.bitwidth for m in st.members)
+                width = sum(members)
             self.registers[r.preamble.id] = ArrayInfo(
-                r.preamble.id, r.preamble.name, r.preamble.alias or r.preamble.name, r.size, width
+                r.preamble.id,
+                r.preamble.name,
+                r.preamble.alias or r.preamble.name,
+                r.size,
+                width,
+                members=members,
             )
         for cpm in info.controller_packet_metadata:
             fields = [PacketMetadata(m.id, m.name, m.bitwidth) for m in cpm.metadata]

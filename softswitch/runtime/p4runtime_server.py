@@ -55,6 +55,45 @@ def encode_uint(value: int) -> bytes:
     return value.to_bytes(max(1, (value.bit_length() + 7) // 8), "big")
 
 
+def split_cell(reg: ArrayInfo, cell: int) -> list[int]:
+    """A struct register's cell as its members' values, first member first."""
+    out = []
+    shift = reg.bitwidth
+    for w in reg.members:
+        shift -= w
+        out.append(cell >> shift & ((1 << w) - 1))
+    return out
+
+
+def encode_cell(reg: ArrayInfo, cell: int) -> p4d.P4Data:
+    """A register cell as P4Data: a bitstring, or a struct of bitstrings for a paired register."""
+    if not reg.members:
+        return p4d.P4Data(bitstring=encode_uint(cell))
+    data = p4d.P4Data()
+    for v in split_cell(reg, cell):
+        data.struct.members.add(bitstring=encode_uint(v))
+    return data
+
+
+def decode_cell(reg: ArrayInfo, data: p4d.P4Data) -> int:
+    """The cell a register write's P4Data stands for (the inverse of :func:`encode_cell`)."""
+    if not reg.members:
+        if data.WhichOneof("data") != "bitstring":
+            raise ControlError("INVALID_ARGUMENT", f"{reg.name}: data must be a bitstring")
+        return decode_uint(data.bitstring, reg.bitwidth, reg.name)
+    if data.WhichOneof("data") != "struct" or len(data.struct.members) != len(reg.members):
+        raise ControlError(
+            "INVALID_ARGUMENT",
+            f"{reg.name}: data must be a struct of {len(reg.members)} bitstrings",
+        )
+    cell = 0
+    for m, w in zip(data.struct.members, reg.members, strict=True):
+        if m.WhichOneof("data") != "bitstring":
+            raise ControlError("INVALID_ARGUMENT", f"{reg.name}: struct members are bitstrings")
+        cell = cell << w | decode_uint(m.bitstring, w, reg.name)
+    return cell
+
+
 def code_number(name: str) -> int:
     return int(rpc_code.Code.Value(name))
 
@@ -547,9 +586,7 @@ class P4RuntimeServicer(p4r_grpc.P4RuntimeServicer):
         reg = self.array_of(pipe.index.registers, entry.register_id, "register")
         if op != p4r.Update.MODIFY:
             raise ControlError("INVALID_ARGUMENT", "register entries can only be modified")
-        if entry.data.WhichOneof("data") != "bitstring":
-            raise ControlError("INVALID_ARGUMENT", f"{reg.name}: data must be a bitstring")
-        value = decode_uint(entry.data.bitstring, reg.bitwidth, reg.name)
+        value = decode_cell(reg, entry.data)
         sw = pipe.switch
         if entry.HasField("index"):
             idx = self.check_index(reg, entry.index.index)
@@ -762,9 +799,7 @@ class P4RuntimeServicer(p4r_grpc.P4RuntimeServicer):
                 values = dict(enumerate(engine_call(pipe.switch.register_read, reg.name)))
             for i, v in values.items():
                 entry = p4r.RegisterEntry(
-                    register_id=reg.id,
-                    index=p4r.Index(index=i),
-                    data=p4d.P4Data(bitstring=encode_uint(v)),
+                    register_id=reg.id, index=p4r.Index(index=i), data=encode_cell(reg, v)
                 )
                 out.append(p4r.Entity(register_entry=entry))
         return out

@@ -105,7 +105,11 @@ def engine_priority(table: TableInfo, options: BmAddEntryOptions | None) -> int:
 
 
 def thrift_i64(reg: ArrayInfo, value: int) -> int:
-    """A register cell as Thrift's i64 (BMv2's API is 64-bit); wider values are refused."""
+    """A register cell as Thrift's i64 (BMv2's API is 64-bit); wider values are refused. A paired
+    register's cell (TNA: two 32-bit halves, the first member in the high word) is its 64 bits as
+    a two's-complement i64, which the write path masks back (``value & (2**64 - 1)``)."""
+    if reg.members and value >> 64 == 0:
+        return value - (1 << 64) if value >> 63 else value
     if value >= 1 << 63:
         LOG.warning(
             "%s: %d-bit value does not fit Thrift's i64; read it over P4Runtime",

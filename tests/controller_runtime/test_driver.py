@@ -14,7 +14,9 @@ from kvswitch.controller.p4rt_driver import DriverError, P4RuntimeDriver, Progra
 from kvswitch.controller.plan import Plan, build_plan, diff, rack_setup
 from kvswitch.controller.rackfile import Host, RackFile
 from kvswitch.controller.runtime import forwarding_ops, trust_ops
-from tests.controller_runtime.conftest import LiveSwitch
+from kvswitch.paths import p4src_dir
+from softswitch.runtime.bundle import Bundle
+from tests.controller_runtime.conftest import DEFINES, LiveSwitch
 
 HOT = p.pad_key(b"hot-key")
 OTHER = p.pad_key(b"other-key")
@@ -203,3 +205,26 @@ def test_removals_wait_one_batch(
         assert agents.calls[0] == ("remove", HOT, 2)  # first, then the new batch and its push
         assert agents.calls[-1] == ("push", HOT, 1)
         assert drv.deferred_removals == []
+
+
+def test_reset_clears_every_hashpipe_register_of_the_tna_build(
+    live_switch: LiveSwitch, rackfile: RackFile
+) -> None:
+    """The reset takes a stage's registers from P4Info: on TNA the later stages' hp_tag too."""
+    bundle = Bundle.from_file(p4src_dir() / "kvswitch_tna.p4", DEFINES)
+    tna = Program(bundle.compile().p4info, bundle.to_bytes())
+    with driver_for(live_switch, tna, rackfile, "softswitch") as drv:
+        drv.apply(forwarding_ops(rackfile) + trust_ops(rackfile) + rack_setup(rackfile.rack(), 7))
+        for i in range(60):
+            key = p.pad_key(b"cold-%d" % (i % 30))
+            live_switch.device.process(9, get_frame(rackfile, key, i % 3, seq=i))
+        pipeline = live_switch.device.pipeline
+        assert pipeline is not None
+        sw = pipeline.switch
+        regs = [r.preamble.name for r in sw.p4info.registers if ".hp_stage" in r.preamble.name]
+        tags = [r for r in regs if r.endswith(".hp_tag")]
+        assert len(regs) == 11 and len(tags) == 1  # 2 stages x 5, and stage 1's pair
+        assert any(sw.register_read(tags[0])) and drv.read_hashpipe()
+        drv.reset_counters()
+        assert all(not any(sw.register_read(r)) for r in regs)
+        assert drv.read_hashpipe() == []

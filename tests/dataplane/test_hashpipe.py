@@ -20,7 +20,7 @@ from .base import (
     proto,
     udp_packet,
 )
-from .hashpipe_model import HashPipeModel, make_vectors, stage_index
+from .hashpipe_model import HashPipeModel, key_tag, make_vectors, stage_index, tag_twin
 
 TRACE = 10_000
 
@@ -64,6 +64,47 @@ def test_model_evicts_into_later_stages() -> None:
     assert sum(map(sum, model.counts)) == 3
 
 
+def _send_requests(dp: Dataplane, keys: list[bytes]) -> None:
+    op = proto().op
+    for i, key in enumerate(keys):
+        out = dp.send(CLIENT.port, udp_packet(CLIENT, SERVERS[0].ip, kvs(op.GET, key, seq=i)))
+        assert [port for port, _ in out] == [SERVERS[0].port]
+
+
+def test_a_later_stage_merges_on_the_tag_collisions_included(dp: Dataplane) -> None:
+    """A key evicted from stage 0 into stage 1 meets its own copy there and merges; so does a key
+    that only shares the occupant's tag (and so its slots): the count adds, the occupant's key
+    stays, on both builds (TNA decides in hp_tag's stateful ALU, v1model hashes the stored key)."""
+    seeds = proto().hp_seeds[:HP_STAGES]
+    a = key16("merge-a")
+    clash = next(  # a's slot in stage 0, another in stage 1
+        k
+        for k in (key16(f"clash-{i}") for i in range(10_000))
+        if stage_index(seeds[0], k, HP_SLOTS) == stage_index(seeds[0], a, HP_SLOTS)
+        and stage_index(seeds[1], k, HP_SLOTS) != stage_index(seeds[1], a, HP_SLOTS)
+    )
+    twin = tag_twin(a)  # another key with a's tag and a's slot in every stage
+    assert twin != a and key_tag(twin) == key_tag(a)
+    # a; clash evicts (a, 1) into stage 1; a evicts clash into stage 1 (another slot); the twin
+    # evicts (a, 1) from stage 0: it meets its copy in stage 1, merged (a, 2); a evicts the twin,
+    # whose tag is a's: merged too, (a, 3), and the twin's key is nowhere
+    trace = [a, clash, a, twin, a]
+    model = HashPipeModel(seeds, HP_SLOTS)
+    for key in trace:
+        model.insert(key)
+    _send_requests(dp, trace)
+    keys, counts = _registers(dp)
+    assert counts == model.counts
+    for stage in range(HP_STAGES):
+        for idx in range(HP_SLOTS):
+            if counts[stage][idx]:
+                assert keys[stage][idx] == model.keys[stage][idx]
+    idx1 = stage_index(seeds[1], a, HP_SLOTS)
+    assert model.merges[1] >= 2  # a into its copy, the twin into a's slot
+    assert (keys[1][idx1], counts[1][idx1]) == (a, 3)
+    assert twin not in {k for stage in keys for k in stage}
+
+
 def _vectors() -> dict:
     return json.loads((Path(__file__).parent.parent / "vectors" / "hashpipe.json").read_text())
 
@@ -71,6 +112,7 @@ def _vectors() -> dict:
 def test_model_reproduces_vectors() -> None:
     vectors = _vectors()
     assert tuple(vectors["seeds"]) == proto().hp_seeds[: vectors["stages"]]
+    assert vectors["tag_seed"] == proto().hp_tag_seed
     assert (vectors["stages"], vectors["slots"]) == (HP_STAGES, HP_SLOTS)
     assert len(vectors["trace"]) == TRACE
     fresh = make_vectors(HP_STAGES, HP_SLOTS, vectors["population"], TRACE, seed=20190908)
@@ -107,21 +149,17 @@ def test_registers_equal_reference_after_trace(dp: Dataplane) -> None:
             )
     keys, counts = _registers(dp)
     want_keys, want_counts = vectors["registers"]["keys"], vectors["registers"]["counts"]
-    if dp.arch == "tna":
-        # the TNA build's later stages cannot merge a carried key into its own copy (one access
-        # per register per pass): its reference is the model with that rule (hashpipe_tna.p4)
-        model = HashPipeModel(tuple(vectors["seeds"]), vectors["slots"], tofino=True)
-        for index in vectors["trace"]:
-            model.insert(population[index])
-        assert model.counts != want_counts  # the trace does exercise the difference
-        want_counts = model.counts
-        want_keys = [[k.hex() for k in ks] for ks in model.keys]
     assert counts == want_counts
     for stage in range(HP_STAGES):
         for idx in range(HP_SLOTS):
             if counts[stage][idx]:
                 assert keys[stage][idx].hex() == want_keys[stage][idx]
-    # Not a trivial trace: every stage is in use and the heaviest key is tracked.
+    # Not a trivial trace: every stage is in use, later stages merge carried keys into their
+    # copies (the case a TNA stage decides in hp_tag) and the heaviest key is tracked.
+    model = HashPipeModel(tuple(vectors["seeds"]), vectors["slots"])
+    for index in vectors["trace"]:
+        model.insert(population[index])
+    assert model.counts == want_counts and all(m > 0 for m in model.merges[1:])
     assert all(any(c > 0 for c in stage) for stage in counts)
     assert any(population[0] in stage for stage in keys)
     assert sum(map(sum, counts)) <= TRACE

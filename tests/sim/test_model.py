@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 
 from kvswitch.bench import kernel
-from kvswitch.bench.model import Model, ReferencePipeline, hp_index_ref
+from kvswitch.bench.model import MAX_KEY_ID, Model, ReferencePipeline, hp_index_ref
 from kvswitch.controller.hashring import key16, origins_of_ids
 from kvswitch.controller.plan import Plan, build_plan, diff, rack_setup
 from kvswitch.controller.rack import Rack
+from tests.dataplane.hashpipe_model import key_tag
 
 M, K, D, KEYS = 8, 64, 4, 3000
 RACK = Rack.synthetic(M)
@@ -54,6 +55,22 @@ def state(m: Model) -> dict[str, np.ndarray]:
             "load",
         )
     }
+
+
+def test_key_ids_never_share_a_hashpipe_tag() -> None:
+    """The data plane's later HashPipe stages merge keys of one 32-bit tag; the kernel and the
+    reference compare key ids. For the model's keys that is one rule: an id below 2**31 fills the
+    last four bytes of key16, and the tag (CRC-32, affine in those bits, | 1 dropping bit 0) is
+    one-to-one on them iff the images of the 31 id bits are linearly independent."""
+    zero = key_tag(key16(0))
+    rows: list[int] = []
+    for bit in range(MAX_KEY_ID.bit_length()):
+        v = (key_tag(key16(1 << bit)) ^ zero) >> 1
+        for r in rows:
+            v = min(v, v ^ r)
+        assert v, f"id bit {bit} depends on the others: two ids share a tag"
+        rows = sorted([*rows, v], reverse=True)  # distinct leading bits, highest first
+    assert MAX_KEY_ID == 2**31 - 1
 
 
 def test_hashpipe_index_is_the_protocol_formula() -> None:

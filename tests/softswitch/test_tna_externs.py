@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from softswitch import P4Error, Switch
+from softswitch import P4Error, Switch, SwitchError
 from softswitch.engine import hashes
 
 HEADERS = "header d_t { bit<8> op; bit<8> idx; bit<32> v; bit<32> r; bit<16> h16; bit<32> h32; }"
@@ -83,6 +83,133 @@ def test_p4info_lists_the_register_not_its_actions(reg_sw: Switch) -> None:
     regs = [r.preamble.name for r in reg_sw.p4info.registers]
     assert regs == ["Ig.acc"]
     assert reg_sw.p4info.registers[0].size == 4
+
+
+PAIR_STRUCT = "struct pair_t { bit<32> lo; bit<32> hi; }"
+
+# HashPipe's decision in miniature: lo is a tag, hi a count; op 1 merges (lo == v adds), takes
+# (hi < 5: {v, 5}) or keeps, and returns the predicate; op 2 returns hi (a second action)
+PAIRS = """
+Register<pair_t, bit<8>>(4, {32w3, 32w1}) p;
+RegisterAction<pair_t, bit<8>, bit<32>>(p) decide = {
+    void apply(inout pair_t value, out bit<32> rv) {
+        bool own = value.lo == hdr.d.v;
+        bool larger = value.hi < 5;
+        rv = this.predicate(own, larger);
+        if (own) {
+            value.hi = value.hi + 1;
+        } else if (larger) {
+            value.lo = hdr.d.v;
+            value.hi = 5;
+        }
+    }
+};
+RegisterAction<pair_t, bit<8>, bit<32>>(p) read_hi = {
+    void apply(inout pair_t value, out bit<32> rv) { rv = value.hi; }
+};
+apply {
+    ig_tm_md.ucast_egress_port = 1;
+    if (hdr.d.op == 1) {
+        hdr.d.r = decide.execute(hdr.d.idx);
+    } else {
+        hdr.d.r = read_hi.execute(hdr.d.idx);
+    }
+}
+"""
+
+
+def test_paired_register_compares_and_updates_both_halves(tna) -> None:
+    """Register<struct of two bit<32>>: one stateful ALU in paired mode. Cells read and write as
+    the struct's bits, the first member high (initial value {3, 1}); this.predicate(cmplo, cmphi)
+    is 1 << (cmplo + 2 * cmphi)."""
+    sw = Switch.from_source(tna(HEADERS + PAIR_STRUCT, PAIRS), "pairs.p4")
+    assert sw.register_read("p") == [3 << 32 | 1] * 4
+    rv = [out_fields(sw.process(1, pkt(1, idx=0, v=v))[0][1])[1] for v in (3, 9, 9, 4, 4)]
+    # own and larger (hi 1 < 5): 8, hi -> 2; another key, larger: 4, {9, 5}; own, not larger: 2,
+    # hi -> 6; another key, not larger: 1 (kept), twice
+    assert rv == [8, 4, 2, 1, 1]
+    assert sw.register_read("p", 0) == 9 << 32 | 6
+    assert out_fields(sw.process(1, pkt(2, idx=0))[0][1])[1] == 6
+    sw.register_write("p", 1, 7 << 32 | 0xFFFFFFFF)
+    assert out_fields(sw.process(1, pkt(1, idx=1, v=7))[0][1])[1] == 2  # own; hi wraps to 0
+    assert sw.register_read("p", 1) == 7 << 32
+    with pytest.raises(SwitchError, match="does not fit bit<64>"):
+        sw.register_write("p", 1, 1 << 64)
+    reg = next(r for r in sw.p4info.registers if r.preamble.name == "Ig.p")
+    assert reg.type_spec.struct.name == "pair_t"
+    members = sw.p4info.type_info.structs["pair_t"].members
+    assert [(m.name, m.type_spec.bitstring.bit.bitwidth) for m in members] == [
+        ("lo", 32),
+        ("hi", 32),
+    ]
+
+
+def test_paired_register_over_p4runtime_and_thrift(tna) -> None:
+    """P4Runtime carries a pair's cell as a struct of two bitstrings, Thrift as its 64 bits in an
+    i64 (two's complement when the high bit is set; the write path masks it back)."""
+    from finsy.proto import p4d
+
+    from softswitch.runtime.p4info_index import P4InfoIndex
+    from softswitch.runtime.p4runtime_server import ControlError, decode_cell, encode_cell
+    from softswitch.runtime.thrift_server import thrift_i64
+
+    sw = Switch.from_source(tna(HEADERS + PAIR_STRUCT, PAIRS), "pairs.p4")
+    reg = P4InfoIndex(sw.p4info).register("Ig.p")
+    assert reg is not None and (reg.bitwidth, reg.members) == (64, (32, 32))
+    cell = 0xFFFFFFFE << 32 | 5
+    data = encode_cell(reg, cell)
+    assert [int.from_bytes(m.bitstring, "big") for m in data.struct.members] == [0xFFFFFFFE, 5]
+    assert decode_cell(reg, data) == cell
+    with pytest.raises(ControlError, match="struct of 2 bitstrings"):
+        decode_cell(reg, p4d.P4Data(bitstring=b"\x01"))
+    assert thrift_i64(reg, cell) == cell - (1 << 64) and thrift_i64(reg, 5) == 5
+
+
+@pytest.mark.parametrize(
+    ("ingress", "marker", "msg"),
+    [
+        (
+            "Register<odd_t, bit<8>>(4) r;\napply { }",
+            "Register<odd_t, bit<8>>(4) r",
+            "a paired register's struct has two bit<W> members of one width",
+        ),
+        (
+            "Register<pair_t, bit<8>>(4) r;\n"
+            "RegisterAction<pair_t, bit<8>, bit<32>>(r) a = {\n"
+            "    void apply(inout pair_t value, out bit<32> rv) { rv = 0; }\n"
+            "};\n"
+            "apply { hdr.d.r = a.predicate(true, false); }",
+            "a.predicate(true, false)",
+            "Ig.a.predicate() is called inside Ig.a's own apply",
+        ),
+        (
+            "Register<pair_t, bit<8>>(4) r;\n"
+            "RegisterAction<pair_t, bit<8>, bit<2>>(r) a = {\n"
+            "    void apply(inout pair_t value, out bit<2> rv) { rv = this.predicate(true); }\n"
+            "};\n"
+            "apply { a.execute(0); }",
+            "this.predicate(true)",
+            "U must be bit<4> or wider",
+        ),
+        (
+            "Register<pair_t, bit<8>>(4) r;\n"
+            "RegisterAction<pair_t, bit<8>, bit<32>>(r) a = {\n"
+            "    void apply(inout pair_t value, out bit<32> rv) { rv = value.lo; }\n"
+            "};\n"
+            "apply { hdr.d.r = a.execute(0); hdr.d.v = a.execute(1); }",
+            "a.execute(1)",
+            "register Ig.r is accessed twice on one path of the ingress pass",
+        ),
+    ],
+)
+def test_paired_register_misuse_is_a_load_error(tna, ingress: str, marker: str, msg: str) -> None:
+    src = tna(HEADERS + PAIR_STRUCT + "struct odd_t { bit<32> lo; bit<16> hi; }", ingress)
+    line = next(i for i, x in enumerate(src.splitlines(), 1) if marker in x)
+    col = src.splitlines()[line - 1].index(marker) + 1
+    with pytest.raises(P4Error) as e:
+        Switch.from_source(src, "t.p4")
+    assert str(e.value).startswith(f"t.p4:{line}:{col}: "), str(e.value)
+    assert msg in str(e.value)
 
 
 def test_hash_matches_v1model_hash(tna, v1) -> None:

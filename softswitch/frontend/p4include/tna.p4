@@ -250,12 +250,16 @@ extern DirectRegister<T> {
 }
 
 /* One stateful-ALU program over a Register: execute(index) reads the cell, runs apply on it and
- * writes it back; rv is what the packet gets. */
+ * writes it back; rv is what the packet gets. T is bit<W>, or a pair (a struct of two bit<W>, the
+ * ALU in paired mode: both halves compared and updated at once). Inside apply,
+ * this.predicate(cmplo, cmphi) is the ALU's 4-bit predicate output, one-hot over the two
+ * conditions: 1 << (cmplo + 2 * cmphi). */
 extern RegisterAction<T, I, U> {
     RegisterAction(Register<_, _> reg);
     U execute(in I index);
     @synchronous(execute)
     abstract void apply(inout T value, @optional out U rv);
+    U predicate(@optional in bool cmplo, @optional in bool cmphi);
 }
 
 extern DirectRegisterAction<T, U> {
@@ -263,6 +267,7 @@ extern DirectRegisterAction<T, U> {
     U execute();
     @synchronous(execute)
     abstract void apply(inout T value, @optional out U rv);
+    U predicate(@optional in bool cmplo, @optional in bool cmphi);
 }
 
 extern Mirror {
