@@ -9,7 +9,8 @@
 //                its header, so it could not stamp or clear it) is dropped too.
 //   O (ops)      only servers send GET_REPLY, SET_REPLY, DEL_REPLY, CONFIRM, PUSH, SYNC, SYNC_DONE,
 //                REMOVE and REMOVE_REPLY; UPDATE/UPDATE_DEL are made by this switch's egress and
-//                never accepted from any host (kvswitch.p4); clients send GET, SET and DEL only.
+//                never accepted from any host (kvswitch.p4); clients send GET, SET, DEL and
+//                RING_GET (which asks a server for its ring and touches no switch state) only.
 //                Anything else from a client over UDP (a server-only op, an unknown op) is dropped.
 //   V (versions) every UDP request (GET, SET, DEL) leaves here with epoch = ver = 0 and the flag
 //                bits F_TCP/F_DUP cleared: versions come from the switch alone. Replicas (rule 1)
@@ -82,7 +83,7 @@ control Trust(inout headers_t hdr, inout kvs_meta_t meta, in PortId_t ingress_po
                 KvsOp op = hdr.kvs.op;
                 bool request = op == KvsOp.GET || op == KvsOp.SET || op == KvsOp.DEL;
 #ifndef KVS_TEST_NO_TRUST_SERVER_OPS
-                if (!request && !from_server) {
+                if (!request && op != KvsOp.RING_GET && !from_server) {
                     refuse();
                 }
 #endif

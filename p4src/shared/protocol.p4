@@ -32,7 +32,11 @@ enum bit<8> KvsOp {
     SYNC = 11,
     SYNC_DONE = 12,
     REMOVE = 13,
-    REMOVE_REPLY = 14
+    REMOVE_REPLY = 14,
+    // Membership (docs/protocol.md "Membership"): forwarded like plain IP, no KVSwitch state;
+    // trust.p4 lets clients send RING_GET (servers answer RING_REPLY).
+    RING_GET = 15,
+    RING_REPLY = 16
 }
 
 // Status codes (`status`, 8 bits): 0 in requests, the result in replies.
@@ -44,7 +48,9 @@ enum bit<8> KvsStatus {
     STALE = 4,
     DUPLICATE = 5,
     SERVER_ERROR = 6,
-    UNAVAILABLE = 7
+    UNAVAILABLE = 7,
+    MOVED = 8,  // agent: not this server's key under its ring (value: its ring version)
+    RETRY = 9   // agent: the key is being handed over; send again shortly
 }
 
 // HashPipe stage seeds: seed_s = (0x9E3779B9 * (s + 1)) mod 2^32 (docs/protocol.md, "HashPipe
