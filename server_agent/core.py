@@ -52,6 +52,7 @@ _NOT_FOR_SERVERS = frozenset(
         p.Op.CONFIRM,
         p.Op.SYNC_DONE,
         p.Op.REMOVE_REPLY,
+        p.Op.RING_REPLY,
     }
 )
 _WRITES = frozenset({p.Op.SET, p.Op.DEL, p.Op.UPDATE, p.Op.UPDATE_DEL})
@@ -61,6 +62,7 @@ _REPLY_OP = {int(req): int(rep) for req, rep in p.REPLY_OF.items()}
 _VALUE_OPS = frozenset(int(op) for op in p.VALUE_OPS)
 _CLIENT_REQUESTS = frozenset({int(p.Op.GET), int(p.Op.SET), int(p.Op.DEL)})
 _GET, _GET_REPLY = int(p.Op.GET), int(p.Op.GET_REPLY)
+_RING_GET = int(p.Op.RING_GET)
 _NOT_FOUND = int(p.Status.NOT_FOUND)
 _DELETES = frozenset({p.Op.DEL, p.Op.UPDATE_DEL})
 #: Ops that write the store bypassing a client request: the control channel's, never the network's.
@@ -144,6 +146,18 @@ class AgentCore:
         self.ids = recent_ids if recent_ids is not None else RecentIds()
         self.stats: Counter[str] = Counter()
         self.pending_syncs: dict[bytes, PendingSync] = {}
+        # Membership (docs/protocol.md "Membership"): the ring this agent serves (None: no ring
+        # was set, every key is served, as before membership existed), its own id in it, and a
+        # handoff in progress (the next ring; freeze: writes of outgoing keys answer RETRY;
+        # released: outgoing keys answer MOVED and RING_GET names the next ring).
+        self.ring: p.Ring | None = None
+        self.me: int | None = None
+        self.next_ring: p.Ring | None = None
+        self.frozen = False
+        self.released = False
+        # keys held as replica copies (control push, UPDATE): a Get of a key this server does
+        # not own is served only from such a copy (the switch redirected it here)
+        self.replica_keys: set[bytes] = set()
 
     # -- entry point ----------------------------------------------------------------------------
 
@@ -178,6 +192,13 @@ class AgentCore:
                 return []
             return [(msg.reply(reply_op, problem).encode(), src)]
         self.stats[_OP_STAT[op]] += 1
+        if op == _RING_GET:
+            return [(self._ring_reply(msg), src)]
+        if op in _CLIENT_REQUESTS and self.ring is not None:
+            route = self._route(msg)
+            if route is not None:
+                assert reply_op is not None
+                return [(route.encode(), src)]
         try:
             if op == _GET:
                 return [(self._get(msg), src)]
@@ -217,6 +238,8 @@ class AgentCore:
                     reply_op, result.status, epoch=result.epoch, ver=result.ver, flags=flags
                 )
                 return [(reply.encode(), src)]
+            if op in (p.Op.UPDATE, p.Op.UPDATE_DEL):
+                self.replica_keys.add(msg.key)
             return self._confirm(msg.key)
         if op == p.Op.PUSH:  # only with --test-no-trust network-push
             self._apply_write(msg)
@@ -358,6 +381,7 @@ class AgentCore:
             raise p.ProtocolError("push: a replica copy needs a switch version (epoch, ver) > 0")
         msg = p.Message(p.Op.PUSH, key, value, epoch=epoch, ver=ver)
         result = self._apply_write(msg)
+        self.replica_keys.add(key)
         self.stats["push_applied" if result.status == p.Status.OK else "push_stale"] += 1
         stored = self.backend.get(key)
         held = stored.version if stored is not None else (0, 0)
@@ -369,7 +393,153 @@ class AgentCore:
         return item is not None and item.live
 
     def remove_local(self, key: bytes) -> bool:
+        self.replica_keys.discard(key)
         return self.backend.drop(key)
 
     def snapshot(self) -> list[tuple[bytes, Item]]:
         return list(self.backend.items())
+
+    # -- membership: ownership, RING_GET, the handoff (docs/protocol.md "Membership") -------------
+
+    @property
+    def announced(self) -> p.Ring | None:
+        """The ring RING_GET answers and MOVED names: the next one once released."""
+        return self.next_ring if self.released and self.next_ring is not None else self.ring
+
+    def _ring_reply(self, msg: p.Message) -> bytes:
+        ring = self.announced
+        if ring is None:  # not under a controller: no ring to tell
+            return msg.reply(p.Op.RING_REPLY, p.Status.NOT_FOUND, epoch=0, ver=0).encode()
+        return msg.reply(p.Op.RING_REPLY, p.Status.OK, ring.encode(), epoch=0, ver=0).encode()
+
+    def _route(self, msg: p.Message) -> p.Message | None:
+        """None when this server serves the client request here, else its MOVED/RETRY reply."""
+        assert self.ring is not None
+        key, op = msg.key, msg.op
+        now = self.ring.origin(key) == self.me
+        later = self.next_ring.origin(key) == self.me if self.next_ring is not None else now
+        status: int | None = None
+        if now and later:
+            return None
+        if now and not self.released:  # outgoing, still this server's
+            if not self.frozen or op == _GET:
+                return None
+            status = p.Status.RETRY
+        elif later and not now:  # incoming, not active yet
+            status = p.Status.RETRY
+        elif op == _GET and key in self.replica_keys:  # a replica copy (redirected here)
+            return None
+        reply_op = _REPLY_OP[op]
+        if status == p.Status.RETRY:
+            self.stats["retry"] += 1
+            return msg.reply(reply_op, p.Status.RETRY, epoch=0, ver=0)
+        self.stats["moved"] += 1
+        ring = self.announced
+        version = (ring.version if ring is not None else 0).to_bytes(4, "big")
+        return msg.reply(reply_op, p.Status.MOVED, version, epoch=0, ver=0)
+
+    def set_ring(self, ring: p.Ring, me: int) -> None:
+        """Serve ``ring`` now as server ``me`` (start-up, or a controller that restarted); any
+        handoff in progress is forgotten."""
+        self.ring, self.me = ring, me
+        self.next_ring, self.frozen, self.released = None, False, False
+
+    def prepare_ring(self, ring: p.Ring, me: int) -> None:
+        """Handoff step 1: ``ring`` is next. Keys this server gets under it answer RETRY until
+        :meth:`activate_ring`; the rest is served as before."""
+        if self.ring is None:
+            raise p.ProtocolError("prepare: this agent serves no ring yet (set one first)")
+        if ring.version <= self.ring.version:
+            raise p.ProtocolError(
+                f"prepare: ring {ring.version} is not newer than {self.ring.version}"
+            )
+        if me != self.me:
+            raise p.ProtocolError(f"prepare: this agent is server {self.me}, not {me}")
+        self.next_ring, self.frozen, self.released = ring, False, False
+
+    def _need_next(self, what: str) -> p.Ring:
+        if self.ring is None or self.next_ring is None:
+            raise p.ProtocolError(f"{what}: no ring change prepared")
+        return self.next_ring
+
+    def outgoing(self, to: int | None = None) -> list[bytes]:
+        """Keys held here that are this server's under the current ring and another's (``to``'s,
+        if given) under the next one."""
+        nxt = self._need_next("outgoing")
+        assert self.ring is not None
+        out = []
+        for key, _item in self.backend.items():
+            if self.ring.origin(key) == self.me:
+                dest = nxt.origin(key)
+                if dest != self.me and (to is None or dest == to):
+                    out.append(key)
+        return out
+
+    def freeze(self) -> None:
+        """Handoff step 2: writes of outgoing keys answer RETRY (Gets still served: the values
+        are final)."""
+        self._need_next("freeze")
+        self.frozen = True
+
+    def export(self, to: int) -> list[tuple[bytes, Item]]:
+        """The items (tombstones too) of keys moving from here to server ``to``."""
+        return [(k, it) for k in self.outgoing(to) if (it := self.backend.get(k)) is not None]
+
+    def import_items(
+        self, items: list[tuple[bytes, Item]], source: int, complete: bool
+    ) -> tuple[int, int]:
+        """Items of keys coming here from server ``source``: each stored unless this server holds
+        a newer version (an incoming key takes no write here before activation, so normally
+        everything applies). ``complete``: this is ``source``'s whole set, taken while it was
+        frozen: incoming keys from it that are not in it were deleted there, and go here too.
+        Returns (stored, dropped)."""
+        nxt = self._need_next("import")
+        assert self.ring is not None
+        stored = dropped = 0
+        names = set()
+        for key, item in items:
+            if nxt.origin(key) != self.me or self.ring.origin(key) != source:
+                raise p.ProtocolError(f"import: key {key.hex()} does not move from {source} here")
+            names.add(key)
+            held = self.backend.get(key)
+            if held is None or item.version >= held.version:
+                self.backend.put(key, item)
+                self.replica_keys.discard(key)
+                stored += 1
+        if complete:
+            for key, _item in list(self.backend.items()):
+                if (
+                    key not in names
+                    and nxt.origin(key) == self.me
+                    and self.ring.origin(key) == source
+                ):
+                    self.backend.drop(key)
+                    dropped += 1
+        return stored, dropped
+
+    def release(self) -> None:
+        """Handoff step 3 (every old owner, before any new owner activates): outgoing keys are
+        not this server's any more (MOVED; their copies are dropped later); RING_GET names the
+        next ring. Incoming keys still answer RETRY."""
+        for key in self.outgoing():
+            self.replica_keys.discard(key)  # the owner's data, never a replica copy
+        self.released = True
+        self.frozen = False
+
+    def activate_ring(self) -> None:
+        """Handoff step 4: the next ring is this server's ring."""
+        self.ring = self._need_next("activate")
+        self.next_ring, self.frozen, self.released = None, False, False
+
+    def drop_moved(self) -> int:
+        """After the handoff: drop the copies of keys this server neither owns nor replicates."""
+        if self.ring is None:
+            return 0
+        gone = [
+            k
+            for k, _ in self.backend.items()
+            if self.ring.origin(k) != self.me and k not in self.replica_keys
+        ]
+        for key in gone:
+            self.backend.drop(key)
+        return len(gone)
