@@ -62,7 +62,7 @@ def malformed(rng: random.Random) -> bytes:
         vlen = rng.randrange(len(base.value) + 1, 0x10000)
         return raw[:2] + vlen.to_bytes(2, "big") + raw[4:]
     if kind == 2:  # unknown op
-        return _set_byte(raw, 0, rng.choice([0, *range(15, 256)]))
+        return _set_byte(raw, 0, rng.choice([0, *range(max(p.Op) + 1, 256)]))
     if kind == 3:  # non-zero status in a request (known or unknown code)
         return _set_byte(raw, 1, rng.randrange(1, 256))
     if kind == 4:  # unknown flag bits
