@@ -30,6 +30,7 @@ from kvswitch import protocol as p
 from kvswitch.client.errors import (
     BadRequest,
     ClientClosed,
+    Moved,
     ServerError,
     StaleWrite,
     Timeout,
@@ -88,6 +89,10 @@ class Outcome:
 
 
 _OPS = {"get": p.Op.GET, "set": p.Op.SET, "delete": p.Op.DEL}
+#: Ring refreshes per request after MOVED (docs/protocol.md "Membership").
+MAX_REFRESHES = 3
+#: RETRY backoff: first wait and cap, seconds.
+RETRY_FIRST, RETRY_CAP = 0.002, 0.05
 _REPLY_OP = {int(req): int(rep) for req, rep in p.REPLY_OF.items()}
 
 
@@ -114,12 +119,15 @@ class Client:
         self.timeout = timeout
         self.retries = retries
         self.tcp_writes = tcp_writes
-        self.ring = p.HashRing(len(self.servers), vnodes)
+        # the ring the client routes by (docs/protocol.md "Membership"): version 0 is the
+        # configured server list; a MOVED reply, a switch's UNAVAILABLE or a timeout makes the
+        # client ask a server for a newer one (RING_GET)
+        self.ring = p.Ring.of_servers(self.servers, vnodes)
+        self.ring_refreshes = 0
         self._seq = itertools.count(random.randrange(1, 1 << 31))
         self._pending: dict[tuple[bytes, int], _Pending] = {}
-        self._tcp: dict[Addr, tuple[threading.Lock, list[socket.socket | None]]] = {
-            addr: (threading.Lock(), [None]) for addr in self.servers
-        }
+        self._tcp: dict[Addr, tuple[threading.Lock, list[socket.socket | None]]] = {}
+        self._tcp_lock = threading.Lock()
         self.stray_replies = 0
         self._closed = threading.Event()
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -152,8 +160,8 @@ class Client:
         return write_result(reply, tries == [1])
 
     def origin(self, key: bytes | str) -> Addr:
-        """The address of the key's origin server."""
-        return self.servers[self.ring.origin(key)]
+        """The address of the key's origin server under the client's ring."""
+        return self.ring.address(key)
 
     def pipeline(self, requests: Iterable[Request], window: int = 64) -> list[Outcome]:
         """Run ``requests`` over UDP with up to ``window`` in flight; outcomes in request order.
@@ -187,7 +195,7 @@ class Client:
                     out.error = exc
                     continue
                 raw, ident, pend = self._prepare(op, key16, value, done)
-                addr = self.servers[self.ring.origin(key16)]
+                addr = self.ring.address(key16)
                 started = time.perf_counter()
                 self._send(raw, addr)
                 flight[ident] = _Flight(out, pend, raw, addr, started)
@@ -280,28 +288,98 @@ class Client:
         tcp: bool = False,
         tries: list[int] | None = None,
     ) -> p.Message:
-        """Send and resend until a reply; ``tries``, if given, gets the number of attempts."""
-        addr = self.servers[self.ring.origin(key16)]
+        """Send and resend until a reply; ``tries``, if given, gets the number of attempts.
+
+        docs/protocol.md "Membership": a ``MOVED`` reply makes the client fetch the ring from the
+        server that answered (when it names a newer one) and resend to the key's origin under
+        it, at most :data:`MAX_REFRESHES` times (then :class:`Moved`); ``RETRY`` is resent after
+        a growing wait (2 ms doubling to 50 ms) within the request's overall time
+        (``timeout * (retries + 1)``); a timeout or ``UNAVAILABLE`` asks another member for its
+        ring, and resends at once if a newer ring names another origin."""
         raw, ident, pend = self._prepare(op, key16, value)
+        deadline = time.monotonic() + self.timeout * (self.retries + 1)
+        attempts = timeouts = refreshes = 0
+        backoff = RETRY_FIRST
         try:
-            for attempt in range(1, self.retries + 2):
+            while True:
+                addr = self.ring.address(key16)
+                attempts += 1
                 if tries is not None:
-                    tries[:] = [attempt]
+                    tries[:] = [attempts]
+                pend.reply = None
+                pend.event.clear()
                 if tcp:
                     reply = self._tcp_call(addr, raw, ident)
+                else:
+                    self._send(raw, addr)
+                    reply = pend.reply if pend.event.wait(self.timeout) else None
+                if reply is None or reply.status == p.Status.UNAVAILABLE:
+                    if self._refresh(addr, key16, elsewhere=True):
+                        continue  # a newer ring names another origin: try it now
                     if reply is not None:
                         return reply
+                    timeouts += 1
+                    if timeouts > self.retries:
+                        raise Timeout(f"no reply from {addr} after {attempts} attempts")
                     continue
-                self._send(raw, addr)
-                if pend.event.wait(self.timeout):
-                    assert pend.reply is not None
-                    return pend.reply
-            raise Timeout(f"no reply from {addr} after {self.retries + 1} attempts")
+                if reply.status == p.Status.RETRY:
+                    if time.monotonic() + backoff > deadline:
+                        raise Timeout(f"{addr} kept answering RETRY (key being moved)")
+                    time.sleep(backoff)
+                    backoff = min(RETRY_CAP, backoff * 2)
+                    continue
+                if reply.status == p.Status.MOVED:
+                    if refreshes >= MAX_REFRESHES:
+                        raise Moved(
+                            f"{addr} answered MOVED after {refreshes} ring refreshes", reply.status
+                        )
+                    refreshes += 1
+                    announced = int.from_bytes(reply.value[:4], "big") if reply.value else 0
+                    if announced > self.ring.version:
+                        self._refresh(addr, key16)
+                    continue
+                return reply
         finally:
             self._pending.pop(ident, None)
 
+    def refresh_ring(self, server: Addr) -> bool:
+        """Ask ``server`` for its ring (RING_GET); adopt it if newer. True if adopted."""
+        seq = next(self._seq) & 0xFFFFFFFF
+        ident = (bytes(p.KEY_LEN), seq)
+        pend = _Pending(int(p.Op.RING_REPLY), ident)
+        self._pending[ident] = pend
+        try:
+            self._send(p.pack(p.Op.RING_GET, ident[0], b"", 0, self.cid, seq), server)
+            if not pend.event.wait(self.timeout) or pend.reply is None:
+                return False
+            if pend.reply.status != p.Status.OK:
+                return False
+            try:
+                ring = p.Ring.decode(pend.reply.value)
+            except p.MalformedMessage:
+                return False
+        finally:
+            self._pending.pop(ident, None)
+        with self._tcp_lock:
+            if ring.version <= self.ring.version:
+                return False
+            self.ring = ring
+            self.ring_refreshes += 1
+        return True
+
+    def _refresh(self, addr: Addr, key16: bytes, elsewhere: bool = False) -> bool:
+        """After MOVED: the ring of ``addr``. After a timeout or UNAVAILABLE (``elsewhere``): the
+        ring of another member, and True only if it is newer and names another origin."""
+        if not elsewhere:
+            return self.refresh_ring(addr)
+        others = [(m.ip, m.port) for m in self.ring.members if (m.ip, m.port) != addr]
+        if not others:
+            return False
+        return self.refresh_ring(random.choice(others)) and self.ring.address(key16) != addr
+
     def _tcp_call(self, addr: Addr, raw: bytes, ident: tuple[bytes, int]) -> p.Message | None:
-        lock, holder = self._tcp[addr]
+        with self._tcp_lock:
+            lock, holder = self._tcp.setdefault(addr, (threading.Lock(), [None]))
         with lock:
             try:
                 if holder[0] is None:
@@ -384,6 +462,8 @@ def _raise_status(reply: p.Message, first_attempt: bool = False) -> None:
             reply.epoch,
             reply.ver,
         )
+    if status == p.Status.MOVED:
+        raise Moved("the server answered MOVED: the key is another server's", status)
     if status == p.Status.UNAVAILABLE:
         raise Unavailable(
             "the switch answered UNAVAILABLE: the key's server is down", status, not first_attempt

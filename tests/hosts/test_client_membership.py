@@ -1,0 +1,110 @@
+"""The Python client's side of elastic membership (docs/protocol.md "Membership"): it follows a
+ring change through MOVED and RING_GET, backs off on RETRY, and gives up with a typed error."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from kvswitch import protocol as p
+from kvswitch.agent.backends import MemoryBackend
+from kvswitch.agent.server import AgentServer
+from kvswitch.client import Client, Moved
+
+from .conftest import fake_server
+
+LOOP = "127.0.0.1"
+
+
+def _ring(version: int, agents: list[AgentServer], ids: list[int]) -> p.Ring:
+    return p.Ring(version, tuple(p.Member(i, LOOP, agents[i].port) for i in ids))
+
+
+def test_client_follows_an_added_server(agent_factory: Callable[..., AgentServer]) -> None:
+    agents = [agent_factory(MemoryBackend()) for _ in range(3)]
+    v1, v2 = _ring(1, agents, [0, 1]), _ring(2, agents, [0, 1, 2])
+    for me, a in enumerate(agents):
+        a.core.set_ring(v1, me)
+    keys = [b"k%d" % i for i in range(60)]
+    moving = [k for k in keys if v2.origin(k) == 2]
+    assert moving
+    # the client knows servers 0 and 1 only (version 0 of its ring)
+    with Client([(LOOP, agents[0].port), (LOOP, agents[1].port)], timeout=0.5) as c:
+        for k in keys:
+            c.set(k, b"v-" + k)
+        for me, a in enumerate(agents):
+            a.core.prepare_ring(v2, me)
+        for src in (0, 1):
+            agents[2].core.import_items(agents[src].core.export(2), src, complete=False)
+        for a in agents:
+            a.core.freeze()
+        for src in (0, 1):
+            agents[2].core.import_items(agents[src].core.export(2), src, complete=True)
+        for a in agents:
+            a.core.release()
+        for a in agents:
+            a.core.activate_ring()
+        assert c.ring.version == 0
+        for k in keys:
+            assert c.get(k) == b"v-" + k
+        assert c.ring == v2 and c.ring_refreshes == 1
+        assert agents[2].core.stats["op_get"] == len(moving)
+        c.set(moving[0], b"new")
+        assert c.get(moving[0]) == b"new"
+    assert sum(a.core.drop_moved() for a in agents[:2]) == len(moving)
+
+
+def test_retry_backs_off_then_succeeds() -> None:
+    seen: list[float] = []
+
+    def answer(req: p.Message) -> p.Message:
+        seen.append(time.monotonic())
+        status = p.Status.RETRY if len(seen) <= 3 else p.Status.OK
+        return req.reply(p.REPLY_OF[p.Op(req.op)], status)
+
+    for server in fake_server(answer):
+        with Client([server], timeout=0.5, retries=1) as c:
+            c.set(b"k", b"v")
+    gaps = [b - a for a, b in itertools.pairwise(seen)]
+    assert len(seen) == 4
+    assert gaps[0] >= 0.002 and gaps[1] >= 0.004 and gaps[2] >= 0.008
+
+
+def _moved_forever(version: int) -> Iterator[tuple[str, int]]:
+    where: list[tuple[str, int]] = []
+
+    def answer(req: p.Message) -> p.Message:
+        if req.op == p.Op.RING_GET:
+            ring = p.Ring(version, (p.Member(0, LOOP, where[0][1]),))
+            return req.reply(p.Op.RING_REPLY, p.Status.OK, ring.encode())
+        return req.reply(p.REPLY_OF[p.Op(req.op)], p.Status.MOVED, version.to_bytes(4, "big"))
+
+    for server in fake_server(answer):
+        where.append(server)
+        yield server
+
+
+def test_moved_without_end_is_a_typed_error() -> None:
+    for server in _moved_forever(5):
+        with Client([server], timeout=0.3) as c:
+            start = time.monotonic()
+            with pytest.raises(Moved):
+                c.get(b"k")
+            assert time.monotonic() - start < 0.3
+            assert c.ring.version == 5
+
+
+def test_malformed_ring_reply_is_ignored() -> None:
+    def answer(req: p.Message) -> p.Message:
+        if req.op == p.Op.RING_GET:
+            return req.reply(p.Op.RING_REPLY, p.Status.OK, b"\x00\x00\x00\x09junk")
+        return req.reply(p.REPLY_OF[p.Op(req.op)], p.Status.MOVED, (9).to_bytes(4, "big"))
+
+    for server in fake_server(answer):
+        with Client([server], timeout=0.3) as c:
+            with pytest.raises(Moved):
+                c.get(b"k")
+            assert c.ring.version == 0
