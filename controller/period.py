@@ -131,6 +131,9 @@ class Controller:
         # fixed), and those that may hold no replica this period (dead, or just restarted)
         self.down: frozenset[int] = frozenset()
         self.excluded: frozenset[int] = frozenset()
+        # the ring's members (docs/protocol.md "Membership"): hot keys are placed on them only;
+        # None: every server of the rack
+        self.members: tuple[int, ...] | None = None
 
     def step(self, driver: Driver) -> PeriodReport:
         hot = driver.read_hot_counters()
@@ -172,8 +175,10 @@ class Controller:
         cfg = self.config
         observed = merge_observations(hot, pipe)
         predicted = self.predictor.update(observed)
-        # a dead server's load (0: its requests are refused) says nothing about the balance
-        live = [x for s, x in enumerate(loads) if s not in self.down]
+        # a dead server's load (0: its requests are refused) says nothing about the balance, nor
+        # does a server outside the ring's
+        members = self.members if self.members is not None else tuple(range(self.plan.servers))
+        live = [x for s, x in enumerate(loads) if s not in self.down and s in members]
         threshold = self.threshold.update(live or loads)
         origins = [self.origin_of(key) for key, _ in predicted]
         measured = key_write_ratios(hot, writes or {})
@@ -182,17 +187,20 @@ class Controller:
         )
         default = overall_write_ratio(hot, writes or {}, cfg.write_ratio)
         ratios = [measured.get(key, default) for key, _ in predicted]
-        holders = place(
+        # placed over the members only: numbered 0 .. len(members)-1 for place(), then mapped back
+        index = {s: i for i, s in enumerate(members)}
+        local = place(
             predicted,
-            origins,
+            [index[o] for o in origins],
             threshold,
-            self.plan.servers,
+            len(members),
             cfg.policy,
-            cold_loads=cold,
+            cold_loads=[cold[s] for s in members],
             max_replicas_per_server=cfg.max_replicas_per_server,
             tolerance=cfg.tolerance,
             write_ratios=ratios,
         )
+        holders = [tuple(members[i] for i in h) for h in local]
         excluded = self.excluded | self.down
         if excluded:
             holders = [
