@@ -86,12 +86,15 @@ def handoff(
     agents: Iterable[int],
     old: p.Ring,
     new: p.Ring,
+    unsafe: bool = False,
 ) -> HandoffReport:
     """Steps 1-7 of the module docstring over the agents' control channels. ``agents``: every
     server that runs an agent and is not down (all of them learn the new ring). Before step 5 a
     failure rolls every agent back to ``old`` (nothing changed for clients) and raises
     :class:`ControlError`; from step 5 on the steps are retried, since sources already refuse
-    the keys they lost."""
+    the keys they lost. ``unsafe`` (TESTS ONLY, ``--test-unsafe-handoff``): release and activate
+    before any copy, so the new owners serve keys they do not hold yet; tests/e2e shows the
+    history checks catch it."""
     began = time.perf_counter()
     report = HandoffReport(new.version, pairs=moving_pairs(old.ids, new.ids))
     everyone = sorted(set(agents))
@@ -102,9 +105,11 @@ def handoff(
     try:
         for server in everyone:
             control(server).ring_prepare(new, server)
+        if unsafe:
+            _switch_over(control, sources, everyone)
         report.bulk = _copy(control, report.pairs, complete=False)
         frozen = time.perf_counter()
-        for server in sources:
+        for server in sources if not unsafe else []:
             control(server).ring_step("freeze")
         report.moved = _copy(control, report.pairs, complete=True)
     except ControlError:
@@ -112,9 +117,8 @@ def handoff(
             with contextlib.suppress(ControlError):
                 control(server).ring_set(old, server)
         raise
-    for step in ("release", "activate"):
-        for server in sources + [s for s in everyone if s not in sources]:
-            _insist(lambda s=server, st=step: control(s).ring_step(st), f"{step} on {server}")
+    if not unsafe:
+        _switch_over(control, sources, everyone)
     report.freeze_ms = (time.perf_counter() - frozen) * 1000.0
     for server in sources:
         try:
@@ -123,6 +127,15 @@ def handoff(
             LOG.warning("server %d: moved copies not dropped: %s", server, exc)
     report.total_ms = (time.perf_counter() - began) * 1000.0
     return report
+
+
+def _switch_over(
+    control: Callable[[int], AgentControl], sources: list[int], everyone: list[int]
+) -> None:
+    """Steps 5 and 6: every release (sources first) before any activation."""
+    for step in ("release", "activate"):
+        for server in sources + [s for s in everyone if s not in sources]:
+            _insist(lambda s=server, st=step: control(s).ring_step(st), f"{step} on {server}")
 
 
 def _copy(

@@ -111,6 +111,11 @@ def build_parser() -> t.Parser:
         "--admin",
         help="Unix socket for membership changes (kvswitch membership --admin PATH add|remove)",
     )
+    ap.add_argument(
+        "--test-unsafe-handoff",
+        action="store_true",
+        help="TESTS ONLY: switch rings before copying the moving keys (shows the e2e check fails)",
+    )
     ap.add_argument("--no-pipeline", action="store_true", help="do not set the pipeline")
     ap.add_argument("-v", "--verbose", action="store_true", help="log every period's details")
     return ap
@@ -198,6 +203,7 @@ def main(argv: list[str] | None = None) -> int:
                 metrics=metrics,
                 state_file=Path(args.state) if args.state else None,
                 down_after=args.down_after,
+                unsafe_handoff=args.test_unsafe_handoff,
             )
             runtime.start()
             if args.admin:

@@ -161,6 +161,7 @@ class Runtime:
         state_file: Path | None = None,
         down_after: int = 2,
         min_sent: int = 5,
+        unsafe_handoff: bool = False,
     ) -> None:
         self.driver = driver
         self.rack = rack
@@ -180,6 +181,7 @@ class Runtime:
         # held by a period and by a membership change (the admin socket's thread)
         self.lock = threading.Lock()
         self.membership_events: list[str] = []
+        self.unsafe_handoff = unsafe_handoff  # TESTS ONLY (controller/elastic.py handoff)
         self.periods = 0
         self.epoch = 0
         self.membership = Membership(len(rack.servers), down_after, min_sent)
@@ -646,7 +648,7 @@ class Runtime:
         # 2. the agents
         agents = set(self.agents.controls) - self.membership.down
         try:
-            report = handoff(self.agents._control, agents, old_ring, new_ring)
+            report = handoff(self.agents.control, agents, old_ring, new_ring, self.unsafe_handoff)
         except ControlError as exc:
             raise MembershipError(f"{'add' if add else 'remove'} {name}: {exc}") from exc
         # 3. the controller
@@ -665,9 +667,6 @@ class Runtime:
             report.freeze_ms,
             left,
         )
-        if self.metrics is not None:
-            self.metrics.write(json.dumps({"membership": record, "time": time.time()}) + "\n")
-            self.metrics.flush()
         return record
 
     # -- state file ---------------------------------------------------------------------------------

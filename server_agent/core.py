@@ -155,6 +155,7 @@ class AgentCore:
         self.next_ring: p.Ring | None = None
         self.frozen = False
         self.released = False
+        self.prev_ring: p.Ring | None = None  # the ring before the last activation
         # keys held as replica copies (control push, UPDATE): a Get of a key this server does
         # not own is served only from such a copy (the switch redirected it here)
         self.replica_keys: set[bytes] = set()
@@ -441,7 +442,7 @@ class AgentCore:
     def set_ring(self, ring: p.Ring, me: int) -> None:
         """Serve ``ring`` now as server ``me`` (start-up, or a controller that restarted); any
         handoff in progress is forgotten."""
-        self.ring, self.me = ring, me
+        self.ring, self.me, self.prev_ring = ring, me, None
         self.next_ring, self.frozen, self.released = None, False, False
 
     def prepare_ring(self, ring: p.Ring, me: int) -> None:
@@ -462,14 +463,22 @@ class AgentCore:
             raise p.ProtocolError(f"{what}: no ring change prepared")
         return self.next_ring
 
+    def _change(self, what: str) -> tuple[p.Ring, p.Ring]:
+        """(old, new) rings of the change prepared, or else of the last one activated (a copy
+        may follow the activation: the controller's test-only unsafe order)."""
+        if self.ring is not None and self.next_ring is not None:
+            return self.ring, self.next_ring
+        if self.ring is not None and self.prev_ring is not None:
+            return self.prev_ring, self.ring
+        raise p.ProtocolError(f"{what}: no ring change prepared")
+
     def outgoing(self, to: int | None = None) -> list[bytes]:
         """Keys held here that are this server's under the current ring and another's (``to``'s,
         if given) under the next one."""
-        nxt = self._need_next("outgoing")
-        assert self.ring is not None
+        old, nxt = self._change("outgoing")
         out = []
         for key, _item in self.backend.items():
-            if self.ring.origin(key) == self.me:
+            if old.origin(key) == self.me:
                 dest = nxt.origin(key)
                 if dest != self.me and (to is None or dest == to):
                     out.append(key)
@@ -493,12 +502,11 @@ class AgentCore:
         everything applies). ``complete``: this is ``source``'s whole set, taken while it was
         frozen: incoming keys from it that are not in it were deleted there, and go here too.
         Returns (stored, dropped)."""
-        nxt = self._need_next("import")
-        assert self.ring is not None
+        old, nxt = self._change("import")
         stored = dropped = 0
         names = set()
         for key, item in items:
-            if nxt.origin(key) != self.me or self.ring.origin(key) != source:
+            if nxt.origin(key) != self.me or old.origin(key) != source:
                 raise p.ProtocolError(f"import: key {key.hex()} does not move from {source} here")
             names.add(key)
             held = self.backend.get(key)
@@ -508,11 +516,7 @@ class AgentCore:
                 stored += 1
         if complete:
             for key, _item in list(self.backend.items()):
-                if (
-                    key not in names
-                    and nxt.origin(key) == self.me
-                    and self.ring.origin(key) == source
-                ):
+                if key not in names and nxt.origin(key) == self.me and old.origin(key) == source:
                     self.backend.drop(key)
                     dropped += 1
         return stored, dropped
@@ -528,13 +532,14 @@ class AgentCore:
 
     def activate_ring(self) -> None:
         """Handoff step 4: the next ring is this server's ring."""
-        self.ring = self._need_next("activate")
+        self.prev_ring, self.ring = self.ring, self._need_next("activate")
         self.next_ring, self.frozen, self.released = None, False, False
 
     def drop_moved(self) -> int:
         """After the handoff: drop the copies of keys this server neither owns nor replicates."""
         if self.ring is None:
             return 0
+        self.prev_ring = None
         gone = [
             k
             for k, _ in self.backend.items()
