@@ -244,7 +244,9 @@ def main(argv: list[str] | None = None) -> int:
     """``kvswitch membership``: show the ring, add or remove a server, online."""
     ap = argparse.ArgumentParser(prog="kvswitch membership", description=main.__doc__)
     ap.add_argument("--admin", required=True, help="the controller's admin socket (--admin)")
-    ap.add_argument("action", choices=("show", "add", "remove"))
+    ap.add_argument(
+        "action", choices=("show", "add", "remove"), help="show the ring, add or remove a server"
+    )
     ap.add_argument("server", nargs="?", help="server name of the rack file (add, remove)")
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
     if (args.action == "show") != (args.server is None):
