@@ -32,8 +32,11 @@ MAX_VALUE = 8192
 F_TCP = 0x0001
 #: flags bit 1 (replies): this request id was applied before; the reply repeats the first result.
 F_DUP = 0x0002
+#: flags bit 2 (requests): the switch redirected this Get to a replica in the key's read set (rule
+#: 4); an agent serves a key it does not own only then (docs/protocol.md "Membership").
+F_REDIRECT = 0x0004
 #: Every flag bit defined by the protocol; the others must be 0.
-FLAGS_KNOWN = F_TCP | F_DUP
+FLAGS_KNOWN = F_TCP | F_DUP | F_REDIRECT
 #: Default number of virtual nodes per server on the consistent-hash ring.
 DEFAULT_VNODES = 64
 

@@ -22,7 +22,8 @@ Rules implemented here:
   :meth:`AgentCore.remove_local`); from the network they are dropped and counted
   (``untrusted_op``). A request over TCP carries no version the switch can be relied on to have
   stamped (it parses only a segment's first header), so its ``epoch``/``ver`` are ignored
-  (``tcp_version_ignored``), and only client requests are taken over TCP: ``UPDATE``,
+  (``tcp_version_ignored``), nor is its ``F_REDIRECT`` flag, and only client requests are taken
+  over TCP: ``UPDATE``,
   ``UPDATE_DEL`` and ``SYNC`` come from the switch over UDP, so over TCP they are forged
   (``untrusted_op``). Request ids are remembered per source address, so one host cannot
   answer another's request id in advance.
@@ -156,9 +157,6 @@ class AgentCore:
         self.frozen = False
         self.released = False
         self.prev_ring: p.Ring | None = None  # the ring before the last activation
-        # keys held as replica copies (control push, UPDATE): a Get of a key this server does
-        # not own is served only from such a copy (the switch redirected it here)
-        self.replica_keys: set[bytes] = set()
 
     # -- entry point ----------------------------------------------------------------------------
 
@@ -185,6 +183,8 @@ class AgentCore:
             if msg.ver | msg.epoch:
                 self.stats["tcp_version_ignored"] += 1
                 msg = dataclasses.replace(msg, epoch=0, ver=0)
+            if msg.flags & p.F_REDIRECT:  # the switch redirects UDP Gets only
+                msg = dataclasses.replace(msg, flags=msg.flags & ~p.F_REDIRECT)
         reply_op = _REPLY_OP.get(op)
         problem = self._check(msg)
         if problem is not None:
@@ -239,8 +239,6 @@ class AgentCore:
                     reply_op, result.status, epoch=result.epoch, ver=result.ver, flags=flags
                 )
                 return [(reply.encode(), src)]
-            if op in (p.Op.UPDATE, p.Op.UPDATE_DEL):
-                self.replica_keys.add(msg.key)
             return self._confirm(msg.key)
         if op == p.Op.PUSH:  # only with --test-no-trust network-push
             self._apply_write(msg)
@@ -382,7 +380,6 @@ class AgentCore:
             raise p.ProtocolError("push: a replica copy needs a switch version (epoch, ver) > 0")
         msg = p.Message(p.Op.PUSH, key, value, epoch=epoch, ver=ver)
         result = self._apply_write(msg)
-        self.replica_keys.add(key)
         self.stats["push_applied" if result.status == p.Status.OK else "push_stale"] += 1
         stored = self.backend.get(key)
         held = stored.version if stored is not None else (0, 0)
@@ -394,7 +391,6 @@ class AgentCore:
         return item is not None and item.live
 
     def remove_local(self, key: bytes) -> bool:
-        self.replica_keys.discard(key)
         return self.backend.drop(key)
 
     def snapshot(self) -> list[tuple[bytes, Item]]:
@@ -428,7 +424,8 @@ class AgentCore:
             status = p.Status.RETRY
         elif later and not now:  # incoming, not active yet
             status = p.Status.RETRY
-        elif op == _GET and key in self.replica_keys:  # a replica copy (redirected here)
+        elif op == _GET and msg.flags & p.F_REDIRECT:
+            # the switch redirected it to this server, a replica in the key's read set (rule 4)
             return None
         reply_op = _REPLY_OP[op]
         if status == p.Status.RETRY:
@@ -512,7 +509,6 @@ class AgentCore:
             held = self.backend.get(key)
             if held is None or item.version >= held.version:
                 self.backend.put(key, item)
-                self.replica_keys.discard(key)
                 stored += 1
         if complete:
             for key, _item in list(self.backend.items()):
@@ -525,8 +521,7 @@ class AgentCore:
         """Handoff step 3 (every old owner, before any new owner activates): outgoing keys are
         not this server's any more (MOVED; their copies are dropped later); RING_GET names the
         next ring. Incoming keys still answer RETRY."""
-        for key in self.outgoing():
-            self.replica_keys.discard(key)  # the owner's data, never a replica copy
+        self._need_next("release")
         self.released = True
         self.frozen = False
 
@@ -536,15 +531,13 @@ class AgentCore:
         self.next_ring, self.frozen, self.released = None, False, False
 
     def drop_moved(self) -> int:
-        """After the handoff: drop the copies of keys this server neither owns nor replicates."""
-        if self.ring is None:
+        """After the handoff: drop the copies of the keys that moved away from this server in the
+        last change (they left the hot set before it, so none is a replica copy here)."""
+        if self.ring is None or self.prev_ring is None:
             return 0
+        old, new, me = self.prev_ring, self.ring, self.me
         self.prev_ring = None
-        gone = [
-            k
-            for k, _ in self.backend.items()
-            if self.ring.origin(k) != self.me and k not in self.replica_keys
-        ]
+        gone = [k for k, _ in self.backend.items() if old.origin(k) == me and new.origin(k) != me]
         for key in gone:
             self.backend.drop(key)
         return len(gone)

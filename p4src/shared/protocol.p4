@@ -16,6 +16,9 @@ const bit<16> KVS_MAX_VALUE = 8192;
 // `flags` bit 0: the switch rewrote this multicast copy from TCP to UDP.
 const bit<16> KVS_F_TCP = 0x0001;
 const bit<16> KVS_F_DUP = 0x0002;  // reply repeats the first result of a request id
+// `flags` bit 2 (requests): the switch redirected this Get to a replica in the key's read set
+// (rule 4); an agent serves a key it does not own only then (docs/protocol.md "Membership").
+const bit<16> KVS_F_REDIRECT = 0x0004;
 
 // Operation codes (`op`, 8 bits).
 enum bit<8> KvsOp {

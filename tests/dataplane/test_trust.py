@@ -79,7 +79,8 @@ def _forged_request(op_name: str, key: str, sender: Host = CLIENT, flags: int = 
 @pytest.mark.parametrize("sender", [CLIENT, STRANGER], ids=["client", "unknown source"])
 def test_cold_request_versions_and_flags_cleared(on: bool, op_name: str, sender: Host) -> None:
     for dp in _plane(None if on else "KVS_TEST_NO_TRUST_ZERO_VERSIONS"):
-        flags = proto().f_tcp | 0x0002  # F_TCP | F_DUP: only the switch/a server sets them
+        # F_TCP | F_DUP | F_REDIRECT: only the switch/a server sets them
+        flags = proto().f_tcp | 0x0002 | 0x0004
         pkt = _forged_request(op_name, COLD, sender, flags)
         before = dp.snapshot()
         out = dp.send(sender.port, pkt)
