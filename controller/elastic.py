@@ -47,6 +47,10 @@ from kvswitch.agent.control import AgentControl, ControlError
 LOG = logging.getLogger("kvswitch.controller")
 
 
+#: ``--test-unsafe-handoff``: seconds between the switch-over and the copy
+UNSAFE_COPY_DELAY = 0.5
+
+
 class MembershipError(ValueError):
     """A membership change that cannot be made (the message says why, in one line)."""
 
@@ -93,8 +97,8 @@ def handoff(
     failure rolls every agent back to ``old`` (nothing changed for clients) and raises
     :class:`ControlError`; from step 5 on the steps are retried, since sources already refuse
     the keys they lost. ``unsafe`` (TESTS ONLY, ``--test-unsafe-handoff``): release and activate
-    before any copy, so the new owners serve keys they do not hold yet; tests/e2e shows the
-    history checks catch it."""
+    before any copy, and copy :data:`UNSAFE_COPY_DELAY` later (as a large copy would take), so
+    the new owners serve keys they do not hold yet; tests/e2e shows the history check catches it."""
     began = time.perf_counter()
     report = HandoffReport(new.version, pairs=moving_pairs(old.ids, new.ids))
     everyone = sorted(set(agents))
@@ -107,6 +111,7 @@ def handoff(
             control(server).ring_prepare(new, server)
         if unsafe:
             _switch_over(control, sources, everyone)
+            time.sleep(UNSAFE_COPY_DELAY)  # a copy that takes its time: the reads find nothing
         report.bulk = _copy(control, report.pairs, complete=False)
         frozen = time.perf_counter()
         for server in sources if not unsafe else []:
