@@ -16,13 +16,13 @@ the key existed. A Set/Delete answered
 from __future__ import annotations
 
 import contextlib
+import heapq
 import itertools
 import queue
 import random
 import socket
 import threading
 import time
-from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -61,6 +61,10 @@ class _Flight:
     addr: Addr
     started: float
     attempts: int = 1
+    deadline: float = 0.0  # the one entry of the deadline heap that counts for this request
+    refreshes: int = 0  # MOVED answers followed
+    backoff: float = 0.0  # RETRY: the next wait (0: none pending)
+    resend_at: float = 0.0  # RETRY: when the wait ends
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,12 +172,14 @@ class Client:
 
         Replies are taken in the order they arrive (a completion queue fed by the receive thread);
         a request unanswered for ``timeout`` is resent with the same seq, up to ``retries`` times.
-        Errors are reported per request in :attr:`Outcome.error`, never raised.
+        ``MOVED`` and ``RETRY`` are followed as by the single calls (docs/protocol.md
+        "Membership": ring refresh and resend, at most 3 times; resend after 2 ms, doubling to
+        50 ms). Errors are reported per request in :attr:`Outcome.error`, never raised.
         """
         outcomes: list[Outcome] = []
         done: queue.SimpleQueue[_Pending] = queue.SimpleQueue()
         flight: dict[tuple[bytes, int], _Flight] = {}
-        deadlines: deque[tuple[float, tuple[bytes, int]]] = deque()
+        deadlines: list[tuple[float, tuple[bytes, int]]] = []  # a heap
         source = iter(requests)
         exhausted = False
         while True:
@@ -198,8 +204,9 @@ class Client:
                 addr = self.ring.address(key16)
                 started = time.perf_counter()
                 self._send(raw, addr)
-                flight[ident] = _Flight(out, pend, raw, addr, started)
-                deadlines.append((started + self.timeout, ident))
+                entry = flight[ident] = _Flight(out, pend, raw, addr, started)
+                entry.deadline = started + self.timeout
+                heapq.heappush(deadlines, (entry.deadline, ident))
             if not flight:
                 return outcomes
             wait = max(0.0, deadlines[0][0] - time.perf_counter()) if deadlines else self.timeout
@@ -211,27 +218,63 @@ class Client:
             entry = flight.pop(pend.ident, None)
             if entry is None:
                 continue  # already given up on
+            if self._follow(entry, deadlines):
+                flight[pend.ident] = entry
+                continue
             self._pending.pop(pend.ident, None)
             entry.out.latency = pend.arrived - entry.started
             entry.out.reply = pend.reply
             _fill(entry.out, pend.reply, entry.attempts == 1)
 
+    def _follow(self, entry: _Flight, deadlines: list[tuple[float, tuple[bytes, int]]]) -> bool:
+        """A pipelined request answered ``MOVED`` or ``RETRY``: True if it goes on (resent now
+        to the key's origin under a refreshed ring, or scheduled for a resend after the RETRY
+        wait); False to report the answer (``Moved`` after 3 refreshes)."""
+        reply, now = entry.pend.reply, time.perf_counter()
+        assert reply is not None
+        if reply.status == p.Status.MOVED and entry.refreshes < MAX_REFRESHES:
+            entry.refreshes += 1
+            announced = int.from_bytes(reply.value[:4], "big") if reply.value else 0
+            if announced > self.ring.version:
+                self.refresh_ring(entry.addr)
+            entry.addr = self.ring.address(entry.pend.ident[0])
+            entry.pend.reply = None
+            self._send(entry.raw, entry.addr)
+            entry.deadline = now + self.timeout
+        elif reply.status == p.Status.RETRY:
+            entry.backoff = min(RETRY_CAP, entry.backoff * 2) if entry.backoff else RETRY_FIRST
+            if now + entry.backoff > entry.started + self.timeout * (self.retries + 1):
+                return False  # reported as the RETRY status (ServerError)
+            entry.pend.reply = None
+            entry.resend_at = entry.deadline = now + entry.backoff
+        else:
+            return False
+        heapq.heappush(deadlines, (entry.deadline, entry.pend.ident))
+        return True
+
     def _expire(
         self,
         flight: dict[tuple[bytes, int], _Flight],
-        deadlines: deque[tuple[float, tuple[bytes, int]]],
+        deadlines: list[tuple[float, tuple[bytes, int]]],
     ) -> None:
-        """Resend or give up on the requests whose attempt timed out."""
+        """Resend or give up on the requests whose attempt timed out (and resend those whose
+        RETRY wait is over)."""
         now = time.perf_counter()
         while deadlines and deadlines[0][0] <= now:
-            _, ident = deadlines.popleft()
+            at, ident = heapq.heappop(deadlines)
             entry = flight.get(ident)
-            if entry is None:
-                continue
-            if entry.attempts <= self.retries:
+            if entry is None or at != entry.deadline:
+                continue  # answered, or an earlier attempt's deadline
+            if entry.resend_at and at == entry.resend_at:
+                entry.resend_at = 0.0
+                self._send(entry.raw, entry.addr)
+                entry.deadline = now + self.timeout
+                heapq.heappush(deadlines, (entry.deadline, ident))
+            elif entry.attempts <= self.retries:
                 entry.attempts += 1
                 self._send(entry.raw, entry.addr)
-                deadlines.append((now + self.timeout, ident))
+                entry.deadline = now + self.timeout
+                heapq.heappush(deadlines, (entry.deadline, ident))
             else:
                 del flight[ident]
                 self._pending.pop(ident, None)

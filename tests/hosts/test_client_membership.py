@@ -12,7 +12,7 @@ import pytest
 from kvswitch import protocol as p
 from kvswitch.agent.backends import MemoryBackend
 from kvswitch.agent.server import AgentServer
-from kvswitch.client import Client, Moved
+from kvswitch.client import Client, Moved, Request
 
 from .conftest import fake_server
 
@@ -54,6 +54,14 @@ def test_client_follows_an_added_server(agent_factory: Callable[..., AgentServer
         assert agents[2].core.stats["op_get"] == len(moving)
         c.set(moving[0], b"new")
         assert c.get(moving[0]) == b"new"
+    # a pipelining client with the old ring follows MOVED too
+    with Client([(LOOP, agents[0].port), (LOOP, agents[1].port)], timeout=0.5) as c:
+        outs = c.pipeline([Request("get", k) for k in keys[1:]], window=16)
+        assert [o.error for o in outs] == [None] * (len(keys) - 1)
+        assert [o.value for o in outs] == [
+            b"new" if k == moving[0] else b"v-" + k for k in keys[1:]
+        ]
+        assert c.ring == v2
     assert sum(a.core.drop_moved() for a in agents[:2]) == len(moving)
 
 
@@ -71,6 +79,21 @@ def test_retry_backs_off_then_succeeds() -> None:
     gaps = [b - a for a, b in itertools.pairwise(seen)]
     assert len(seen) == 4
     assert gaps[0] >= 0.002 and gaps[1] >= 0.004 and gaps[2] >= 0.008
+
+
+def test_pipeline_retry_backs_off_then_succeeds() -> None:
+    answers: dict[int, int] = {}
+
+    def answer(req: p.Message) -> p.Message:
+        answers[req.seq] = answers.get(req.seq, 0) + 1
+        status = p.Status.RETRY if answers[req.seq] <= 2 else p.Status.OK
+        return req.reply(p.REPLY_OF[p.Op(req.op)], status, b"v" if status == p.Status.OK else b"")
+
+    for server in fake_server(answer):
+        with Client([server], timeout=0.5, retries=1) as c:
+            outs = c.pipeline([Request("get", b"k%d" % i) for i in range(20)], window=8)
+    assert [o.error for o in outs] == [None] * 20 and all(o.value == b"v" for o in outs)
+    assert sorted(answers.values()) == [3] * 20
 
 
 def _moved_forever(version: int) -> Iterator[tuple[str, int]]:
@@ -95,6 +118,8 @@ def test_moved_without_end_is_a_typed_error() -> None:
                 c.get(b"k")
             assert time.monotonic() - start < 0.3
             assert c.ring.version == 5
+            (out,) = c.pipeline([Request("set", b"k", b"v")])
+            assert isinstance(out.error, Moved)
 
 
 def test_malformed_ring_reply_is_ignored() -> None:
