@@ -16,6 +16,7 @@ the key existed. A Set/Delete answered
 from __future__ import annotations
 
 import contextlib
+import enum
 import heapq
 import itertools
 import queue
@@ -51,6 +52,68 @@ class _Pending:
     event: threading.Event = field(default_factory=threading.Event)
     reply: p.Message | None = None
     arrived: float = 0.0
+
+
+#: Ring refreshes per request after MOVED (docs/protocol.md "Membership").
+MAX_REFRESHES = 3
+#: RETRY backoff: first wait and cap, seconds.
+RETRY_FIRST, RETRY_CAP = 0.002, 0.05
+
+
+class Step(enum.Enum):
+    """What :meth:`Follow.step` tells a request loop to do next."""
+
+    DONE = "done"  # return the reply
+    RESEND = "resend"  # send again (to the key's origin under the client's ring)
+    REFRESH = "refresh"  # RING_GET to the server that answered MOVED, then resend
+    ELSEWHERE = (
+        "elsewhere"  # RING_GET to another member (timeout, UNAVAILABLE); then after_elsewhere
+    )
+    WAIT = "wait"  # sleep ``Follow.waited`` seconds (RETRY), then resend
+
+
+@dataclass(slots=True)
+class Follow:
+    """The membership rules of one request (docs/protocol.md "Membership"), without I/O, shared by
+    :class:`Client` and :class:`~kvswitch.client.AsyncClient`: what to do after each attempt.
+    Raises :class:`Moved` after :data:`MAX_REFRESHES` refreshes and :class:`Timeout` when the
+    retries or the overall time (``deadline``) are spent."""
+
+    deadline: float
+    retries: int
+    attempts: int = 0
+    timeouts: int = 0
+    refreshes: int = 0
+    backoff: float = RETRY_FIRST
+    waited: float = 0.0
+
+    def step(self, reply: p.Message | None, addr: Addr, version: int, now: float) -> Step:
+        if reply is None or reply.status == p.Status.UNAVAILABLE:
+            return Step.ELSEWHERE
+        if reply.status == p.Status.RETRY:
+            if now + self.backoff > self.deadline:
+                raise Timeout(f"{addr} kept answering RETRY (key being moved)")
+            self.waited, self.backoff = self.backoff, min(RETRY_CAP, self.backoff * 2)
+            return Step.WAIT
+        if reply.status == p.Status.MOVED:
+            if self.refreshes >= MAX_REFRESHES:
+                raise Moved(
+                    f"{addr} answered MOVED after {self.refreshes} ring refreshes", p.Status.MOVED
+                )
+            self.refreshes += 1
+            announced = int.from_bytes(reply.value[:4], "big") if reply.value else 0
+            return Step.REFRESH if announced > version else Step.RESEND
+        return Step.DONE
+
+    def after_elsewhere(self, reply: p.Message | None, addr: Addr) -> Step:
+        """No newer ring names another origin: an UNAVAILABLE answer stands; a timeout is
+        retried until the retries are spent."""
+        if reply is not None:
+            return Step.DONE
+        self.timeouts += 1
+        if self.timeouts > self.retries:
+            raise Timeout(f"no reply from {addr} after {self.attempts} attempts")
+        return Step.RESEND
 
 
 @dataclass(slots=True)
@@ -93,10 +156,6 @@ class Outcome:
 
 
 _OPS = {"get": p.Op.GET, "set": p.Op.SET, "delete": p.Op.DEL}
-#: Ring refreshes per request after MOVED (docs/protocol.md "Membership").
-MAX_REFRESHES = 3
-#: RETRY backoff: first wait and cap, seconds.
-RETRY_FIRST, RETRY_CAP = 0.002, 0.05
 _REPLY_OP = {int(req): int(rep) for req, rep in p.REPLY_OF.items()}
 
 
@@ -340,15 +399,13 @@ class Client:
         (``timeout * (retries + 1)``); a timeout or ``UNAVAILABLE`` asks another member for its
         ring, and resends at once if a newer ring names another origin."""
         raw, ident, pend = self._prepare(op, key16, value)
-        deadline = time.monotonic() + self.timeout * (self.retries + 1)
-        attempts = timeouts = refreshes = 0
-        backoff = RETRY_FIRST
+        follow = Follow(time.monotonic() + self.timeout * (self.retries + 1), self.retries)
         try:
             while True:
                 addr = self.ring.address(key16)
-                attempts += 1
+                follow.attempts += 1
                 if tries is not None:
-                    tries[:] = [attempts]
+                    tries[:] = [follow.attempts]
                 pend.reply = None
                 pend.event.clear()
                 if tcp:
@@ -356,32 +413,18 @@ class Client:
                 else:
                     self._send(raw, addr)
                     reply = pend.reply if pend.event.wait(self.timeout) else None
-                if reply is None or reply.status == p.Status.UNAVAILABLE:
+                step = follow.step(reply, addr, self.ring.version, time.monotonic())
+                if step is Step.ELSEWHERE:
                     if self._refresh(addr, key16, elsewhere=True):
                         continue  # a newer ring names another origin: try it now
-                    if reply is not None:
-                        return reply
-                    timeouts += 1
-                    if timeouts > self.retries:
-                        raise Timeout(f"no reply from {addr} after {attempts} attempts")
-                    continue
-                if reply.status == p.Status.RETRY:
-                    if time.monotonic() + backoff > deadline:
-                        raise Timeout(f"{addr} kept answering RETRY (key being moved)")
-                    time.sleep(backoff)
-                    backoff = min(RETRY_CAP, backoff * 2)
-                    continue
-                if reply.status == p.Status.MOVED:
-                    if refreshes >= MAX_REFRESHES:
-                        raise Moved(
-                            f"{addr} answered MOVED after {refreshes} ring refreshes", reply.status
-                        )
-                    refreshes += 1
-                    announced = int.from_bytes(reply.value[:4], "big") if reply.value else 0
-                    if announced > self.ring.version:
-                        self._refresh(addr, key16)
-                    continue
-                return reply
+                    step = follow.after_elsewhere(reply, addr)
+                if step is Step.REFRESH:
+                    self._refresh(addr, key16)
+                elif step is Step.WAIT:
+                    time.sleep(follow.waited)
+                elif step is Step.DONE:
+                    assert reply is not None
+                    return reply
         finally:
             self._pending.pop(ident, None)
 

@@ -3,6 +3,7 @@ ring change through MOVED and RING_GET, backs off on RETRY, and gives up with a 
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import time
 from collections.abc import Callable, Iterator
@@ -12,7 +13,7 @@ import pytest
 from kvswitch import protocol as p
 from kvswitch.agent.backends import MemoryBackend
 from kvswitch.agent.server import AgentServer
-from kvswitch.client import Client, Moved, Request
+from kvswitch.client import AsyncClient, Client, Moved, Request
 
 from .conftest import fake_server
 
@@ -133,3 +134,38 @@ def test_malformed_ring_reply_is_ignored() -> None:
             with pytest.raises(Moved):
                 c.get(b"k")
             assert c.ring.version == 0
+
+
+def test_async_client_follows_moved_and_retry(agent_factory: Callable[..., AgentServer]) -> None:
+    agents = [agent_factory(MemoryBackend()) for _ in range(2)]
+    v1, v2 = _ring(1, agents, [0]), _ring(2, agents, [0, 1])
+    for me, a in enumerate(agents):
+        a.core.set_ring(v1, me)
+    keys = [b"a%d" % i for i in range(40)]
+    moving = [k for k in keys if v2.origin(k) == 1]
+
+    async def run() -> None:
+        async with await AsyncClient.connect([(LOOP, agents[0].port)], timeout=0.5) as c:
+            for k in keys:
+                await c.set(k, k)
+            for me, a in enumerate(agents):
+                a.core.prepare_ring(v2, me)
+            agents[0].core.freeze()
+            # frozen: a write of a moving key is answered RETRY until the handoff ends
+            late = asyncio.get_running_loop().call_later(0.05, handoff)
+            await c.set(moving[0], b"after")
+            late.cancel()
+            assert [await c.get(k) for k in keys] == [
+                b"after" if k == moving[0] else k for k in keys
+            ]
+            assert c.ring == v2
+
+    def handoff() -> None:  # the agents' own lock: their threads serve the client meanwhile
+        with agents[0].lock, agents[1].lock:
+            agents[1].core.import_items(agents[0].core.export(1), 0, complete=True)
+            agents[0].core.release()
+            for a in agents:
+                a.core.activate_ring()
+
+    asyncio.run(run())
+    assert agents[0].core.stats["retry"] > 0 and agents[1].core.stats["op_set"] == 1
