@@ -91,12 +91,15 @@ def handoff(
     old: p.Ring,
     new: p.Ring,
     unsafe: bool = False,
+    commit: Callable[[], object] = lambda: None,
 ) -> HandoffReport:
     """Steps 1-7 of the module docstring over the agents' control channels. ``agents``: every
     server that runs an agent and is not down (all of them learn the new ring). Before step 5 a
     failure rolls every agent back to ``old`` (nothing changed for clients) and raises
     :class:`ControlError`; from step 5 on the steps are retried, since sources already refuse
-    the keys they lost. ``unsafe`` (TESTS ONLY, ``--test-unsafe-handoff``): release and activate
+    the keys they lost. ``commit`` is called just before step 5: from then on the change must be
+    finished, not undone (the runtime records ``new`` in its state file, so a controller that
+    crashes after it sets ``new`` on every agent when it starts again). ``unsafe`` (TESTS ONLY, ``--test-unsafe-handoff``): release and activate
     before any copy, and copy :data:`UNSAFE_COPY_DELAY` later (as a large copy would take), so
     the new owners serve keys they do not hold yet; tests/e2e shows the history check catches it."""
     began = time.perf_counter()
@@ -110,6 +113,7 @@ def handoff(
         for server in everyone:
             control(server).ring_prepare(new, server)
         if unsafe:
+            commit()
             _switch_over(control, sources, everyone)
             time.sleep(UNSAFE_COPY_DELAY)  # a copy that takes its time: the reads find nothing
         report.bulk = _copy(control, report.pairs, complete=False)
@@ -123,6 +127,7 @@ def handoff(
                 control(server).ring_set(old, server)
         raise
     if not unsafe:
+        commit()
         _switch_over(control, sources, everyone)
     report.freeze_ms = (time.perf_counter() - frozen) * 1000.0
     for server in sources:

@@ -182,6 +182,8 @@ class Runtime:
         self.lock = threading.Lock()
         self.membership_events: list[str] = []
         self.unsafe_handoff = unsafe_handoff  # TESTS ONLY (controller/elastic.py handoff)
+        # a ring change past its point of no return (written to the state file as "ring_next")
+        self.committing: tuple[int, frozenset[int]] | None = None
         self.periods = 0
         self.epoch = 0
         self.membership = Membership(len(rack.servers), down_after, min_sent)
@@ -208,8 +210,13 @@ class Runtime:
         predictor = self.controller.predictor
         if not predictor.prev:  # and with last period's counts, as if it had not stopped
             predictor.prev = _observations(saved.get("observed"))
-        ring = _saved_ring(saved.get("ring"), len(self.rack.servers))
-        if ring is not None:  # a restarted controller serves the ring it last activated
+        # a restarted controller serves the ring it last activated, or the one it was switching
+        # to when it stopped (past the copy: finishing the change is what keeps no write hidden)
+        servers = len(self.rack.servers)
+        ring = _saved_ring(saved.get("ring_next"), servers) or _saved_ring(
+            saved.get("ring"), servers
+        )
+        if ring is not None:
             self._adopt_ring(*ring)
         self._save_state()
         static = forwarding_ops(self.rack) + trust_ops(self.rack)
@@ -581,6 +588,10 @@ class Runtime:
             ),
         )
 
+    def _commit_ring(self, version: int, members: frozenset[int]) -> None:
+        self.committing = (version, members)
+        self._save_state()
+
     def _adopt_ring(self, version: int, members: frozenset[int]) -> None:
         self.ring_version, self.members = version, members
         self.ring = p.HashRing.of(members)
@@ -648,9 +659,25 @@ class Runtime:
         # 2. the agents
         agents = set(self.agents.controls) - self.membership.down
         try:
-            report = handoff(self.agents.control, agents, old_ring, new_ring, self.unsafe_handoff)
+            report = handoff(
+                self.agents.control,
+                agents,
+                old_ring,
+                new_ring,
+                self.unsafe_handoff,
+                commit=lambda: self._commit_ring(new_ring.version, new),
+            )
         except ControlError as exc:
+            if self.committing is not None:  # past the copy: finish it (and so would a restart)
+                LOG.error(
+                    "ring %d: switch-over failed (%s): set on every agent", new_ring.version, exc
+                )
+                self._adopt_ring(*self.committing)
+                self.committing = None
+                self._save_state()
+                self.announce_ring()
             raise MembershipError(f"{'add' if add else 'remove'} {name}: {exc}") from exc
+        self.committing = None
         # 3. the controller
         self._adopt_ring(new_ring.version, new)
         self._save_state()
@@ -689,6 +716,9 @@ class Runtime:
             "epoch": self.epoch,
             "ring": {"version": self.ring_version, "members": sorted(self.members)},
         }
+        if self.committing is not None:
+            version, members = self.committing
+            state["ring_next"] = {"version": version, "members": sorted(members)}
         if self.controller.threshold.value is not None:
             state["threshold"] = self.controller.threshold.value
         if self.controller.predictor.prev:

@@ -247,6 +247,15 @@ def test_ring_state_file(
         runtime = Runtime(drv, rackfile, ControllerConfig(k=8), state_file=state)
         runtime.start()
         assert runtime.ring_version == 1 and runtime.members == set(range(len(rackfile.servers)))
+        # stopped during a switch-over (past the copy): the change is finished
+        state.write_text(
+            '{"epoch": 1, "ring": {"version": 5, "members": [0, 2]},'
+            ' "ring_next": {"version": 6, "members": [0, 1, 2]}}'
+        )
+        runtime = Runtime(drv, rackfile, ControllerConfig(k=8), state_file=state)
+        runtime.start()
+        assert (runtime.ring_version, runtime.members) == (6, frozenset({0, 1, 2}))
+        assert "ring_next" not in json.loads(state.read_text())
 
 
 def test_epoch_state_file(
