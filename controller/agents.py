@@ -38,6 +38,10 @@ class AgentPool:
         self.keep: Callable[[bytes], bool] = lambda key: False
         self._pool = ThreadPoolExecutor(max(1, len(self.probes)), thread_name_prefix="ping")
 
+    def control(self, server: int) -> AgentControl:
+        """The control channel of ``server`` (:class:`ControlError` if it has none)."""
+        return self._control(server)
+
     def _control(self, server: int) -> AgentControl:
         control = self.controls.get(server)
         if control is None:

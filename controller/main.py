@@ -27,6 +27,7 @@ from google.protobuf import text_format
 
 from kvswitch import argtypes as t
 from kvswitch.controller.agents import AgentPool
+from kvswitch.controller.elastic import AdminServer
 from kvswitch.controller.p4rt_driver import DriverError, P4RuntimeDriver, Program, SwitchAddress
 from kvswitch.controller.period import ControllerConfig
 from kvswitch.controller.placement import POLICIES
@@ -105,6 +106,15 @@ def build_parser() -> t.Parser:
         type=t.float_range(0, 60, above=True),
         default=0.5,
         help="seconds an agent's ping may take before it counts as missed (default 0.5)",
+    )
+    ap.add_argument(
+        "--admin",
+        help="Unix socket for membership changes (kvswitch membership --admin PATH add|remove)",
+    )
+    ap.add_argument(
+        "--test-unsafe-handoff",
+        action="store_true",
+        help="TESTS ONLY: switch rings before copying the moving keys (shows the e2e check fails)",
     )
     ap.add_argument("--no-pipeline", action="store_true", help="do not set the pipeline")
     ap.add_argument("-v", "--verbose", action="store_true", help="log every period's details")
@@ -193,10 +203,15 @@ def main(argv: list[str] | None = None) -> int:
                 metrics=metrics,
                 state_file=Path(args.state) if args.state else None,
                 down_after=args.down_after,
+                unsafe_handoff=args.test_unsafe_handoff,
             )
             runtime.start()
+            if args.admin:
+                admin = AdminServer(args.admin, runtime.handle_admin)
+                stack.callback(admin.close)
+                admin.start()
             run_periods(runtime, args.period, args.periods, stop)
-    except (DriverError, ValueError) as exc:
+    except (DriverError, ValueError, OSError) as exc:
         print(f"kvswitch controller: {exc}", file=sys.stderr)
         return 1
     return 0
@@ -212,4 +227,5 @@ def run_periods(
         if stop.wait(max(0.0, deadline - time.monotonic())):
             return
         deadline = max(deadline, time.monotonic() - period)
-        runtime.period()
+        with runtime.lock:  # not while a membership change runs
+            runtime.period()

@@ -135,6 +135,9 @@ class Controller:
         # end at least), and each server's cold load the last time it served a whole period
         self._down_before: frozenset[int] = frozenset()
         self._cold_seen: dict[int, float] = {}
+        # the ring's members (docs/protocol.md "Membership"): hot keys are placed on them only;
+        # None: every server of the rack
+        self.members: tuple[int, ...] | None = None
 
     def step(self, driver: Driver) -> PeriodReport:
         hot = driver.read_hot_counters()
@@ -177,10 +180,12 @@ class Controller:
         observed = merge_observations(hot, pipe)
         predicted = self.predictor.update(observed)
         # the load of a server down during this period (0, or a part: its requests were refused)
-        # says nothing about the balance, nor about its cold load next period
+        # says nothing about the balance, nor about its cold load next period; nor does the load
+        # of a server outside the ring's
         absent = self.down | self._down_before
         self._down_before = self.down
-        live = [x for s, x in enumerate(loads) if s not in absent]
+        members = self.members if self.members is not None else tuple(range(self.plan.servers))
+        live = [x for s, x in enumerate(loads) if s not in absent and s in members]
         threshold = self.threshold.update(live or loads)
         origins = [self.origin_of(key) for key, _ in predicted]
         measured = key_write_ratios(hot, writes or {})
@@ -192,17 +197,20 @@ class Controller:
         )
         default = overall_write_ratio(hot, writes or {}, cfg.write_ratio)
         ratios = [measured.get(key, default) for key, _ in predicted]
-        holders = place(
+        # placed over the members only: numbered 0 .. len(members)-1 for place(), then mapped back
+        index = {s: i for i, s in enumerate(members)}
+        local = place(
             predicted,
-            origins,
+            [index[o] for o in origins],
             threshold,
-            self.plan.servers,
+            len(members),
             cfg.policy,
-            cold_loads=cold,
+            cold_loads=[cold[s] for s in members],
             max_replicas_per_server=cfg.max_replicas_per_server,
             tolerance=cfg.tolerance,
             write_ratios=ratios,
         )
+        holders = [tuple(members[i] for i in h) for h in local]
         excluded = self.excluded | self.down
         if excluded:
             holders = [

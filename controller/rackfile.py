@@ -8,7 +8,9 @@
 
 Server order in the file = server numbers 0..M-1 of the consistent hashing (docs/protocol.md).
 ``control`` is the agent's control endpoint, ``unix:PATH`` or ``HOST:PORT`` (optional: without it
-the controller cannot push replicas to that server and says so).
+the controller cannot push replicas to that server and says so). ``"member": false`` keeps a
+server out of the rack's first ring (a spare that ``kvswitch membership add`` brings in later;
+docs/protocol.md "Membership"); default true.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ class Host:
     mac: int
     port: int
     control: str | None = None
+    member: bool = True  # servers: in the rack's first ring (docs/protocol.md "Membership")
 
     @property
     def ip_text(self) -> str:
@@ -90,6 +93,8 @@ class RackFile:
             values = [getattr(h, what) for h in hosts]
             if len(set(values)) != len(values):
                 raise RackFileError(f"{where}: two hosts share a {what}")
+        if not any(h.member for h in servers):
+            raise RackFileError(f"{where}: no server is a member of the first ring")
         ports = [h.port for h in servers]
         if len(set(ports)) != len(ports):
             raise RackFileError(f"{where}: two servers share a switch port")
@@ -141,10 +146,14 @@ def _host(value: Any, what: str, server: bool) -> Host:
     control = h.get("control")
     if control is not None and not isinstance(control, str):
         raise ValueError(f"{what}.control must be a string (unix:PATH or HOST:PORT)")
+    member = h.get("member", True)
+    if not isinstance(member, bool):
+        raise ValueError(f"{what}.member must be true or false")
     return Host(
         name,
         _ip(h.get("ip"), f"{what}.ip"),
         _mac(h.get("mac"), f"{what}.mac"),
         _int(h.get("port"), f"{what}.port", 0, 510),
         control if server else None,
+        member if server else True,
     )

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +28,7 @@ from kvswitch import protocol as p
 from kvswitch.agent.control import ControlError, KeyVersion
 from kvswitch.controller import names
 from kvswitch.controller.agents import AgentPool
+from kvswitch.controller.elastic import MembershipError, handoff
 from kvswitch.controller.membership import (
     NO_PROBE,
     Change,
@@ -46,7 +48,7 @@ from kvswitch.controller.ops import (
 )
 from kvswitch.controller.p4rt_driver import DriverError, P4RuntimeDriver
 from kvswitch.controller.period import Controller, ControllerConfig, PeriodReport
-from kvswitch.controller.plan import Plan, diff, down_entry, rack_setup
+from kvswitch.controller.plan import Plan, build_plan, diff, down_entry, rack_setup
 from kvswitch.controller.rackfile import RackFile
 from kvswitch.controller.threshold import imbalance, max_over_mean
 
@@ -159,6 +161,7 @@ class Runtime:
         state_file: Path | None = None,
         down_after: int = 2,
         min_sent: int = 5,
+        unsafe_handoff: bool = False,
     ) -> None:
         self.driver = driver
         self.rack = rack
@@ -166,8 +169,21 @@ class Runtime:
         self.observe_only = observe_only
         self.metrics = metrics
         self.state_file = state_file
-        self.ring = p.HashRing(len(rack.servers))
-        self.controller = Controller(config, self.ring.origin, rack.rack(), driver.slots)
+        # the ring (docs/protocol.md "Membership"): its members and version; keys' origins and
+        # hot-key placement follow it, the failure detector watches its members only
+        self.members = frozenset(s for s, h in enumerate(rack.servers) if h.member)
+        self.ring_version = 1
+        self.ring = p.HashRing.of(self.members)
+        self.controller = Controller(
+            config, lambda key: self.ring.origin(key), rack.rack(), driver.slots
+        )
+        self.controller.members = tuple(sorted(self.members))
+        # held by a period and by a membership change (the admin socket's thread)
+        self.lock = threading.Lock()
+        self.membership_events: list[str] = []
+        self.unsafe_handoff = unsafe_handoff  # TESTS ONLY (controller/elastic.py handoff)
+        # a ring change past its point of no return (written to the state file as "ring_next")
+        self.committing: tuple[int, frozenset[int]] | None = None
         self.periods = 0
         self.epoch = 0
         self.membership = Membership(len(rack.servers), down_after, min_sent)
@@ -194,6 +210,14 @@ class Runtime:
         predictor = self.controller.predictor
         if not predictor.prev:  # and with last period's counts, as if it had not stopped
             predictor.prev = _observations(saved.get("observed"))
+        # a restarted controller serves the ring it last activated, or the one it was switching
+        # to when it stopped (past the copy: finishing the change is what keeps no write hidden)
+        servers = len(self.rack.servers)
+        ring = _saved_ring(saved.get("ring_next"), servers) or _saved_ring(
+            saved.get("ring"), servers
+        )
+        if ring is not None:
+            self._adopt_ring(*ring)
         self._save_state()
         static = forwarding_ops(self.rack) + trust_ops(self.rack)
         static += rack_setup(self.controller.rack, self.epoch)
@@ -210,12 +234,15 @@ class Runtime:
             LOG.info("observe-only: removing %d hot keys", len(self.controller.plan.keys))
             self.driver.apply(diff(self.controller.plan, self._empty(), self.controller.rack))
             self.controller.plan = self._empty()
+        self.announce_ring()
         held = self.drop_stale_copies()
         self.invalidate_missing_copies(held)
         self.push_unconfirmed()
         LOG.info(
-            "started: epoch %d, %d servers, %d slots, %d hot keys held",
+            "started: epoch %d, ring %d (%d of %d servers), %d slots, %d hot keys held",
             self.epoch,
+            self.ring_version,
+            len(self.members),
             len(self.rack.servers),
             self.driver.slots,
             len(self.controller.plan.keys),
@@ -343,9 +370,9 @@ class Runtime:
         plan = self.controller.plan
         counts = OpCounts.of(ops)
         loads = report.loads if report is not None else []
-        # lambda of the servers up all period (one back at its end was refused until then)
+        # lambda of the ring's members up all period (one back at its end was refused until then)
         absent = self.membership.down | refused
-        live = [x for s, x in enumerate(loads) if s not in absent]
+        live = [x for s, x in enumerate(loads) if s not in absent and s in self.members]
         metrics = Metrics(
             period=self.periods,
             time=time.time(),
@@ -360,9 +387,10 @@ class Runtime:
             period_ms=(time.perf_counter() - began) * 1000.0,
             error=error,
             down=sorted(self.membership.down),
-            events=events,
+            events=self.membership_events + events,
             holders={key.hex(): list(kp.holders) for key, kp in plan.keys.items() if kp.replicas},
         )
+        self.membership_events = []
         self.controller.excluded = frozenset()  # a restarted server is placed again next period
         if report is not None:
             self._save_state()
@@ -387,6 +415,8 @@ class Runtime:
             sent, replies = [0] * m, [0] * m
         # without agents nothing can be pinged (nor shown back): such servers are not monitored
         probes = self.agents.ping() if self.agents is not None else [NO_PROBE] * m
+        # a server outside the ring (a spare, or one removed) is not watched: never "dead"
+        probes = [probe if s in self.members else NO_PROBE for s, probe in enumerate(probes)]
         observations = [Observation(sent[s], replies[s], probes[s]) for s in range(m)]
         changes = self.membership.observe(observations)
         restarted: set[int] = set()
@@ -409,6 +439,7 @@ class Runtime:
         if change.event is Event.RESTART or change.restarted:
             LOG.warning("server %s restarted (incarnation %s)", name, change.incarnation)
             restarted.add(server)
+            self.announce_ring({server})  # a new agent serves no ring until told
         # a restarted origin lost its memory; one that was only unreachable may have missed the
         # version its replicas hold (adopt_replica_versions): both get it back, newer only
         self.restore_origin(server)
@@ -546,6 +577,126 @@ class Runtime:
     def _empty(self) -> Plan:
         return Plan(len(self.rack.servers), self.driver.slots)
 
+    # -- membership (docs/protocol.md "Membership") -----------------------------------------------
+
+    def versioned_ring(self, members: frozenset[int] | None = None, version: int = 0) -> p.Ring:
+        """The ring of ``members`` (default: the current ones) with the rack's addresses."""
+        ids = self.members if members is None else members
+        return p.Ring(
+            version or self.ring_version,
+            tuple(
+                p.Member(s, self.rack.servers[s].ip_text, self.rack.kvs_port) for s in sorted(ids)
+            ),
+        )
+
+    def _commit_ring(self, version: int, members: frozenset[int]) -> None:
+        self.committing = (version, members)
+        self._save_state()
+
+    def _adopt_ring(self, version: int, members: frozenset[int]) -> None:
+        self.ring_version, self.members = version, members
+        self.ring = p.HashRing.of(members)
+        self.controller.members = tuple(sorted(members))
+
+    def announce_ring(self, servers: set[int] | None = None) -> None:
+        """Tell agents (all, or ``servers``) the current ring (start-up, an agent restart)."""
+        if self.agents is None:
+            return
+        ring = self.versioned_ring()
+        for server in sorted(self.agents.controls if servers is None else servers):
+            try:
+                self.agents.controls[server].ring_set(ring, server)
+            except (ControlError, KeyError) as exc:
+                LOG.warning("server %d: ring %d not set: %s", server, ring.version, exc)
+
+    def handle_admin(self, cmd: str, name: str | None) -> dict[str, Any]:
+        """The admin socket's commands (controller/elastic.py): ``ring``, ``add``, ``remove``."""
+        with self.lock:
+            if cmd == "ring":
+                return {"ok": True, **self.ring_record()}
+            if cmd not in ("add", "remove"):
+                raise MembershipError(f"unknown command {cmd!r} (ring, add, remove)")
+            names_ = [h.name for h in self.rack.servers]
+            if name not in names_:
+                raise MembershipError(f"no server {name!r} in the rack file ({', '.join(names_)})")
+            report = self.change_membership(names_.index(name), cmd == "add")
+            return {"ok": True, **self.ring_record(), "handoff": report}
+
+    def ring_record(self) -> dict[str, Any]:
+        return {
+            "version": self.ring_version,
+            "members": [self.rack.servers[s].name for s in sorted(self.members)],
+        }
+
+    def change_membership(self, server: int, add: bool) -> dict[str, Any]:
+        """Add ``server`` to the ring or remove it, online: hot keys whose origin changes leave
+        the hot set and a removed server every replica set (break-before-delete, one batch),
+        then the agents hand the moving keys over (controller/elastic.py), then the new ring is
+        the controller's. Raises :class:`MembershipError` for a change that cannot be made."""
+        name = self.rack.servers[server].name
+        if self.agents is None or self.observe_only:
+            raise MembershipError("membership changes need the agents' control channels")
+        if add == (server in self.members):
+            raise MembershipError(f"{name} is {'already' if add else 'not'} a member")
+        new = self.members | {server} if add else self.members - {server}
+        if not new:
+            raise MembershipError("the ring needs at least one member")
+        down = self.membership.down & (self.members | new)
+        if down:
+            raise MembershipError(f"servers {sorted(down)} are down: no change while they are")
+        old_ring, new_ring = self.versioned_ring(), self.versioned_ring(new, self.ring_version + 1)
+        # 1. the switch: hot keys whose origin changes leave the hot set; the removed server
+        # leaves every replica set (the plan's diff orders the breaks before the removals)
+        plan = self.controller.plan
+        kept = [
+            (key, tuple(s for s in kp.holders if s in new))
+            for key, kp in plan.keys.items()
+            if new_ring.origin(key) == kp.origin
+        ]
+        new_plan = build_plan(kept, plan, plan.servers, plan.slots)
+        self.driver.apply(diff(plan, new_plan, self.controller.rack, self.driver.read_version()))
+        self.controller.plan = new_plan
+        left = len(plan.keys) - len(kept)
+        # 2. the agents
+        agents = set(self.agents.controls) - self.membership.down
+        try:
+            report = handoff(
+                self.agents.control,
+                agents,
+                old_ring,
+                new_ring,
+                self.unsafe_handoff,
+                commit=lambda: self._commit_ring(new_ring.version, new),
+            )
+        except ControlError as exc:
+            if self.committing is not None:  # past the copy: finish it (and so would a restart)
+                LOG.error(
+                    "ring %d: switch-over failed (%s): set on every agent", new_ring.version, exc
+                )
+                self._adopt_ring(*self.committing)
+                self.committing = None
+                self._save_state()
+                self.announce_ring()
+            raise MembershipError(f"{'add' if add else 'remove'} {name}: {exc}") from exc
+        self.committing = None
+        # 3. the controller
+        self._adopt_ring(new_ring.version, new)
+        self._save_state()
+        record = report.record() | {"hot_keys_left": left, "server": name, "added": add}
+        self.membership_events.append(f"{name}:{'added' if add else 'removed'}")
+        LOG.warning(
+            "ring %d: %s %s; %d items moved (%d in the bulk copy), writes frozen %.1f ms, "
+            "%d hot keys re-planned",
+            new_ring.version,
+            "added" if add else "removed",
+            name,
+            report.moved,
+            report.bulk,
+            report.freeze_ms,
+            left,
+        )
+        return record
+
     # -- state file ---------------------------------------------------------------------------------
 
     def _load_state(self) -> dict[str, Any]:
@@ -562,7 +713,13 @@ class Runtime:
         """The epoch, the threshold and last period's counts, for a restarted controller."""
         if self.state_file is None:
             return
-        state: dict[str, Any] = {"epoch": self.epoch}
+        state: dict[str, Any] = {
+            "epoch": self.epoch,
+            "ring": {"version": self.ring_version, "members": sorted(self.members)},
+        }
+        if self.committing is not None:
+            version, members = self.committing
+            state["ring_next"] = {"version": version, "members": sorted(members)}
         if self.controller.threshold.value is not None:
             state["threshold"] = self.controller.threshold.value
         if self.controller.predictor.prev:
@@ -591,6 +748,22 @@ def _observations(raw: Any) -> dict[bytes, float]:
             if len(wire) == p.KEY_LEN and isinstance(count, int | float) and count >= 0:
                 out[wire] = float(count)
     return out
+
+
+def _saved_ring(raw: Any, servers: int) -> tuple[int, frozenset[int]] | None:
+    """(version, members) of a saved ring; None if absent or malformed."""
+    if not isinstance(raw, dict):
+        return None
+    version, members = raw.get("version"), raw.get("members")
+    if not isinstance(version, int) or isinstance(version, bool) or not 1 <= version < 1 << 32:
+        return None
+    if not isinstance(members, list) or not members:
+        return None
+    if not all(
+        isinstance(s, int) and not isinstance(s, bool) and 0 <= s < servers for s in members
+    ):
+        return None
+    return version, frozenset(members)
 
 
 def _state_int(state: dict[str, Any], name: str, top: int) -> int:

@@ -17,6 +17,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "agent": ("kvswitch.agent.main:main", "KVS server agent in front of a backend store"),
     "client": ("kvswitch.client.cli:main", "one-shot get/set/delete against a rack"),
     "controller": ("kvswitch.controller.main:main", "switch-CPU control loop"),
+    "membership": (
+        "kvswitch.controller.elastic:main",
+        "show the ring; add or remove a server online (the controller's --admin socket)",
+    ),
     "sim": ("kvswitch.bench.sim_cli:main", "trace-driven simulator and paper figures"),
     "bench": ("kvswitch.bench.cli:main", "benchmarks that print their figures"),
     "demo": ("kvswitch.bench.demo:main", "start a rack, run a skewed workload, plot the balance"),

@@ -16,7 +16,7 @@ from __future__ import annotations
 import bisect
 import enum
 import struct
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Self
 
@@ -32,8 +32,11 @@ MAX_VALUE = 8192
 F_TCP = 0x0001
 #: flags bit 1 (replies): this request id was applied before; the reply repeats the first result.
 F_DUP = 0x0002
+#: flags bit 2 (requests): the switch redirected this Get to a replica in the key's read set (rule
+#: 4); an agent serves a key it does not own only then (docs/protocol.md "Membership").
+F_REDIRECT = 0x0004
 #: Every flag bit defined by the protocol; the others must be 0.
-FLAGS_KNOWN = F_TCP | F_DUP
+FLAGS_KNOWN = F_TCP | F_DUP | F_REDIRECT
 #: Default number of virtual nodes per server on the consistent-hash ring.
 DEFAULT_VNODES = 64
 
@@ -57,6 +60,10 @@ class Op(enum.IntEnum):
     SYNC_DONE = 12
     REMOVE = 13
     REMOVE_REPLY = 14
+    #: client -> any server: "which ring do you serve?" (key all zero, no value)
+    RING_GET = 15
+    #: server -> client: the ring (:func:`encode_ring`), status OK
+    RING_REPLY = 16
 
 
 class Status(enum.IntEnum):
@@ -71,6 +78,10 @@ class Status(enum.IntEnum):
     SERVER_ERROR = 6
     #: answered by the switch: the request's server is down (docs/protocol.md "Faults")
     UNAVAILABLE = 7
+    #: answered by an agent: the key is not this server's under its ring; value = its ring version
+    MOVED = 8
+    #: answered by an agent: the key is being handed to another server; send it again shortly
+    RETRY = 9
 
 
 #: Requests a client sends, and the reply op the server answers each with.
@@ -79,9 +90,10 @@ REPLY_OF: dict[Op, Op] = {
     Op.SET: Op.SET_REPLY,
     Op.DEL: Op.DEL_REPLY,
     Op.REMOVE: Op.REMOVE_REPLY,
+    Op.RING_GET: Op.RING_REPLY,
 }
 #: Ops whose message carries a value (``vlen`` may be non-zero).
-VALUE_OPS: frozenset[Op] = frozenset({Op.GET_REPLY, Op.SET, Op.UPDATE, Op.PUSH})
+VALUE_OPS: frozenset[Op] = frozenset({Op.GET_REPLY, Op.SET, Op.UPDATE, Op.PUSH, Op.RING_REPLY})
 
 _OPS = frozenset(int(op) for op in Op)
 _STATUSES = frozenset(int(s) for s in Status)
@@ -272,30 +284,141 @@ def ring_hash(data: bytes) -> int:
 
 @dataclass(frozen=True)
 class HashRing:
-    """The consistent-hash ring of ``servers`` servers (numbered 0 .. M-1) with ``vnodes`` each."""
+    """The consistent-hash ring of ``servers`` servers (numbered 0 .. M-1) with ``vnodes`` each,
+    or, with ``members``, of those server ids only (docs/protocol.md "Membership": ids are rack
+    order indices and stay the same when another server leaves)."""
 
     servers: int
     vnodes: int = DEFAULT_VNODES
+    members: frozenset[int] | None = None
     _points: list[int] = field(init=False, repr=False, compare=False)
     _owners: list[int] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        if self.servers < 1 or self.vnodes < 1:
-            raise ValueError("a ring needs at least one server and one virtual node per server")
+        if self.vnodes < 1:
+            raise ValueError("a ring needs at least one virtual node per server")
+        if self.members is None:
+            if self.servers < 1:
+                raise ValueError("a ring needs at least one server")
+            ids: Iterable[int] = range(self.servers)
+        else:
+            if not self.members or min(self.members) < 0:
+                raise ValueError("a ring needs at least one member, ids >= 0")
+            object.__setattr__(self, "members", frozenset(self.members))
+            ids = sorted(self.members)
         # Sorting (point, server) puts the lower server first on equal points, as the contract says.
-        ring = sorted(
-            (ring_hash(b"%d#%d" % (s, v)), s)
-            for s in range(self.servers)
-            for v in range(self.vnodes)
-        )
+        ring = sorted((ring_hash(b"%d#%d" % (s, v)), s) for s in ids for v in range(self.vnodes))
         object.__setattr__(self, "_points", [p for p, _ in ring])
         object.__setattr__(self, "_owners", [s for _, s in ring])
+
+    @classmethod
+    def of(cls, members: Iterable[int], vnodes: int = DEFAULT_VNODES) -> HashRing:
+        """The ring of exactly these server ids."""
+        ids = frozenset(members)
+        return cls(max(ids, default=-1) + 1, vnodes, ids)
+
+    @property
+    def ids(self) -> frozenset[int]:
+        """The member ids."""
+        return frozenset(range(self.servers)) if self.members is None else self.members
 
     def origin(self, key: bytes | str) -> int:
         """The origin server number of an application or wire key."""
         pos = ring_hash(pad_key(key))
         i = bisect.bisect_left(self._points, pos)
         return self._owners[i if i < len(self._points) else 0]
+
+
+@dataclass(frozen=True, slots=True)
+class Member:
+    """One member of a versioned ring: its id (rack order index) and its KVS address."""
+
+    id: int
+    ip: str
+    port: int = KVS_PORT
+
+
+_RING_HEAD = struct.Struct("!IHH")
+_RING_MEMBER = struct.Struct("!HH4s")
+
+
+@dataclass(frozen=True)
+class Ring:
+    """A versioned ring (docs/protocol.md "Membership"): what RING_REPLY carries. Version 0 is a
+    client's own ring made from its configured server list; the rack's rings start at 1."""
+
+    version: int
+    members: tuple[Member, ...]
+    vnodes: int = DEFAULT_VNODES
+    hashring: HashRing = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.version <= 0xFFFFFFFF or not 0 < self.vnodes <= 0xFFFF:
+            raise ValueError("ring version must fit 32 bits and vnodes 1 .. 65535")
+        members = tuple(sorted(self.members, key=lambda m: m.id))
+        ids = [m.id for m in members]
+        if not ids or len(set(ids)) != len(ids) or not 0 <= ids[0] <= ids[-1] <= 0xFFFF:
+            raise ValueError("a ring needs 1 .. 65536 members with distinct ids 0 .. 65535")
+        object.__setattr__(self, "members", members)
+        object.__setattr__(self, "hashring", HashRing.of(ids, self.vnodes))
+
+    @classmethod
+    def of_servers(cls, servers: Sequence[tuple[str, int]], vnodes: int = DEFAULT_VNODES) -> Ring:
+        """Version 0: every configured server a member, ids = list indices."""
+        return cls(0, tuple(Member(i, h, port) for i, (h, port) in enumerate(servers)), vnodes)
+
+    @property
+    def ids(self) -> frozenset[int]:
+        return self.hashring.ids
+
+    def member(self, server: int) -> Member:
+        for m in self.members:
+            if m.id == server:
+                return m
+        raise KeyError(f"server {server} is not a member of ring {self.version}")
+
+    def origin(self, key: bytes | str) -> int:
+        return self.hashring.origin(key)
+
+    def address(self, key: bytes | str) -> tuple[str, int]:
+        """The (ip, port) of the key's origin."""
+        m = self.member(self.origin(key))
+        return (m.ip, m.port)
+
+    def encode(self) -> bytes:
+        """RING_REPLY's value: version u32, vnodes u16, count u16, then per member (sorted by
+        id) id u16, udp port u16, ipv4 u32; network byte order."""
+        out = [_RING_HEAD.pack(self.version, self.vnodes, len(self.members))]
+        try:
+            for m in self.members:
+                out.append(_RING_MEMBER.pack(m.id, m.port, _inet_aton(m.ip)))
+        except (OSError, struct.error) as exc:
+            raise ProtocolError(f"ring member out of range: {exc}") from None
+        return b"".join(out)
+
+    @classmethod
+    def decode(cls, data: bytes) -> Ring:
+        """The ring of a RING_REPLY value; :class:`MalformedMessage` if it is not one."""
+        if len(data) < _RING_HEAD.size:
+            raise MalformedMessage(f"ring of {len(data)} bytes, shorter than its 8-byte head")
+        version, vnodes, count = _RING_HEAD.unpack_from(data)
+        if len(data) != _RING_HEAD.size + _RING_MEMBER.size * count:
+            raise MalformedMessage(f"ring of {len(data)} bytes does not hold {count} members")
+        members = []
+        for i in range(count):
+            sid, port, ip = _RING_MEMBER.unpack_from(data, _RING_HEAD.size + i * _RING_MEMBER.size)
+            members.append(Member(sid, ".".join(str(b) for b in ip), port))
+        try:
+            return cls(version, tuple(members), vnodes)
+        except ValueError as exc:
+            raise MalformedMessage(f"bad ring: {exc}") from None
+
+
+def _inet_aton(ip: str) -> bytes:
+    parts = ip.split(".")
+    if len(parts) != 4 or not all(x.isdigit() and int(x) < 256 for x in parts):
+        raise ProtocolError(f"not an IPv4 address: {ip!r}")
+    return bytes(int(x) for x in parts)
 
 
 def origin_of(key: bytes | str, servers: int, vnodes: int = DEFAULT_VNODES) -> int:

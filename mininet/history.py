@@ -8,7 +8,8 @@ a key drawn uniformly from ``--keys`` keys named ``lin<i>``. One JSON object per
 ``--out``: ``kind``, ``key`` (hex of the 16-byte wire key), ``call``/``ret`` (CLOCK_MONOTONIC,
 the same clock in every network namespace; ``ret`` null when the outcome is unknown: a timed-out
 Set may have been applied), ``value`` (hex, a Set's) and ``output`` (hex or null, a Get's).
-Timed-out Gets constrain nothing and are left out.
+Timed-out Gets constrain nothing and are left out of the history; every failed Get (timeout or
+error status) is written to ``<out>.failed`` instead (key, call, error), so runs can count them.
 """
 
 from __future__ import annotations
@@ -45,7 +46,9 @@ class Plan:
     end: float
 
 
-def worker(plan: Plan, tag: str, seed: int, ops: list[dict[str, Any]]) -> None:
+def worker(
+    plan: Plan, tag: str, seed: int, ops: list[dict[str, Any]], failed: list[dict[str, Any]]
+) -> None:
     rng = random.Random(seed)
     servers, keys, set_ratio, rate = plan.servers, plan.keys, plan.set_ratio, plan.rate
     writes_end, end = plan.writes_end, plan.end
@@ -78,7 +81,9 @@ def worker(plan: Plan, tag: str, seed: int, ops: list[dict[str, Any]]) -> None:
                 call = time.monotonic()
                 try:
                     got = kv.get(key)
-                except (KvsError, TimeoutError):
+                except (KvsError, TimeoutError) as exc:
+                    failed.append({"key": wire, "call": call, "ret": time.monotonic(),
+                                   "error": type(exc).__name__})  # fmt: skip
                     continue
                 ops.append({"kind": "get", "key": wire, "call": call, "ret": time.monotonic(),
                             "value": None, "output": None if got is None else got.hex()})  # fmt: skip
@@ -104,10 +109,11 @@ def main(argv: list[str] | None = None) -> int:
     end = writes_end + args.read_tail
     plan = Plan(servers, keys, args.set_ratio, args.rate, writes_end, end)
     per_thread: list[list[dict[str, Any]]] = [[] for _ in range(args.threads)]
+    failed: list[dict[str, Any]] = []
     threads = [
         threading.Thread(
             target=worker,
-            args=(plan, f"c{args.client}t{t}", args.client * 1000 + t, per_thread[t]),
+            args=(plan, f"c{args.client}t{t}", args.client * 1000 + t, per_thread[t], failed),
         )
         for t in range(args.threads)
     ]
@@ -119,7 +125,11 @@ def main(argv: list[str] | None = None) -> int:
         for t, ops in enumerate(per_thread):
             for op in ops:
                 f.write(json.dumps({**op, "client": args.client * 1000 + t}) + "\n")
-    print(f"history: {sum(map(len, per_thread))} operations in {args.out}", flush=True)
+    with Path(f"{args.out}.failed").open("w") as f:
+        for fail in failed:
+            f.write(json.dumps(fail) + "\n")
+    print(f"history: {sum(map(len, per_thread))} operations in {args.out}, "
+          f"{len(failed)} failed Gets", flush=True)  # fmt: skip
     return 0
 
 

@@ -39,6 +39,7 @@ from mininet.node import Host, Switch
 
 from kvswitch.agent.control import AgentControl, ControlError
 from kvswitch.bench.c_client_bench import find_loadgen
+from kvswitch.controller.elastic import ask
 from kvswitch.paths import p4src_dir
 from kvswitch.protocol import KVS_PORT
 
@@ -73,13 +74,21 @@ def clients_of(count: int, first_port: int) -> list[Node]:
     ]
 
 
-def rack_document(servers: list[Node], clients: list[Node], run_dir: Path) -> dict[str, Any]:
-    """The rack file of the controller contract (docs/rack.md)."""
+def rack_document(
+    servers: list[Node], clients: list[Node], run_dir: Path, spares: frozenset[str] = frozenset()
+) -> dict[str, Any]:
+    """The rack file of the controller contract (docs/rack.md); ``spares`` are servers outside
+    the first ring (``"member": false``, added later with --add)."""
     return {
         "kvs_port": KVS_PORT,
         "switch": {"ip": SWITCH_IP, "mac": SWITCH_MAC},
         "servers": [
-            {**_node(s), "control": f"unix:{run_dir / (s.name + '.ctl')}"} for s in servers
+            {
+                **_node(s),
+                "control": f"unix:{run_dir / (s.name + '.ctl')}",
+                **({"member": False} if s.name in spares else {}),
+            }
+            for s in servers
         ],
         "clients": [_node(c) for c in clients],
     }
@@ -245,6 +254,9 @@ class RackOptions:
     controller: bool = True
     controller_args: list[str] = field(default_factory=list)
     agent_args: list[str] = field(default_factory=list)
+    # servers after the first ``servers`` ones, outside the first ring until --add (s9 with
+    # --servers 8 --add s9@T): running agents, switch entries, not members
+    spares: int = 0
 
 
 class Rack:
@@ -261,8 +273,10 @@ class Rack:
             if not self.run_dir.exists() and not Path(f"/sys/class/net/t{self.tag}-eth1").exists():
                 break
         self.run_dir_made = False
-        self.servers = servers_of(opts.servers)
-        self.clients = clients_of(opts.clients, opts.servers + 1)
+        self.servers = servers_of(opts.servers + opts.spares)
+        self.spares = frozenset(s.name for s in self.servers[opts.servers :])
+        self.clients = clients_of(opts.clients, opts.servers + opts.spares + 1)
+        self.admin = self.run_dir / "controller.admin"
         self.procs = Procs()
         self.net: Mininet | None = None
         self.grpc_port, self.thrift_port = free_port(), free_port()
@@ -318,7 +332,10 @@ class Rack:
         net.start()
         self.write_run_file()
         self.rack_file.write_text(
-            json.dumps(rack_document(self.servers, self.clients, self.run_dir), indent=2) + "\n"
+            json.dumps(
+                rack_document(self.servers, self.clients, self.run_dir, self.spares), indent=2
+            )
+            + "\n"
         )
         self.start_agents()
         if self.opts.controller:
@@ -456,8 +473,9 @@ class Rack:
             "--thrift-port", str(self.thrift_port), "--target", o.target,
             "--period", str(o.period), "--k", str(o.k), "--policy", o.policy,
             "--metrics", str(self.metrics_file), "--state", str(self.out / "controller.state"),
+            "--admin", str(self.admin),
         ]  # fmt: skip
-        defines = o.defines or [f"HOT_KEYS={o.k}", f"MAX_SERVERS={o.servers}"]
+        defines = o.defines or [f"HOT_KEYS={o.k}", f"MAX_SERVERS={len(self.servers)}"]
         for d in defines:
             cmd += ["-D", d]
         if o.observe_only:
@@ -546,7 +564,9 @@ class Rack:
     # -- workloads
 
     def server_list(self) -> str:
-        return ",".join(f"{s.ip}:{KVS_PORT}" for s in self.servers)
+        """The clients' configured servers: the first ring's members (they learn later rings
+        from the agents, docs/protocol.md "Membership")."""
+        return ",".join(f"{s.ip}:{KVS_PORT}" for s in self.servers if s.name not in self.spares)
 
     def loadgen_args(self, w: Workload, client_index: int) -> list[str]:
         return [
@@ -636,6 +656,18 @@ class Rack:
     def server_event(self, event: ServerEvent, elapsed: float) -> dict[str, Any]:
         """Kill or restart a server's agent now; what happened, when (Unix time)."""
         record: dict[str, Any] = {"action": event.action, "server": event.server}
+        if event.action in ("add", "remove"):
+            record["time"], record["mono"] = time.time(), time.monotonic()
+            try:
+                answer = ask(str(self.admin), event.action, event.server)
+            except (OSError, ValueError) as exc:
+                answer = {"ok": False, "error": str(exc)}
+            record["done"], record["done_mono"] = time.time(), time.monotonic()
+            record["answer"] = answer
+            if not answer.get("ok"):
+                raise RuntimeError(f"--{event.action} {event.server}: {answer.get('error')}")
+            self.echo(f"rack: {event.action} {event.server} at {elapsed:.2f} s: {answer}")
+            return record
         if event.action == "kill":
             record["held"] = self.kill_agent(event.server)
             record["time"], record["mono"] = time.time(), time.monotonic()
@@ -663,9 +695,12 @@ class Rack:
 @dataclass(frozen=True)
 class ServerEvent:
     """``--kill s3@20``: SIGKILL server s3's agent 20 s into the load; ``--restart s3@30``:
-    start it again (an empty memory backend; memcached/Redis keep running)."""
+    start it again (an empty memory backend; memcached/Redis keep running); ``--add s9@10``:
+    bring s9 into the ring online (a server after --servers is a spare until then);
+    ``--remove s3@20``: take s3 out of the ring online (its agent keeps running, owning nothing).
+    """
 
-    action: str  # "kill" or "restart"
+    action: str  # "kill", "restart", "add" or "remove"
     server: str
     at: float
 
@@ -751,22 +786,48 @@ def build_parser() -> argparse.ArgumentParser:
       help="SIGKILL SERVER's agent S seconds into the load (repeatable), e.g. s3@20")  # fmt: skip
     a("--restart", type=server_event("restart"), action="append", default=[], metavar="SERVER@S",
       help="start SERVER's agent again S seconds into the load, e.g. s3@30")  # fmt: skip
+    a("--add", type=server_event("add"), action="append", default=[], metavar="SERVER@S",
+      help="add SERVER to the ring S seconds into the load (online; a server beyond --servers, "
+           "e.g. s9 with --servers 8, is a spare until then)")  # fmt: skip
+    a("--remove", type=server_event("remove"), action="append", default=[], metavar="SERVER@S",
+      help="remove SERVER from the ring S seconds into the load (online), e.g. s3@20")  # fmt: skip
     a("--hold", action="store_true", help="no workload: keep the rack up until Ctrl-C")
     a("--out", type=Path, help="folder for rack.json, metrics.jsonl, logs, summary.json")
     return ap
 
 
+def spares_of(events: list[ServerEvent], servers: int) -> int:
+    """How many servers beyond ``servers`` the --add events name (s9 with 8: one spare)."""
+    top = max((int(e.server[1:]) for e in events if e.action == "add"), default=0)
+    return max(0, top - servers)
+
+
 def check_events(events: list[ServerEvent], servers: int) -> str:
-    """'' when every --kill/--restart names a server of the rack and, in time order, kills only
-    a running agent and restarts only a killed one; else why not."""
-    running = {f"s{i + 1}" for i in range(servers)}
+    """'' when every event names a server of the rack and, in time order, kills only a running
+    agent, restarts only a killed one, adds only a non-member and removes only a member (at
+    least one left); else why not. Servers beyond ``servers`` exist only if some --add names
+    them (spares)."""
+    total = servers + spares_of(events, servers)
+    names = {f"s{i + 1}" for i in range(total)}
+    running = set(names)
+    members = {f"s{i + 1}" for i in range(servers)}
     for e in sorted(events, key=lambda e: e.at):
-        if e.server not in {f"s{i + 1}" for i in range(servers)}:
-            return f"--{e.action} {e.server}: the rack has servers s1 .. s{servers}"
-        if (e.action == "kill") != (e.server in running):
-            state = "not running" if e.action == "kill" else "running"
-            return f"--{e.action} {e.server}@{e.at:g}: its agent is {state} then"
-        running ^= {e.server}
+        if e.server not in names:
+            return f"--{e.action} {e.server}: the rack has servers s1 .. s{total}"
+        if e.action in ("kill", "restart"):
+            if (e.action == "kill") != (e.server in running):
+                state = "not running" if e.action == "kill" else "running"
+                return f"--{e.action} {e.server}@{e.at:g}: its agent is {state} then"
+            running ^= {e.server}
+            continue
+        if (e.action == "add") == (e.server in members):
+            state = "already" if e.action == "add" else "not"
+            return f"--{e.action} {e.server}@{e.at:g}: it is {state} a member then"
+        if e.server not in running:
+            return f"--{e.action} {e.server}@{e.at:g}: its agent is not running then"
+        members ^= {e.server}
+        if not members:
+            return f"--remove {e.server}@{e.at:g}: the ring would have no member"
     return ""
 
 
@@ -799,7 +860,8 @@ def main(argv: list[str] | None = None) -> int:
                 "rack: --target bmv2 needs --bmv2-json and --p4info (p4c output)", file=sys.stderr
             )
             return 2
-    why = check_events([*args.kill, *args.restart], args.servers)
+    events = [*args.kill, *args.restart, *args.add, *args.remove]
+    why = check_events(events, args.servers)
     if why:
         print(f"rack: {why}", file=sys.stderr)
         return 2
@@ -810,6 +872,7 @@ def main(argv: list[str] | None = None) -> int:
         period=args.period, k=args.k, policy=args.policy, observe_only=args.observe_only,
         defines=args.defines, bmv2_json=args.bmv2_json, p4info=args.p4info,
         controller=not args.no_controller, agent_args=args.agent_arg,
+        spares=spares_of(events, args.servers),
         controller_args=[*([f"--bound={args.bound}"] if args.bound is not None else []),
                          *args.controller_arg],
     )  # fmt: skip
@@ -819,7 +882,7 @@ def main(argv: list[str] | None = None) -> int:
         seed=args.seed, loadgens=args.loadgens, history_threads=args.history_threads,
         history_keys=args.history_keys, history_rate=args.history_rate,
         history_set_ratio=args.history_set_ratio, read_tail=args.read_tail,
-        restart_controller_at=args.restart_controller_at, events=[*args.kill, *args.restart],
+        restart_controller_at=args.restart_controller_at, events=events,
     )  # fmt: skip
     interrupted: list[int] = []
 

@@ -151,6 +151,32 @@ class AgentControl:
         """Drop the agent's copy of ``key``; True if it had one."""
         return bool(self.request(cmd="remove", key_hex=p.pad_key(key).hex())["found"])
 
+    # -- membership (docs/protocol.md "Membership": the handoff's steps, in this order) ---------
+
+    def ring_set(self, ring: p.Ring, me: int) -> None:
+        """Serve ``ring`` now as server ``me`` (start-up)."""
+        self.request(cmd="ring_set", ring_hex=ring.encode().hex(), me=me)
+
+    def ring_prepare(self, ring: p.Ring, me: int) -> None:
+        self.request(cmd="ring_prepare", ring_hex=ring.encode().hex(), me=me)
+
+    def ring_step(self, step: str) -> dict[str, Any]:
+        """``freeze``, ``release``, ``activate`` or ``drop`` (the answer: ``dropped`` for drop)."""
+        return self.request(cmd=f"ring_{step}")
+
+    def ring_export(self, to: int) -> list[dict[str, Any]]:
+        """The items (rows with key_hex, value_hex, epoch, ver, live) moving from here to ``to``."""
+        items = self.request(cmd="ring_export", to=to)["items"]
+        return items if isinstance(items, list) else []
+
+    def ring_import(self, source: int, items: list[dict[str, Any]], complete: bool) -> int:
+        """Store ``source``'s items here; the number stored."""
+        answer = self.request(cmd="ring_import", source=source, items=items, complete=complete)
+        return int(answer["stored"])
+
+    def ring_state(self) -> dict[str, Any]:
+        return self.request(cmd="ring")
+
     def stats(self) -> dict[str, int]:
         return {k: int(v) for k, v in self.request(cmd="stats")["stats"].items()}
 

@@ -22,7 +22,8 @@ Rules implemented here:
   :meth:`AgentCore.remove_local`); from the network they are dropped and counted
   (``untrusted_op``). A request over TCP carries no version the switch can be relied on to have
   stamped (it parses only a segment's first header), so its ``epoch``/``ver`` are ignored
-  (``tcp_version_ignored``), and only client requests are taken over TCP: ``UPDATE``,
+  (``tcp_version_ignored``), nor is its ``F_REDIRECT`` flag, and only client requests are taken
+  over TCP: ``UPDATE``,
   ``UPDATE_DEL`` and ``SYNC`` come from the switch over UDP, so over TCP they are forged
   (``untrusted_op``). Request ids are remembered per source address, so one host cannot
   answer another's request id in advance.
@@ -52,6 +53,7 @@ _NOT_FOR_SERVERS = frozenset(
         p.Op.CONFIRM,
         p.Op.SYNC_DONE,
         p.Op.REMOVE_REPLY,
+        p.Op.RING_REPLY,
     }
 )
 _WRITES = frozenset({p.Op.SET, p.Op.DEL, p.Op.UPDATE, p.Op.UPDATE_DEL})
@@ -61,6 +63,7 @@ _REPLY_OP = {int(req): int(rep) for req, rep in p.REPLY_OF.items()}
 _VALUE_OPS = frozenset(int(op) for op in p.VALUE_OPS)
 _CLIENT_REQUESTS = frozenset({int(p.Op.GET), int(p.Op.SET), int(p.Op.DEL)})
 _GET, _GET_REPLY = int(p.Op.GET), int(p.Op.GET_REPLY)
+_RING_GET = int(p.Op.RING_GET)
 _NOT_FOUND = int(p.Status.NOT_FOUND)
 _DELETES = frozenset({p.Op.DEL, p.Op.UPDATE_DEL})
 #: Ops that write the store bypassing a client request: the control channel's, never the network's.
@@ -144,6 +147,16 @@ class AgentCore:
         self.ids = recent_ids if recent_ids is not None else RecentIds()
         self.stats: Counter[str] = Counter()
         self.pending_syncs: dict[bytes, PendingSync] = {}
+        # Membership (docs/protocol.md "Membership"): the ring this agent serves (None: no ring
+        # was set, every key is served, as before membership existed), its own id in it, and a
+        # handoff in progress (the next ring; freeze: writes of outgoing keys answer RETRY;
+        # released: outgoing keys answer MOVED and RING_GET names the next ring).
+        self.ring: p.Ring | None = None
+        self.me: int | None = None
+        self.next_ring: p.Ring | None = None
+        self.frozen = False
+        self.released = False
+        self.prev_ring: p.Ring | None = None  # the ring before the last activation
 
     # -- entry point ----------------------------------------------------------------------------
 
@@ -170,6 +183,8 @@ class AgentCore:
             if msg.ver | msg.epoch:
                 self.stats["tcp_version_ignored"] += 1
                 msg = dataclasses.replace(msg, epoch=0, ver=0)
+            if msg.flags & p.F_REDIRECT:  # the switch redirects UDP Gets only
+                msg = dataclasses.replace(msg, flags=msg.flags & ~p.F_REDIRECT)
         reply_op = _REPLY_OP.get(op)
         problem = self._check(msg)
         if problem is not None:
@@ -178,6 +193,13 @@ class AgentCore:
                 return []
             return [(msg.reply(reply_op, problem).encode(), src)]
         self.stats[_OP_STAT[op]] += 1
+        if op == _RING_GET:
+            return [(self._ring_reply(msg), src)]
+        if op in _CLIENT_REQUESTS and self.ring is not None:
+            route = self._route(msg)
+            if route is not None:
+                assert reply_op is not None
+                return [(route.encode(), src)]
         try:
             if op == _GET:
                 return [(self._get(msg), src)]
@@ -373,3 +395,149 @@ class AgentCore:
 
     def snapshot(self) -> list[tuple[bytes, Item]]:
         return list(self.backend.items())
+
+    # -- membership: ownership, RING_GET, the handoff (docs/protocol.md "Membership") -------------
+
+    @property
+    def announced(self) -> p.Ring | None:
+        """The ring RING_GET answers and MOVED names: the next one once released."""
+        return self.next_ring if self.released and self.next_ring is not None else self.ring
+
+    def _ring_reply(self, msg: p.Message) -> bytes:
+        ring = self.announced
+        if ring is None:  # not under a controller: no ring to tell
+            return msg.reply(p.Op.RING_REPLY, p.Status.NOT_FOUND, epoch=0, ver=0).encode()
+        return msg.reply(p.Op.RING_REPLY, p.Status.OK, ring.encode(), epoch=0, ver=0).encode()
+
+    def _route(self, msg: p.Message) -> p.Message | None:
+        """None when this server serves the client request here, else its MOVED/RETRY reply."""
+        assert self.ring is not None
+        key, op = msg.key, msg.op
+        now = self.ring.origin(key) == self.me
+        later = self.next_ring.origin(key) == self.me if self.next_ring is not None else now
+        status: int | None = None
+        if now and later:
+            return None
+        if now and not self.released:  # outgoing, still this server's
+            if not self.frozen or op == _GET:
+                return None
+            status = p.Status.RETRY
+        elif later and not now:  # incoming, not active yet
+            status = p.Status.RETRY
+        elif op == _GET and msg.flags & p.F_REDIRECT:
+            # the switch redirected it to this server, a replica in the key's read set (rule 4)
+            return None
+        reply_op = _REPLY_OP[op]
+        if status == p.Status.RETRY:
+            self.stats["retry"] += 1
+            return msg.reply(reply_op, p.Status.RETRY, epoch=0, ver=0)
+        self.stats["moved"] += 1
+        ring = self.announced
+        version = (ring.version if ring is not None else 0).to_bytes(4, "big")
+        return msg.reply(reply_op, p.Status.MOVED, version, epoch=0, ver=0)
+
+    def set_ring(self, ring: p.Ring, me: int) -> None:
+        """Serve ``ring`` now as server ``me`` (start-up, or a controller that restarted); any
+        handoff in progress is forgotten."""
+        self.ring, self.me, self.prev_ring = ring, me, None
+        self.next_ring, self.frozen, self.released = None, False, False
+
+    def prepare_ring(self, ring: p.Ring, me: int) -> None:
+        """Handoff step 1: ``ring`` is next. Keys this server gets under it answer RETRY until
+        :meth:`activate_ring`; the rest is served as before."""
+        if self.ring is None:
+            raise p.ProtocolError("prepare: this agent serves no ring yet (set one first)")
+        if ring.version <= self.ring.version:
+            raise p.ProtocolError(
+                f"prepare: ring {ring.version} is not newer than {self.ring.version}"
+            )
+        if me != self.me:
+            raise p.ProtocolError(f"prepare: this agent is server {self.me}, not {me}")
+        self.next_ring, self.frozen, self.released = ring, False, False
+
+    def _need_next(self, what: str) -> p.Ring:
+        if self.ring is None or self.next_ring is None:
+            raise p.ProtocolError(f"{what}: no ring change prepared")
+        return self.next_ring
+
+    def _change(self, what: str) -> tuple[p.Ring, p.Ring]:
+        """(old, new) rings of the change prepared, or else of the last one activated (a copy
+        may follow the activation: the controller's test-only unsafe order)."""
+        if self.ring is not None and self.next_ring is not None:
+            return self.ring, self.next_ring
+        if self.ring is not None and self.prev_ring is not None:
+            return self.prev_ring, self.ring
+        raise p.ProtocolError(f"{what}: no ring change prepared")
+
+    def outgoing(self, to: int | None = None) -> list[bytes]:
+        """Keys held here that are this server's under the current ring and another's (``to``'s,
+        if given) under the next one."""
+        old, nxt = self._change("outgoing")
+        out = []
+        for key, _item in self.backend.items():
+            if old.origin(key) == self.me:
+                dest = nxt.origin(key)
+                if dest != self.me and (to is None or dest == to):
+                    out.append(key)
+        return out
+
+    def freeze(self) -> None:
+        """Handoff step 2: writes of outgoing keys answer RETRY (Gets still served: the values
+        are final)."""
+        self._need_next("freeze")
+        self.frozen = True
+
+    def export(self, to: int) -> list[tuple[bytes, Item]]:
+        """The items (tombstones too) of keys moving from here to server ``to``."""
+        return [(k, it) for k in self.outgoing(to) if (it := self.backend.get(k)) is not None]
+
+    def import_items(
+        self, items: list[tuple[bytes, Item]], source: int, complete: bool
+    ) -> tuple[int, int]:
+        """Items of keys coming here from server ``source``: each stored unless this server holds
+        a newer version (an incoming key takes no write here before activation, so normally
+        everything applies). ``complete``: this is ``source``'s whole set, taken while it was
+        frozen: incoming keys from it that are not in it were deleted there, and go here too.
+        Returns (stored, dropped)."""
+        old, nxt = self._change("import")
+        stored = dropped = 0
+        names = set()
+        for key, item in items:
+            if nxt.origin(key) != self.me or old.origin(key) != source:
+                raise p.ProtocolError(f"import: key {key.hex()} does not move from {source} here")
+            names.add(key)
+            held = self.backend.get(key)
+            if held is None or item.version >= held.version:
+                self.backend.put(key, item)
+                stored += 1
+        if complete:
+            for key, _item in list(self.backend.items()):
+                if key not in names and nxt.origin(key) == self.me and old.origin(key) == source:
+                    self.backend.drop(key)
+                    dropped += 1
+        return stored, dropped
+
+    def release(self) -> None:
+        """Handoff step 3 (every old owner, before any new owner activates): outgoing keys are
+        not this server's any more (MOVED; their copies are dropped later); RING_GET names the
+        next ring. Incoming keys still answer RETRY."""
+        self._need_next("release")
+        self.released = True
+        self.frozen = False
+
+    def activate_ring(self) -> None:
+        """Handoff step 4: the next ring is this server's ring."""
+        self.prev_ring, self.ring = self.ring, self._need_next("activate")
+        self.next_ring, self.frozen, self.released = None, False, False
+
+    def drop_moved(self) -> int:
+        """After the handoff: drop the copies of the keys that moved away from this server in the
+        last change (they left the hot set before it, so none is a replica copy here)."""
+        if self.ring is None or self.prev_ring is None:
+            return 0
+        old, new, me = self.prev_ring, self.ring, self.me
+        self.prev_ring = None
+        gone = [k for k, _ in self.backend.items() if old.origin(k) == me and new.origin(k) != me]
+        for key in gone:
+            self.backend.drop(key)
+        return len(gone)

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kvswitch import protocol as p
-from kvswitch.agent.backends import BackendError
+from kvswitch.agent.backends import BackendError, Item
 from kvswitch.agent.control import NOT_HELD
 from kvswitch.agent.core import Addr, AgentCore, Output
 
@@ -207,6 +207,8 @@ class AgentServer:
                 return self._sync(_key_of(request))
             if cmd == "push":
                 return self._push_item(_key_of(request), request)
+            if isinstance(cmd, str) and cmd.startswith("ring"):
+                return self._ring_command(cmd, request)
         except (KeyError, ValueError, TypeError, p.ProtocolError) as exc:
             return {"ok": False, "error": f"bad request: {exc}"}
         except BackendError as exc:
@@ -243,6 +245,84 @@ class AgentServer:
             applied, (held_epoch, held_ver), out = self.core.push_item(key, value, epoch, ver)
         self.send(out)
         return {"ok": True, "applied": applied, "epoch": held_epoch, "ver": held_ver}
+
+    def _ring_command(self, cmd: str, request: dict[str, Any]) -> dict[str, Any]:
+        """The membership commands (docs/agent.md, docs/protocol.md "Membership"): ``ring`` (what
+        it serves), ``ring_set``/``ring_prepare`` (``ring_hex``: the RING_REPLY encoding, ``me``:
+        this server's id), ``ring_freeze``, ``ring_export`` (``to``), ``ring_import`` (``source``,
+        ``items``, ``complete``), ``ring_release``, ``ring_activate``, ``ring_drop``."""
+        core = self.core
+        with self.lock:
+            if cmd == "ring":
+                ring, nxt = core.ring, core.next_ring
+                return {
+                    "ok": True,
+                    "version": ring.version if ring is not None else None,
+                    "me": core.me,
+                    "next": nxt.version if nxt is not None else None,
+                    "frozen": core.frozen,
+                    "released": core.released,
+                }
+            if cmd in ("ring_set", "ring_prepare"):
+                ring = p.Ring.decode(bytes.fromhex(str(request["ring_hex"])))
+                me = request["me"]
+                if not isinstance(me, int) or isinstance(me, bool):
+                    raise TypeError("me must be an integer")
+                if cmd == "ring_set":
+                    core.set_ring(ring, me)
+                else:
+                    core.prepare_ring(ring, me)
+                return {"ok": True, "version": ring.version}
+            if cmd == "ring_freeze":
+                core.freeze()
+                return {"ok": True}
+            if cmd == "ring_export":
+                rows = [_item_row(k, it) for k, it in core.export(_int_of(request, "to"))]
+                return {"ok": True, "items": rows}
+            if cmd == "ring_import":
+                items = [_row_item(r) for r in request["items"]]
+                stored, dropped = core.import_items(
+                    items, _int_of(request, "source"), bool(request.get("complete"))
+                )
+                return {"ok": True, "stored": stored, "dropped": dropped}
+            if cmd == "ring_release":
+                core.release()
+                return {"ok": True}
+            if cmd == "ring_activate":
+                core.activate_ring()
+                return {"ok": True}
+            if cmd == "ring_drop":
+                return {"ok": True, "dropped": core.drop_moved()}
+        return {"ok": False, "error": f"unknown cmd {cmd!r}"}
+
+
+def _int_of(request: dict[str, Any], name: str) -> int:
+    value = request[name]
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{name} must be an integer")
+    return value
+
+
+def _item_row(key: bytes, item: Item) -> dict[str, Any]:
+    return {
+        "key_hex": key.hex(),
+        "value_hex": item.value.hex(),
+        "epoch": item.epoch,
+        "ver": item.ver,
+        "live": item.live,
+    }
+
+
+def _row_item(row: Any) -> tuple[bytes, Item]:
+    if not isinstance(row, dict):
+        raise TypeError("an item is an object")
+    key = bytes.fromhex(str(row["key_hex"]))
+    if len(key) != p.KEY_LEN:
+        raise ValueError("key_hex must be 16 bytes")
+    epoch, ver = _int_of(row, "epoch"), _int_of(row, "ver")
+    if not (0 <= epoch <= 0xFFFF and 0 <= ver <= 0xFFFFFFFF):
+        raise ValueError("epoch/ver out of range")
+    return key, Item(bytes.fromhex(str(row["value_hex"])), epoch, ver, live=bool(row["live"]))
 
 
 def _key_of(request: dict[str, Any]) -> bytes:

@@ -16,13 +16,14 @@ the key existed. A Set/Delete answered
 from __future__ import annotations
 
 import contextlib
+import enum
+import heapq
 import itertools
 import queue
 import random
 import socket
 import threading
 import time
-from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -30,6 +31,7 @@ from kvswitch import protocol as p
 from kvswitch.client.errors import (
     BadRequest,
     ClientClosed,
+    Moved,
     ServerError,
     StaleWrite,
     Timeout,
@@ -52,6 +54,68 @@ class _Pending:
     arrived: float = 0.0
 
 
+#: Ring refreshes per request after MOVED (docs/protocol.md "Membership").
+MAX_REFRESHES = 3
+#: RETRY backoff: first wait and cap, seconds.
+RETRY_FIRST, RETRY_CAP = 0.002, 0.05
+
+
+class Step(enum.Enum):
+    """What :meth:`Follow.step` tells a request loop to do next."""
+
+    DONE = "done"  # return the reply
+    RESEND = "resend"  # send again (to the key's origin under the client's ring)
+    REFRESH = "refresh"  # RING_GET to the server that answered MOVED, then resend
+    ELSEWHERE = (
+        "elsewhere"  # RING_GET to another member (timeout, UNAVAILABLE); then after_elsewhere
+    )
+    WAIT = "wait"  # sleep ``Follow.waited`` seconds (RETRY), then resend
+
+
+@dataclass(slots=True)
+class Follow:
+    """The membership rules of one request (docs/protocol.md "Membership"), without I/O, shared by
+    :class:`Client` and :class:`~kvswitch.client.AsyncClient`: what to do after each attempt.
+    Raises :class:`Moved` after :data:`MAX_REFRESHES` refreshes and :class:`Timeout` when the
+    retries or the overall time (``deadline``) are spent."""
+
+    deadline: float
+    retries: int
+    attempts: int = 0
+    timeouts: int = 0
+    refreshes: int = 0
+    backoff: float = RETRY_FIRST
+    waited: float = 0.0
+
+    def step(self, reply: p.Message | None, addr: Addr, version: int, now: float) -> Step:
+        if reply is None or reply.status == p.Status.UNAVAILABLE:
+            return Step.ELSEWHERE
+        if reply.status == p.Status.RETRY:
+            if now + self.backoff > self.deadline:
+                raise Timeout(f"{addr} kept answering RETRY (key being moved)")
+            self.waited, self.backoff = self.backoff, min(RETRY_CAP, self.backoff * 2)
+            return Step.WAIT
+        if reply.status == p.Status.MOVED:
+            if self.refreshes >= MAX_REFRESHES:
+                raise Moved(
+                    f"{addr} answered MOVED after {self.refreshes} ring refreshes", p.Status.MOVED
+                )
+            self.refreshes += 1
+            announced = int.from_bytes(reply.value[:4], "big") if reply.value else 0
+            return Step.REFRESH if announced > version else Step.RESEND
+        return Step.DONE
+
+    def after_elsewhere(self, reply: p.Message | None, addr: Addr) -> Step:
+        """No newer ring names another origin: an UNAVAILABLE answer stands; a timeout is
+        retried until the retries are spent."""
+        if reply is not None:
+            return Step.DONE
+        self.timeouts += 1
+        if self.timeouts > self.retries:
+            raise Timeout(f"no reply from {addr} after {self.attempts} attempts")
+        return Step.RESEND
+
+
 @dataclass(slots=True)
 class _Flight:
     out: Outcome
@@ -60,6 +124,10 @@ class _Flight:
     addr: Addr
     started: float
     attempts: int = 1
+    deadline: float = 0.0  # the one entry of the deadline heap that counts for this request
+    refreshes: int = 0  # MOVED answers followed
+    backoff: float = 0.0  # RETRY: the next wait (0: none pending)
+    resend_at: float = 0.0  # RETRY: when the wait ends
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,12 +182,15 @@ class Client:
         self.timeout = timeout
         self.retries = retries
         self.tcp_writes = tcp_writes
-        self.ring = p.HashRing(len(self.servers), vnodes)
+        # the ring the client routes by (docs/protocol.md "Membership"): version 0 is the
+        # configured server list; a MOVED reply, a switch's UNAVAILABLE or a timeout makes the
+        # client ask a server for a newer one (RING_GET)
+        self.ring = p.Ring.of_servers(self.servers, vnodes)
+        self.ring_refreshes = 0
         self._seq = itertools.count(random.randrange(1, 1 << 31))
         self._pending: dict[tuple[bytes, int], _Pending] = {}
-        self._tcp: dict[Addr, tuple[threading.Lock, list[socket.socket | None]]] = {
-            addr: (threading.Lock(), [None]) for addr in self.servers
-        }
+        self._tcp: dict[Addr, tuple[threading.Lock, list[socket.socket | None]]] = {}
+        self._tcp_lock = threading.Lock()
         self.stray_replies = 0
         self._closed = threading.Event()
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -152,20 +223,22 @@ class Client:
         return write_result(reply, tries == [1])
 
     def origin(self, key: bytes | str) -> Addr:
-        """The address of the key's origin server."""
-        return self.servers[self.ring.origin(key)]
+        """The address of the key's origin server under the client's ring."""
+        return self.ring.address(key)
 
     def pipeline(self, requests: Iterable[Request], window: int = 64) -> list[Outcome]:
         """Run ``requests`` over UDP with up to ``window`` in flight; outcomes in request order.
 
         Replies are taken in the order they arrive (a completion queue fed by the receive thread);
         a request unanswered for ``timeout`` is resent with the same seq, up to ``retries`` times.
-        Errors are reported per request in :attr:`Outcome.error`, never raised.
+        ``MOVED`` and ``RETRY`` are followed as by the single calls (docs/protocol.md
+        "Membership": ring refresh and resend, at most 3 times; resend after 2 ms, doubling to
+        50 ms). Errors are reported per request in :attr:`Outcome.error`, never raised.
         """
         outcomes: list[Outcome] = []
         done: queue.SimpleQueue[_Pending] = queue.SimpleQueue()
         flight: dict[tuple[bytes, int], _Flight] = {}
-        deadlines: deque[tuple[float, tuple[bytes, int]]] = deque()
+        deadlines: list[tuple[float, tuple[bytes, int]]] = []  # a heap
         source = iter(requests)
         exhausted = False
         while True:
@@ -187,11 +260,12 @@ class Client:
                     out.error = exc
                     continue
                 raw, ident, pend = self._prepare(op, key16, value, done)
-                addr = self.servers[self.ring.origin(key16)]
+                addr = self.ring.address(key16)
                 started = time.perf_counter()
                 self._send(raw, addr)
-                flight[ident] = _Flight(out, pend, raw, addr, started)
-                deadlines.append((started + self.timeout, ident))
+                entry = flight[ident] = _Flight(out, pend, raw, addr, started)
+                entry.deadline = started + self.timeout
+                heapq.heappush(deadlines, (entry.deadline, ident))
             if not flight:
                 return outcomes
             wait = max(0.0, deadlines[0][0] - time.perf_counter()) if deadlines else self.timeout
@@ -203,27 +277,63 @@ class Client:
             entry = flight.pop(pend.ident, None)
             if entry is None:
                 continue  # already given up on
+            if self._follow(entry, deadlines):
+                flight[pend.ident] = entry
+                continue
             self._pending.pop(pend.ident, None)
             entry.out.latency = pend.arrived - entry.started
             entry.out.reply = pend.reply
             _fill(entry.out, pend.reply, entry.attempts == 1)
 
+    def _follow(self, entry: _Flight, deadlines: list[tuple[float, tuple[bytes, int]]]) -> bool:
+        """A pipelined request answered ``MOVED`` or ``RETRY``: True if it goes on (resent now
+        to the key's origin under a refreshed ring, or scheduled for a resend after the RETRY
+        wait); False to report the answer (``Moved`` after 3 refreshes)."""
+        reply, now = entry.pend.reply, time.perf_counter()
+        assert reply is not None
+        if reply.status == p.Status.MOVED and entry.refreshes < MAX_REFRESHES:
+            entry.refreshes += 1
+            announced = int.from_bytes(reply.value[:4], "big") if reply.value else 0
+            if announced > self.ring.version:
+                self.refresh_ring(entry.addr)
+            entry.addr = self.ring.address(entry.pend.ident[0])
+            entry.pend.reply = None
+            self._send(entry.raw, entry.addr)
+            entry.deadline = now + self.timeout
+        elif reply.status == p.Status.RETRY:
+            entry.backoff = min(RETRY_CAP, entry.backoff * 2) if entry.backoff else RETRY_FIRST
+            if now + entry.backoff > entry.started + self.timeout * (self.retries + 1):
+                return False  # reported as the RETRY status (ServerError)
+            entry.pend.reply = None
+            entry.resend_at = entry.deadline = now + entry.backoff
+        else:
+            return False
+        heapq.heappush(deadlines, (entry.deadline, entry.pend.ident))
+        return True
+
     def _expire(
         self,
         flight: dict[tuple[bytes, int], _Flight],
-        deadlines: deque[tuple[float, tuple[bytes, int]]],
+        deadlines: list[tuple[float, tuple[bytes, int]]],
     ) -> None:
-        """Resend or give up on the requests whose attempt timed out."""
+        """Resend or give up on the requests whose attempt timed out (and resend those whose
+        RETRY wait is over)."""
         now = time.perf_counter()
         while deadlines and deadlines[0][0] <= now:
-            _, ident = deadlines.popleft()
+            at, ident = heapq.heappop(deadlines)
             entry = flight.get(ident)
-            if entry is None:
-                continue
-            if entry.attempts <= self.retries:
+            if entry is None or at != entry.deadline:
+                continue  # answered, or an earlier attempt's deadline
+            if entry.resend_at and at == entry.resend_at:
+                entry.resend_at = 0.0
+                self._send(entry.raw, entry.addr)
+                entry.deadline = now + self.timeout
+                heapq.heappush(deadlines, (entry.deadline, ident))
+            elif entry.attempts <= self.retries:
                 entry.attempts += 1
                 self._send(entry.raw, entry.addr)
-                deadlines.append((now + self.timeout, ident))
+                entry.deadline = now + self.timeout
+                heapq.heappush(deadlines, (entry.deadline, ident))
             else:
                 del flight[ident]
                 self._pending.pop(ident, None)
@@ -280,28 +390,82 @@ class Client:
         tcp: bool = False,
         tries: list[int] | None = None,
     ) -> p.Message:
-        """Send and resend until a reply; ``tries``, if given, gets the number of attempts."""
-        addr = self.servers[self.ring.origin(key16)]
+        """Send and resend until a reply; ``tries``, if given, gets the number of attempts.
+
+        docs/protocol.md "Membership": a ``MOVED`` reply makes the client fetch the ring from the
+        server that answered (when it names a newer one) and resend to the key's origin under
+        it, at most :data:`MAX_REFRESHES` times (then :class:`Moved`); ``RETRY`` is resent after
+        a growing wait (2 ms doubling to 50 ms) within the request's overall time
+        (``timeout * (retries + 1)``); a timeout or ``UNAVAILABLE`` asks another member for its
+        ring, and resends at once if a newer ring names another origin."""
         raw, ident, pend = self._prepare(op, key16, value)
+        follow = Follow(time.monotonic() + self.timeout * (self.retries + 1), self.retries)
         try:
-            for attempt in range(1, self.retries + 2):
+            while True:
+                addr = self.ring.address(key16)
+                follow.attempts += 1
                 if tries is not None:
-                    tries[:] = [attempt]
+                    tries[:] = [follow.attempts]
+                pend.reply = None
+                pend.event.clear()
                 if tcp:
                     reply = self._tcp_call(addr, raw, ident)
-                    if reply is not None:
-                        return reply
-                    continue
-                self._send(raw, addr)
-                if pend.event.wait(self.timeout):
-                    assert pend.reply is not None
-                    return pend.reply
-            raise Timeout(f"no reply from {addr} after {self.retries + 1} attempts")
+                else:
+                    self._send(raw, addr)
+                    reply = pend.reply if pend.event.wait(self.timeout) else None
+                step = follow.step(reply, addr, self.ring.version, time.monotonic())
+                if step is Step.ELSEWHERE:
+                    if self._refresh(addr, key16, elsewhere=True):
+                        continue  # a newer ring names another origin: try it now
+                    step = follow.after_elsewhere(reply, addr)
+                if step is Step.REFRESH:
+                    self._refresh(addr, key16)
+                elif step is Step.WAIT:
+                    time.sleep(follow.waited)
+                elif step is Step.DONE:
+                    assert reply is not None
+                    return reply
         finally:
             self._pending.pop(ident, None)
 
+    def refresh_ring(self, server: Addr) -> bool:
+        """Ask ``server`` for its ring (RING_GET); adopt it if newer. True if adopted."""
+        seq = next(self._seq) & 0xFFFFFFFF
+        ident = (bytes(p.KEY_LEN), seq)
+        pend = _Pending(int(p.Op.RING_REPLY), ident)
+        self._pending[ident] = pend
+        try:
+            self._send(p.pack(p.Op.RING_GET, ident[0], b"", 0, self.cid, seq), server)
+            if not pend.event.wait(self.timeout) or pend.reply is None:
+                return False
+            if pend.reply.status != p.Status.OK:
+                return False
+            try:
+                ring = p.Ring.decode(pend.reply.value)
+            except p.MalformedMessage:
+                return False
+        finally:
+            self._pending.pop(ident, None)
+        with self._tcp_lock:
+            if ring.version <= self.ring.version:
+                return False
+            self.ring = ring
+            self.ring_refreshes += 1
+        return True
+
+    def _refresh(self, addr: Addr, key16: bytes, elsewhere: bool = False) -> bool:
+        """After MOVED: the ring of ``addr``. After a timeout or UNAVAILABLE (``elsewhere``): the
+        ring of another member, and True only if it is newer and names another origin."""
+        if not elsewhere:
+            return self.refresh_ring(addr)
+        others = [(m.ip, m.port) for m in self.ring.members if (m.ip, m.port) != addr]
+        if not others:
+            return False
+        return self.refresh_ring(random.choice(others)) and self.ring.address(key16) != addr
+
     def _tcp_call(self, addr: Addr, raw: bytes, ident: tuple[bytes, int]) -> p.Message | None:
-        lock, holder = self._tcp[addr]
+        with self._tcp_lock:
+            lock, holder = self._tcp.setdefault(addr, (threading.Lock(), [None]))
         with lock:
             try:
                 if holder[0] is None:
@@ -384,6 +548,8 @@ def _raise_status(reply: p.Message, first_attempt: bool = False) -> None:
             reply.epoch,
             reply.ver,
         )
+    if status == p.Status.MOVED:
+        raise Moved("the server answered MOVED: the key is another server's", status)
     if status == p.Status.UNAVAILABLE:
         raise Unavailable(
             "the switch answered UNAVAILABLE: the key's server is down", status, not first_attempt

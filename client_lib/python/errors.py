@@ -57,6 +57,13 @@ class Unavailable(ServerError):
         self.maybe_applied = maybe_applied
 
 
+class Moved(ServerError):
+    """The key's server answered ``MOVED`` (the key is another server's under its ring) and three
+    ring refreshes (RING_GET) did not lead to a server that takes it (docs/protocol.md
+    "Membership"). Nothing was applied by the servers that answered ``MOVED``; an earlier attempt
+    that went unanswered may have been, so a write's outcome is unknown, as after a timeout."""
+
+
 class ClientClosed(KvsError):
     """The client was closed."""
 
@@ -66,6 +73,7 @@ __all__ = [
     "ClientClosed",
     "KeyTooLong",
     "KvsError",
+    "Moved",
     "ProtocolError",
     "ServerError",
     "StaleWrite",

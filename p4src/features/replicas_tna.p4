@@ -173,6 +173,7 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout kvs_fwd_t fwd
                 fwd.drop = false;
                 hdr.ethernet.dst_addr = sm_mac;
                 hdr.ipv4.dst_addr = sm_ip;
+                hdr.kvs.flags = hdr.kvs.flags | KVS_F_REDIRECT;  // the agent serves it as a replica
                 meta.l4_dirty = true;
             }
         } else if (op == KvsOp.CONFIRM) {

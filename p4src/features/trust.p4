@@ -9,10 +9,11 @@
 //                its header, so it could not stamp or clear it) is dropped too.
 //   O (ops)      only servers send GET_REPLY, SET_REPLY, DEL_REPLY, CONFIRM, PUSH, SYNC, SYNC_DONE,
 //                REMOVE and REMOVE_REPLY; UPDATE/UPDATE_DEL are made by this switch's egress and
-//                never accepted from any host (kvswitch.p4); clients send GET, SET and DEL only.
+//                never accepted from any host (kvswitch.p4); clients send GET, SET, DEL and
+//                RING_GET (which asks a server for its ring and touches no switch state) only.
 //                Anything else from a client over UDP (a server-only op, an unknown op) is dropped.
 //   V (versions) every UDP request (GET, SET, DEL) leaves here with epoch = ver = 0 and the flag
-//                bits F_TCP/F_DUP cleared: versions come from the switch alone. Replicas (rule 1)
+//                bits F_TCP/F_DUP/F_REDIRECT cleared: versions come from the switch alone. Replicas (rule 1)
 //                stamps a hot SET/DEL afterwards; a cold one reaches its origin unversioned.
 //   (TCP: a segment may start in the middle of a message, so O and V leave TCP alone; the agent
 //   ignores versions on TCP requests and takes PUSH/REMOVE from its control channel only.)
@@ -82,16 +83,16 @@ control Trust(inout headers_t hdr, inout kvs_meta_t meta, in PortId_t ingress_po
                 KvsOp op = hdr.kvs.op;
                 bool request = op == KvsOp.GET || op == KvsOp.SET || op == KvsOp.DEL;
 #ifndef KVS_TEST_NO_TRUST_SERVER_OPS
-                if (!request && !from_server) {
+                if (!request && op != KvsOp.RING_GET && !from_server) {
                     refuse();
                 }
 #endif
 #ifndef KVS_TEST_NO_TRUST_ZERO_VERSIONS
-                bit<16> authority = hdr.kvs.flags & (KVS_F_TCP | KVS_F_DUP);
+                bit<16> authority = hdr.kvs.flags & (KVS_F_TCP | KVS_F_DUP | KVS_F_REDIRECT);
                 if (request && (hdr.kvs.epoch != 0 || hdr.kvs.ver != 0 || authority != 0)) {
                     hdr.kvs.epoch = 0;
                     hdr.kvs.ver = 0;
-                    hdr.kvs.flags = hdr.kvs.flags & ~(KVS_F_TCP | KVS_F_DUP);
+                    hdr.kvs.flags = hdr.kvs.flags & ~(KVS_F_TCP | KVS_F_DUP | KVS_F_REDIRECT);
                     meta.l4_dirty = true;
                 }
 #endif

@@ -16,6 +16,9 @@ const bit<16> KVS_MAX_VALUE = 8192;
 // `flags` bit 0: the switch rewrote this multicast copy from TCP to UDP.
 const bit<16> KVS_F_TCP = 0x0001;
 const bit<16> KVS_F_DUP = 0x0002;  // reply repeats the first result of a request id
+// `flags` bit 2 (requests): the switch redirected this Get to a replica in the key's read set
+// (rule 4); an agent serves a key it does not own only then (docs/protocol.md "Membership").
+const bit<16> KVS_F_REDIRECT = 0x0004;
 
 // Operation codes (`op`, 8 bits).
 enum bit<8> KvsOp {
@@ -32,7 +35,11 @@ enum bit<8> KvsOp {
     SYNC = 11,
     SYNC_DONE = 12,
     REMOVE = 13,
-    REMOVE_REPLY = 14
+    REMOVE_REPLY = 14,
+    // Membership (docs/protocol.md "Membership"): forwarded like plain IP, no KVSwitch state;
+    // trust.p4 lets clients send RING_GET (servers answer RING_REPLY).
+    RING_GET = 15,
+    RING_REPLY = 16
 }
 
 // Status codes (`status`, 8 bits): 0 in requests, the result in replies.
@@ -44,7 +51,9 @@ enum bit<8> KvsStatus {
     STALE = 4,
     DUPLICATE = 5,
     SERVER_ERROR = 6,
-    UNAVAILABLE = 7
+    UNAVAILABLE = 7,
+    MOVED = 8,  // agent: not this server's key under its ring (value: its ring version)
+    RETRY = 9   // agent: the key is being handed over; send again shortly
 }
 
 // HashPipe stage seeds: seed_s = (0x9E3779B9 * (s + 1)) mod 2^32 (docs/protocol.md, "HashPipe

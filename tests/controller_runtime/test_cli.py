@@ -81,7 +81,11 @@ def test_controller_process(tmp_path: Path, rackfile: RackFile, program: Program
         assert len(lines) == 2 and "period 2  lambda 0.000  T 1  hot 0" in lines[1]
         rows = [json.loads(line) for line in metrics.read_text().splitlines()]
         assert [r["period"] for r in rows] == [1, 2] and rows[0]["loads"] == [0, 0, 0]
-        assert json.loads(state.read_text()) == {"epoch": 1, "threshold": 1.0}
+        assert json.loads(state.read_text()) == {
+            "epoch": 1,
+            "threshold": 1.0,
+            "ring": {"version": 1, "members": [0, 1, 2]},
+        }
 
         address = SwitchAddress(f"127.0.0.1:{sw.grpc_port}", 0, "127.0.0.1", sw.thrift_port)
         with P4RuntimeDriver(address, program, rackfile.rack()) as drv:

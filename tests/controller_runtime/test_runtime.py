@@ -230,6 +230,34 @@ def test_stale_copies_dropped_at_start(
     assert set(dict(agents[0].core.snapshot())) == {own}
 
 
+def test_ring_state_file(
+    live_switch: LiveSwitch, program: Program, rackfile: RackFile, tmp_path: Path
+) -> None:
+    """A restarted controller serves the ring it last activated (docs/protocol.md "Membership");
+    a malformed saved ring is ignored (the rack file's first ring)."""
+    state = tmp_path / "state.json"
+    state.write_text('{"epoch": 1, "ring": {"version": 5, "members": [0, 2]}}')
+    with P4RuntimeDriver(live_switch.address, program, rackfile.rack()) as drv:
+        runtime = Runtime(drv, rackfile, ControllerConfig(k=8), state_file=state)
+        runtime.start()
+        assert (runtime.ring_version, runtime.members) == (5, frozenset({0, 2}))
+        assert {runtime.ring.origin(b"k%d" % i) for i in range(100)} == {0, 2}
+        assert json.loads(state.read_text())["ring"] == {"version": 5, "members": [0, 2]}
+        state.write_text('{"epoch": 1, "ring": {"version": 5, "members": [0, 99]}}')
+        runtime = Runtime(drv, rackfile, ControllerConfig(k=8), state_file=state)
+        runtime.start()
+        assert runtime.ring_version == 1 and runtime.members == set(range(len(rackfile.servers)))
+        # stopped during a switch-over (past the copy): the change is finished
+        state.write_text(
+            '{"epoch": 1, "ring": {"version": 5, "members": [0, 2]},'
+            ' "ring_next": {"version": 6, "members": [0, 1, 2]}}'
+        )
+        runtime = Runtime(drv, rackfile, ControllerConfig(k=8), state_file=state)
+        runtime.start()
+        assert (runtime.ring_version, runtime.members) == (6, frozenset({0, 1, 2}))
+        assert "ring_next" not in json.loads(state.read_text())
+
+
 def test_epoch_state_file(
     live_switch: LiveSwitch, program: Program, rackfile: RackFile, tmp_path: Path
 ) -> None:
@@ -239,7 +267,9 @@ def test_epoch_state_file(
         runtime = Runtime(drv, rackfile, ControllerConfig(k=8), state_file=state)
         runtime.start()
         assert runtime.epoch == 42 and drv.read_register(names.REG_EPOCH) == [42]
-        assert json.loads(state.read_text()) == {"epoch": 42}
+        saved = json.loads(state.read_text())
+        assert saved == {"epoch": 42, "ring": {"version": 1, "members": saved["ring"]["members"]}}
+        assert saved["ring"]["members"] == list(range(len(rackfile.servers)))
         state.write_text("not json")
         Runtime(drv, rackfile, ControllerConfig(k=8), state_file=state).start()
         assert drv.read_register(names.REG_EPOCH) == [43]  # from the switch
@@ -249,7 +279,8 @@ def test_epoch_state_file(
         runtime.start()
         assert runtime.epoch == 44 and runtime.controller.threshold.value == 33.5
         runtime.period()
-        assert json.loads(state.read_text()) == {"epoch": 44, "threshold": 33.5}
+        saved = json.loads(state.read_text())
+        assert saved["epoch"] == 44 and saved["threshold"] == 33.5
         # and last period's counts: the restarted predictor goes on from them
         traffic(live_switch, rackfile, runtime.ring, 60)
         runtime.period()

@@ -187,13 +187,18 @@ def fresh(pkt: Packet) -> Packet:
 
 def routed(pkt: Packet, to: Host, *, redirect: bool = False) -> Packet:
     """What plain forwarding makes of ``pkt`` towards ``to``: MACs rewritten, TTL - 1; with
-    ``redirect``, also the destination address (a Get sent to a replica)."""
+    ``redirect``, also the destination address and the KVSwitch flag F_REDIRECT (a Get sent to a
+    replica, rule 4)."""
     out = pkt.copy()
     out[Ether].src = SWITCH_MAC
     out[Ether].dst = to.mac
     out[IP].ttl -= 1
     if redirect:
         out[IP].dst = to.ip
+        msg = bytearray(bytes(out[UDP].payload))
+        flags = int.from_bytes(msg[14:16], "big") | _p4_const("KVS_F_REDIRECT")
+        msg[14:16] = flags.to_bytes(2, "big")
+        out = with_kvs(out, bytes(msg))
     return fresh(out)
 
 

@@ -79,7 +79,8 @@ def _forged_request(op_name: str, key: str, sender: Host = CLIENT, flags: int = 
 @pytest.mark.parametrize("sender", [CLIENT, STRANGER], ids=["client", "unknown source"])
 def test_cold_request_versions_and_flags_cleared(on: bool, op_name: str, sender: Host) -> None:
     for dp in _plane(None if on else "KVS_TEST_NO_TRUST_ZERO_VERSIONS"):
-        flags = proto().f_tcp | 0x0002  # F_TCP | F_DUP: only the switch/a server sets them
+        # F_TCP | F_DUP | F_REDIRECT: only the switch/a server sets them
+        flags = proto().f_tcp | 0x0002 | 0x0004
         pkt = _forged_request(op_name, COLD, sender, flags)
         before = dp.snapshot()
         out = dp.send(sender.port, pkt)
@@ -116,6 +117,7 @@ SERVER_OPS = [
     "CONFIRM",
     "SYNC",
     "SYNC_DONE",
+    "RING_REPLY",
 ]
 
 
@@ -134,14 +136,28 @@ def test_server_op_from_client_dropped(on: bool, op_name: str) -> None:
         assert (out == []) == (on or consumed), out
 
 
-@pytest.mark.parametrize("op", [0, 15, 200])
+@pytest.mark.parametrize("op", [0, 17, 200])
 def test_unknown_op_from_client_dropped(on: bool, op: int) -> None:
     for dp in _plane(None if on else "KVS_TEST_NO_TRUST_SERVER_OPS"):
         out = dp.send(CLIENT.port, udp_packet(CLIENT, ORIGIN.ip, kvs(op, KEY, b"??")))
         assert (out == []) == on
 
 
-@pytest.mark.parametrize("op_name", ["PUSH", "REMOVE", "REMOVE_REPLY", "GET_REPLY"])
+@pytest.mark.parametrize("key", [bytes(16), KEY], ids=["zero key", "hot key"])
+@pytest.mark.parametrize("sender", [CLIENT, STRANGER], ids=["client", "unknown source"])
+def test_ring_get_from_client_forwarded_untouched(key: bytes | str, sender: Host) -> None:
+    """RING_GET (docs/protocol.md "Membership") is the one non-request op a client may send: it
+    reaches the addressed server byte for byte (no version clearing, no hot-key redirect, no
+    HashPipe) and moves no register."""
+    for dp in _plane(None):
+        msg = kvs(proto().op["RING_GET"], key, b"", epoch=3, ver=4)
+        pkt = udp_packet(sender, R1.ip, msg)
+        before = dp.snapshot()
+        dp.send_expect(sender.port, pkt, [(R1.port, routed(pkt, R1))])
+        assert dp.snapshot() == before
+
+
+@pytest.mark.parametrize("op_name", ["PUSH", "REMOVE", "REMOVE_REPLY", "GET_REPLY", "RING_REPLY"])
 def test_server_op_from_server_forwarded(op_name: str) -> None:
     for dp in _plane(None):
         pkt = udp_packet(ORIGIN, R1.ip, kvs(proto().op[op_name], KEY, ver=4, epoch=EPOCH))

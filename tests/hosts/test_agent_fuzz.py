@@ -62,11 +62,11 @@ def malformed(rng: random.Random) -> bytes:
         vlen = rng.randrange(len(base.value) + 1, 0x10000)
         return raw[:2] + vlen.to_bytes(2, "big") + raw[4:]
     if kind == 2:  # unknown op
-        return _set_byte(raw, 0, rng.choice([0, *range(15, 256)]))
+        return _set_byte(raw, 0, rng.choice([0, *range(max(p.Op) + 1, 256)]))
     if kind == 3:  # non-zero status in a request (known or unknown code)
         return _set_byte(raw, 1, rng.randrange(1, 256))
     if kind == 4:  # unknown flag bits
-        flags = rng.randrange(1, 0x10000) & ~p.F_TCP or 0x8000
+        flags = rng.randrange(1, 0x10000) & ~p.FLAGS_KNOWN or 0x8000
         return raw[:14] + flags.to_bytes(2, "big") + raw[16:]
     if kind == 5:  # a value on an op that carries none
         op = rng.choice([o for o in p.Op if o not in p.VALUE_OPS])

@@ -50,6 +50,7 @@ def test_constants_agree() -> None:
         "KVS_MAX_VALUE": p.MAX_VALUE,
         "KVS_F_TCP": p.F_TCP,
         "KVS_F_DUP": p.F_DUP,
+        "KVS_F_REDIRECT": p.F_REDIRECT,
     }
     missing = sorted(set(expected) - set(consts))
     assert not missing, f"protocol.p4 does not declare {missing}"

@@ -74,10 +74,37 @@ def build_consistent_hash() -> dict[str, Any]:
     return {
         "about": "docs/protocol.md 'Origin of a key': H(b) = mix64(fnv1a64(b)); ring points "
         "H(b'%d#%d' % (server, vnode)); origin = server of the first point >= H(key16), wrapping. "
-        "64-bit values are hex strings.",
+        "64-bit values are hex strings. 'member_rings' (docs/protocol.md 'Membership'): rings of "
+        "the member ids listed only (gaps and additions); 'origins' maps key_hex -> origin id.",
         "hashes": hashes,
         "cases": cases,
+        "member_rings": build_member_rings(),
     }
+
+
+#: Member sets of the "member_rings" vectors: a removed server (gap), an added ninth, sparse ones.
+MEMBER_SETS = ((0, 1, 2, 4, 5, 6, 7), tuple(range(9)), (1, 3), (0, 1, 2, 3, 4, 5, 6, 7), (5,))
+
+
+def build_member_rings() -> list[dict[str, Any]]:
+    rings = []
+    for members in MEMBER_SETS:
+        ring = p.HashRing.of(members, p.DEFAULT_VNODES)
+        rings.append(
+            {
+                "members": list(members),
+                "vnodes": p.DEFAULT_VNODES,
+                "origins": {key.hex(): ring.origin(key) for key in _keys()},
+            }
+        )
+    return rings
+
+
+#: RING_REPLY's example: version 7, members 0, 1, 3 (server 2 removed), one on another port.
+_RING = p.Ring(
+    7,
+    (p.Member(0, "10.0.0.1"), p.Member(1, "10.0.0.2"), p.Member(3, "192.168.1.200", 9000)),
+)
 
 
 def _example_messages() -> list[tuple[str, p.Message]]:
@@ -92,6 +119,13 @@ def _example_messages() -> list[tuple[str, p.Message]]:
             p.Message(p.Op.GET_REPLY, k, status=p.Status.NOT_FOUND, cid=cid, seq=seq),
         ),
         ("set", p.Message(p.Op.SET, k, v, cid=cid, seq=seq + 1)),
+        ("ring_get", p.Message(p.Op.RING_GET, bytes(16), cid=cid, seq=seq + 3)),
+        ("ring_reply", p.Message(p.Op.RING_REPLY, bytes(16), _RING.encode(), cid=cid, seq=seq + 3)),
+        (
+            "get_reply_moved",
+            p.Message(p.Op.GET_REPLY, k, (7).to_bytes(4, "big"), p.Status.MOVED, cid, seq),
+        ),
+        ("set_reply_retry", p.Message(p.Op.SET_REPLY, k, status=p.Status.RETRY, cid=cid, seq=9)),
         ("set_versioned", p.Message(p.Op.SET, k, v, cid=cid, seq=seq + 1, epoch=2, ver=0xDEADBEEF)),
         ("set_reply", p.Message(p.Op.SET_REPLY, k, cid=cid, seq=seq + 1, epoch=2, ver=0xDEADBEEF)),
         (
@@ -151,8 +185,8 @@ def _malformed() -> list[tuple[str, bytes]]:
         ("short_header", good[:35]),
         ("vlen_beyond_datagram", good[:-1]),
         ("unknown_op_0", bytes([0]) + good[1:]),
-        ("unknown_op_15", bytes([15]) + good[1:]),
-        ("unknown_status", good[:1] + bytes([8]) + good[2:]),
+        ("unknown_op_17", bytes([17]) + good[1:]),
+        ("unknown_status", good[:1] + bytes([10]) + good[2:]),
     ]
 
 
@@ -206,6 +240,28 @@ def write_vectors() -> None:
 def test_committed_vectors_match_the_code() -> None:
     assert CH_FILE.read_text() == _dump(build_consistent_hash()), "regenerate consistent_hash.json"
     assert MSG_FILE.read_text() == _dump(build_messages()), "regenerate messages.json"
+
+
+def test_member_rings_match_a_linear_scan() -> None:
+    """Each "member_rings" vector against a ring built here by brute force from the contract."""
+    rings = json.loads(CH_FILE.read_text())["member_rings"]
+    assert {tuple(r["members"]) for r in rings} == set(MEMBER_SETS)
+    for r in rings:
+        points = sorted(
+            (p.ring_hash(f"{s}#{v}".encode()), s) for s in r["members"] for v in range(r["vnodes"])
+        )
+        for key_hex, origin in r["origins"].items():
+            pos = p.ring_hash(p.pad_key(bytes.fromhex(key_hex)))
+            expect = next((s for pt, s in points if pt >= pos), points[0][1])
+            assert origin == expect, (r["members"], key_hex)
+            assert origin in r["members"]
+
+
+def test_full_member_ring_is_the_plain_ring() -> None:
+    """members {0..M-1} is exactly today's ring: the old vectors stay valid."""
+    for m in (1, 3, 8):
+        full, plain = p.HashRing.of(range(m)), p.HashRing(m)
+        assert all(full.origin(k) == plain.origin(k) for k in _keys())
 
 
 def test_fnv1a64_known_values() -> None:
