@@ -42,6 +42,7 @@ extern "C" {
 #define KVS_DEFAULT_VNODES 64      /* virtual nodes per server on the consistent-hash ring */
 #define KVS_F_TCP          0x0001u /* flags bit 0: the switch rewrote this copy from TCP to UDP */
 #define KVS_F_DUP          0x0002u /* flags bit 1: a reply repeating the first result of a request id */
+#define KVS_F_REDIRECT     0x0004u /* flags bit 2: set by the switch on a Get it redirected to a replica */
 
 /* FNV-1a 64 and the splitmix64 finaliser used for the ring. */
 #define KVS_FNV_OFFSET 0xcbf29ce484222325ULL

@@ -41,8 +41,9 @@ def main(argv: list[str]) -> int:
             out.append("missing member_rings")
         for r in rings or []:
             ids = ",".join(str(i) for i in r["members"])
-            for k in r["keys"]:
-                out.append(f"mring {r['vnodes']} {ids} {k['key']} {k['origin']}")
+            for key_hex, origin in r["origins"].items():  # application key -> origin id
+                key16 = key_hex.ljust(32, "0")  # right-padded with zero bytes to 16
+                out.append(f"mring {r['vnodes']} {ids} {key16} {origin}")
     else:
         out.append("missing consistent_hash.json")
         out.append("missing member_rings")
