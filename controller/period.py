@@ -135,6 +135,7 @@ class Controller:
         # end at least), and each server's cold load the last time it served a whole period
         self._down_before: frozenset[int] = frozenset()
         self._cold_seen: dict[int, float] = {}
+        self._members_before: frozenset[int] | None = None  # the ring's at the last decision
         # the ring's members (docs/protocol.md "Membership"): hot keys are placed on them only;
         # None: every server of the rack
         self.members: tuple[int, ...] | None = None
@@ -180,11 +181,13 @@ class Controller:
         observed = merge_observations(hot, pipe)
         predicted = self.predictor.update(observed)
         # the load of a server down during this period (0, or a part: its requests were refused)
-        # says nothing about the balance, nor about its cold load next period; nor does the load
-        # of a server outside the ring's
-        absent = self.down | self._down_before
-        self._down_before = self.down
+        # says nothing about the balance, nor about its cold load next period; nor does that of a
+        # server outside the ring's, or of one that joined it during the period (keys moved to it
+        # only then)
         members = self.members if self.members is not None else tuple(range(self.plan.servers))
+        before = self._members_before if self._members_before is not None else frozenset(members)
+        absent = self.down | self._down_before | (frozenset(members) - before)
+        self._down_before, self._members_before = self.down, frozenset(members)
         live = [x for s, x in enumerate(loads) if s not in absent and s in members]
         threshold = self.threshold.update(live or loads)
         origins = [self.origin_of(key) for key, _ in predicted]
@@ -194,6 +197,7 @@ class Controller:
                 loads, hot, self.plan, predicted, observed, self.origin_of, measured
             ),
             absent,
+            members,
         )
         default = overall_write_ratio(hot, writes or {}, cfg.write_ratio)
         ratios = [measured.get(key, default) for key, _ in predicted]
@@ -227,16 +231,19 @@ class Controller:
         self.plan = new_plan
         return PeriodReport(observed, predicted, list(loads), threshold, new_plan, ops)
 
-    def _stand_in_cold(self, cold: list[float], absent: frozenset[int]) -> list[float]:
-        """``cold`` with each absent server's estimate replaced by its last one from a period it
-        served whole (else the mean of the others'): a server back from the dead would otherwise
-        look idle, draw replicas away from its own hot keys and be the most loaded next period."""
-        present = [x for s, x in enumerate(cold) if s not in absent]
+    def _stand_in_cold(
+        self, cold: list[float], absent: frozenset[int], members: Sequence[int]
+    ) -> list[float]:
+        """``cold`` with each absent member's estimate replaced by its last one from a period it
+        served whole as a member (else the mean of the others'): a server back from the dead, or
+        one that just joined the ring, would otherwise look idle, draw replicas away from its own
+        hot keys and be the most loaded next period."""
+        present = [cold[s] for s in members if s not in absent]
         mean = sum(present) / len(present) if present else 0.0
         out = list(cold)
-        for s, x in enumerate(cold):
+        for s in members:
             if s in absent:
                 out[s] = self._cold_seen.get(s, mean)
             else:
-                self._cold_seen[s] = x
+                self._cold_seen[s] = cold[s]
         return out

@@ -178,6 +178,7 @@ class Runtime:
             config, lambda key: self.ring.origin(key), rack.rack(), driver.slots
         )
         self.controller.members = tuple(sorted(self.members))
+        self.window_members = self.members
         # held by a period and by a membership change (the admin socket's thread)
         self.lock = threading.Lock()
         self.membership_events: list[str] = []
@@ -348,6 +349,7 @@ class Runtime:
         events: list[str] = []
         ops: list[Operation] = []
         refused = self.membership.down  # the switch refused their requests during this period
+        members = self.window_members  # one that joined during the window: from the next one
         try:
             if not self.observe_only:
                 events = self.watch()
@@ -372,7 +374,7 @@ class Runtime:
         loads = report.loads if report is not None else []
         # lambda of the ring's members up all period (one back at its end was refused until then)
         absent = self.membership.down | refused
-        live = [x for s, x in enumerate(loads) if s not in absent and s in self.members]
+        live = [x for s, x in enumerate(loads) if s not in absent and s in members & self.members]
         metrics = Metrics(
             period=self.periods,
             time=time.time(),
@@ -391,6 +393,7 @@ class Runtime:
             holders={key.hex(): list(kp.holders) for key, kp in plan.keys.items() if kp.replicas},
         )
         self.membership_events = []
+        self.window_members = self.members  # the ring while the next period's counters run
         self.controller.excluded = frozenset()  # a restarted server is placed again next period
         if report is not None:
             self._save_state()

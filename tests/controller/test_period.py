@@ -98,3 +98,20 @@ def test_a_server_back_from_the_dead_is_planned_with_its_load_from_before() -> N
     report = ctl.decide({}, hot, [560, 500, 500, 5])
     assert len(report.plan.keys[key(3)].holders) > 1
     assert report.threshold == 250
+
+
+def test_a_server_that_just_joined_the_ring_is_planned_with_the_others_mean_cold_load() -> None:
+    """Keys moved to it at the period's end: its measured load (near 0) is not its cold load."""
+    ctl = Controller(
+        ControllerConfig(k=4, t0=250, bound=10.0, alpha=1.0, policy="balance"),
+        lambda k: k[-1] % 4,
+        RACK,
+        8,
+    )
+    ctl.members = (0, 1, 2)
+    hot = [(key(3), 300), (key(4), 10)]
+    ctl.decide({}, [(key(4), 10)], [400, 400, 400, 0])
+    ctl.members = (0, 1, 2, 3)  # joined; key(3) moved to it
+    report = ctl.decide({}, hot, [400, 400, 400, 5])
+    assert len(report.plan.keys[key(3)].holders) > 1  # 400 cold (the mean) + 300 hot
+    assert report.threshold == 250
