@@ -400,6 +400,7 @@ class Client:
         ring, and resends at once if a newer ring names another origin."""
         raw, ident, pend = self._prepare(op, key16, value)
         follow = Follow(time.monotonic() + self.timeout * (self.retries + 1), self.retries)
+        sent = False  # an attempt left this client (it may have been applied)
         try:
             while True:
                 addr = self.ring.address(key16)
@@ -409,8 +410,20 @@ class Client:
                 pend.reply = None
                 pend.event.clear()
                 if tcp:
-                    reply = self._tcp_call(addr, raw, ident)
+                    try:
+                        reply = self._tcp_call(addr, raw, ident)
+                    except ConnectionRefusedError:
+                        # nothing sent: the server's host is up, its agent is not
+                        if self._refresh(addr, key16, elsewhere=True):
+                            continue  # a newer ring names another origin
+                        raise Unavailable(
+                            f"{addr} refused the TCP connection: the key's server is down",
+                            p.Status.UNAVAILABLE,
+                            maybe_applied=sent,
+                        ) from None
+                    sent = True
                 else:
+                    sent = True
                     self._send(raw, addr)
                     reply = pend.reply if pend.event.wait(self.timeout) else None
                 step = follow.step(reply, addr, self.ring.version, time.monotonic())
@@ -467,11 +480,16 @@ class Client:
         with self._tcp_lock:
             lock, holder = self._tcp.setdefault(addr, (threading.Lock(), [None]))
         with lock:
-            try:
-                if holder[0] is None:
+            if holder[0] is None:
+                try:
                     conn = socket.create_connection(addr, timeout=self.timeout)
-                    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                    holder[0] = conn
+                except ConnectionRefusedError:
+                    raise  # nothing was sent: the caller answers Unavailable
+                except OSError:
+                    return None  # no answer (as a timeout)
+                conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                holder[0] = conn
+            try:
                 conn = holder[0]
                 conn.sendall(raw)
                 while True:

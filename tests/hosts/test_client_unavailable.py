@@ -6,6 +6,7 @@ KVS_ERR_UNAVAILABLE is tested in client_lib/c/tests/test_client.c."""
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 from collections.abc import Iterator
 
@@ -77,3 +78,18 @@ def test_async_client_raises_unavailable(refusing: tuple[str, int]) -> None:
             assert info.value.maybe_applied  # the asyncio client does not say: unknown
 
     asyncio.run(run())
+
+
+def test_a_tcp_write_to_a_server_whose_agent_is_gone_is_unavailable_at_once() -> None:
+    """TCP is not the switch's to answer: a refused connection (the host is up, no agent listens)
+    is the client's own prompt Unavailable, nothing sent, nothing applied."""
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with Client([("127.0.0.1", port)], timeout=2.0, retries=3, tcp_writes=True) as c:
+        began = time.monotonic()
+        with pytest.raises(Unavailable) as info:
+            c.set(b"k", b"v")
+        assert time.monotonic() - began < 1.0  # no timeout waited, no retry loop
+        assert info.value.maybe_applied is False
+        assert "refused the TCP connection" in str(info.value)
