@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from kvswitch.controller.driver import Driver
 from kvswitch.controller.ops import Operation
-from kvswitch.controller.placement import POLICIES, holder_loads, place
+from kvswitch.controller.placement import POLICIES, holder_load, place
 from kvswitch.controller.plan import Plan, build_plan, diff
 from kvswitch.controller.predictor import Predictor, merge_observations
 from kvswitch.controller.rack import Rack
@@ -62,7 +62,7 @@ def cold_load_estimate(
     """Per-server load of the keys that will be cold next period, from this period's counters.
 
     A hot key's queries are taken as split over its holders by round-robin (with writes, its own
-    share ``write_ratios[key]``: the model of :func:`placement.holder_loads`); keys that leave the
+    share ``write_ratios[key]``: the model of :func:`placement.holder_load`); keys that leave the
     hot set return to their origin, keys that join it leave their origin's cold load.
     """
     ratios = write_ratios or {}
@@ -70,9 +70,9 @@ def cold_load_estimate(
     wanted = {key for key, _ in predicted}
     for key, kp in plan.keys.items():
         count = float(hot_counts.get(key, 0))
-        at_origin, at_replica = holder_loads(count, len(kp.holders), ratios.get(key, 0.0))
+        each = holder_load(count, len(kp.holders), ratios.get(key, 0.0))
         for s in kp.holders:
-            base[s] -= at_origin if s == kp.origin else at_replica
+            base[s] -= each
         if key not in wanted:
             base[kp.origin] += count
     for key, _ in predicted:

@@ -127,14 +127,12 @@ class _Cost:
     """Per-holder load of a key of ``load`` queries per period with write share ``writes``. Every
     holder receives every write (the Set or its UPDATE copy); the reads split evenly over the
     holders, also while a write is in flight (docs/protocol.md, rule 4: the read set moves only
-    when the origin reports a newer version). The origin and a replica cost the same; ``origin``
-    is kept for callers that tell them apart."""
+    when the origin reports a newer version). The origin and a replica cost the same."""
 
     load: float
     writes: float = 0.0
 
-    def holder(self, n: int, origin: bool) -> float:
-        del origin
+    def holder(self, n: int) -> float:
         return self.load * self.writes + self.movable(n)
 
     def movable(self, n: int) -> float:
@@ -147,25 +145,21 @@ class _Cost:
         return (self.movable(n) - self.movable(n + 1)) / (self.load * self.writes + unit)
 
 
-def holder_loads(load: float, n: int, write_ratio: float) -> tuple[float, float]:
-    """(origin's, each replica's) load from a key of ``load`` held by ``n`` servers, under the
-    write-aware model of ``balance`` (see :func:`place`)."""
-    cost = _Cost(load, write_ratio)
-    return cost.holder(n, True), cost.holder(n, False)
+def holder_load(load: float, n: int, write_ratio: float) -> float:
+    """Each holder's load (the origin's and every replica's alike) from a key of ``load`` held by
+    ``n`` servers, under the write-aware model of ``balance`` (see :func:`place`)."""
+    return _Cost(load, write_ratio).holder(n)
 
 
-def _extra_replicas(
-    cost: _Cost, n: int, top_is_origin: bool, top: float, free_loads: list[float]
-) -> int:
+def _extra_replicas(cost: _Cost, n: int, top: float, free_loads: list[float]) -> int:
     """The fewest extra replicas (on the least loaded free servers, ``free_loads`` ascending) of a
     key held by ``n`` servers after which the top server (load ``top``) and every new holder are
     below ``top``; 0 if none. Water-filling in one step: a single replica may overload its target
     while several share the key thinly enough."""
-    before = cost.holder(n, top_is_origin)
+    before = cost.holder(n)
     for extra in range(1, len(free_loads) + 1):
-        after = cost.holder(n + extra, top_is_origin)
-        replica = cost.holder(n + extra, False)
-        if free_loads[extra - 1] + replica < top and top - before + after < top:
+        after = cost.holder(n + extra)
+        if free_loads[extra - 1] + after < top and top - before + after < top:
             return extra
     return 0
 
@@ -201,8 +195,7 @@ def _balance(
                 used[s] += 1
         n = len(members[i])
         for s in members[i]:
-            share = costs[i].holder(n, s == origin)
-            loads[s] += share
+            loads[s] += costs[i].holder(n)
             if load >= threshold:
                 heaps[s].append((-costs[i].priority(n, unit), i))
     for heap in heaps:
@@ -217,7 +210,6 @@ def _balance(
         while heap and not moved:
             neg_priority, i = heap[0]
             n = len(members[i])
-            is_origin = top == origins[i]
             if top not in members[i] or -neg_priority != costs[i].priority(n, unit):
                 heapq.heappop(heap)  # stale entry
                 continue
@@ -225,18 +217,16 @@ def _balance(
                 (s for s in range(servers) if s not in members[i] and used[s] < cap),
                 key=loads.__getitem__,
             )
-            extra = _extra_replicas(costs[i], n, is_origin, loads[top], [loads[s] for s in free])
+            extra = _extra_replicas(costs[i], n, loads[top], [loads[s] for s in free])
             if extra == 0:
                 heapq.heappop(heap)  # this key cannot help the top server any more
                 continue
             for s in members[i]:
-                loads[s] += costs[i].holder(n + extra, s == origins[i]) - costs[i].holder(
-                    n, s == origins[i]
-                )
+                loads[s] += costs[i].holder(n + extra) - costs[i].holder(n)
             for s in free[:extra]:
                 members[i].append(s)
                 used[s] += 1
-                loads[s] += costs[i].holder(n + extra, False)
+                loads[s] += costs[i].holder(n + extra)
             for s in members[i]:
                 heapq.heappush(heaps[s], (-costs[i].priority(n + extra, unit), i))
             moved = True

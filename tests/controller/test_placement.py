@@ -83,12 +83,11 @@ def test_place_rejects_bad_input() -> None:
         ring_replicas(9, 2, 8)
 
 
-def test_write_aware_holder_loads() -> None:
-    from kvswitch.controller.placement import holder_loads
+def test_write_aware_holder_load() -> None:
+    from kvswitch.controller.placement import holder_load
 
-    assert holder_loads(800.0, 4, 0.0) == (200.0, 200.0)  # no writes: an even split
-    origin, replica = holder_loads(800.0, 4, 0.25)  # writes reach every holder
-    assert origin == replica == pytest.approx(200.0 + 600.0 / 4)
+    assert holder_load(800.0, 4, 0.0) == 200.0  # no writes: an even split
+    assert holder_load(800.0, 4, 0.25) == pytest.approx(200.0 + 600.0 / 4)  # writes reach all
 
 
 def test_balance_does_not_replicate_write_only_keys() -> None:
