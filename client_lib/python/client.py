@@ -187,6 +187,7 @@ class Client:
         # client ask a server for a newer one (RING_GET)
         self.ring = p.Ring.of_servers(self.servers, vnodes)
         self.ring_refreshes = 0
+        self._elsewhere_at = float("-inf")  # pipeline: the last ring asked after a timeout
         self._seq = itertools.count(random.randrange(1, 1 << 31))
         self._pending: dict[tuple[bytes, int], _Pending] = {}
         self._tcp: dict[Addr, tuple[threading.Lock, list[socket.socket | None]]] = {}
@@ -300,6 +301,15 @@ class Client:
             entry.pend.reply = None
             self._send(entry.raw, entry.addr)
             entry.deadline = now + self.timeout
+        elif (
+            reply.status == p.Status.UNAVAILABLE
+            and entry.refreshes < MAX_REFRESHES
+            and self._elsewhere(entry, now)
+        ):
+            entry.refreshes += 1  # a newer ring names another origin: resend there at once
+            entry.pend.reply = None
+            self._send(entry.raw, entry.addr)
+            entry.deadline = now + self.timeout
         elif reply.status == p.Status.RETRY:
             entry.backoff = min(RETRY_CAP, entry.backoff * 2) if entry.backoff else RETRY_FIRST
             if now + entry.backoff > entry.started + self.timeout * (self.retries + 1):
@@ -309,6 +319,19 @@ class Client:
         else:
             return False
         heapq.heappush(deadlines, (entry.deadline, entry.pend.ident))
+        return True
+
+    def _elsewhere(self, entry: _Flight, now: float) -> bool:
+        """A pipelined request timed out or was answered UNAVAILABLE: ask another member for the
+        ring (at most once per ``timeout`` for the whole pipeline: a dead server must not double
+        every request) and aim the request at its origin under it. True if that changed."""
+        if now - self._elsewhere_at < self.timeout:
+            return False
+        self._elsewhere_at = now
+        key16 = entry.pend.ident[0]
+        if not self._refresh(entry.addr, key16, elsewhere=True):
+            return False
+        entry.addr = self.ring.address(key16)
         return True
 
     def _expire(
@@ -331,6 +354,8 @@ class Client:
                 heapq.heappush(deadlines, (entry.deadline, ident))
             elif entry.attempts <= self.retries:
                 entry.attempts += 1
+                self._elsewhere(entry, now)
+                entry.addr = self.ring.address(ident[0])  # another request may have refreshed it
                 self._send(entry.raw, entry.addr)
                 entry.deadline = now + self.timeout
                 heapq.heappush(deadlines, (entry.deadline, ident))

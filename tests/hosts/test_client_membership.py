@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import socket
 import time
 from collections.abc import Callable, Iterator
 
@@ -169,3 +170,21 @@ def test_async_client_follows_moved_and_retry(agent_factory: Callable[..., Agent
 
     asyncio.run(run())
     assert agents[0].core.stats["retry"] > 0 and agents[1].core.stats["op_set"] == 1
+
+
+def test_pipeline_asks_another_member_after_a_timeout(
+    agent_factory: Callable[..., AgentServer],
+) -> None:
+    """Server 0 is gone (silent) and the ring without it is out: the pipeline's timed-out
+    requests fetch the ring from the other member and are resent to their new origin."""
+    agent = agent_factory(MemoryBackend())
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as silent:
+        silent.bind((LOOP, 0))
+        servers = [silent.getsockname(), (LOOP, agent.port)]
+        agent.core.set_ring(p.Ring(1, (p.Member(1, LOOP, agent.port),)), 1)
+        with Client(servers, timeout=0.2, retries=2) as c:
+            keys = [b"k%d" % i for i in range(40)]
+            assert any(c.ring.origin(k) == 0 for k in keys)
+            outs = c.pipeline([Request("set", k, b"v") for k in keys], window=8)
+            assert [o.error for o in outs] == [None] * len(keys)
+            assert c.ring.version == 1 and c.ring_refreshes == 1
