@@ -59,6 +59,9 @@ def test_ring_get_and_moved() -> None:
     r = ask(a, p.Op.RING_GET, bytes(16))
     assert (r.op, r.status) == (p.Op.RING_REPLY, p.Status.OK)
     assert p.Ring.decode(r.value) == V1
+    raw = p.Message(p.Op.RING_GET, bytes(16), cid=5, seq=next(SEQ)).encode()
+    (out,) = a.handle(raw, CLIENT, tcp=True)  # a TCP client may ask too
+    assert p.Ring.decode(p.Message.decode(out[0]).value) == V1
     theirs = key_staying(1)
     for op in (p.Op.GET, p.Op.SET, p.Op.DEL):
         r = ask(a, op, theirs, b"x" if op == p.Op.SET else b"")
