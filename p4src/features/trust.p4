@@ -13,8 +13,9 @@
 //                RING_GET (which asks a server for its ring and touches no switch state) only.
 //                Anything else from a client over UDP (a server-only op, an unknown op) is dropped.
 //   V (versions) every UDP request (GET, SET, DEL) leaves here with epoch = ver = 0 and the flag
-//                bits F_TCP/F_DUP/F_REDIRECT cleared: versions come from the switch alone. Replicas (rule 1)
-//                stamps a hot SET/DEL afterwards; a cold one reaches its origin unversioned.
+//                bits F_TCP/F_DUP/F_REDIRECT cleared: versions and redirects come from the switch
+//                alone. Replicas (rule 1) stamps a hot SET/DEL afterwards; a cold one reaches its
+//                origin unversioned.
 //   (TCP: a segment may start in the middle of a message, so O and V leave TCP alone; the agent
 //   ignores versions on TCP requests and takes PUSH/REMOVE from its control channel only.)
 // A dropped packet also has meta.kvs_ok cleared, so no later control reads or writes state for it.
