@@ -647,7 +647,10 @@ class Runtime:
         """Add ``server`` to the ring or remove it, online: hot keys whose origin changes leave
         the hot set and a removed server every replica set (break-before-delete, one batch),
         then the agents hand the moving keys over (controller/elastic.py), then the new ring is
-        the controller's. Raises :class:`MembershipError` for a change that cannot be made."""
+        the controller's. A server held down may be removed (its hot keys are restored at their
+        new origins from their replicas first; nothing else of it can be) or added back (if its
+        ping answers); any other change waits until no server is down. Raises
+        :class:`MembershipError` for a change that cannot be made."""
         name = self.rack.servers[server].name
         if self.agents is None or self.observe_only:
             raise MembershipError("membership changes need the agents' control channels")
