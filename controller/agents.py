@@ -33,9 +33,11 @@ class AgentPool:
         # servers declared dead: removals to them are skipped (a server that comes back drops its
         # stale copies when it rejoins, Runtime.rejoin), pushes never name them (the plan)
         self.down: frozenset[int] = frozenset()
-        # keys whose copies must not be removed now (their origin is down: a leaving replica's
-        # copy may be the last one; the runtime sets this, and drops such copies later)
-        self.keep: Callable[[bytes], bool] = lambda key: False
+        # (key, server) copies that must not be removed now: the key's origin is down (a leaving
+        # replica's copy may be the last one; dropped later), or the server is now its origin (a
+        # removal planned before a ring change must not drop what the handoff gave it); the
+        # runtime sets this
+        self.keep: Callable[[bytes, int], bool] = lambda key, server: False
         self._pool = ThreadPoolExecutor(max(1, len(self.probes)), thread_name_prefix="ping")
 
     def control(self, server: int) -> AgentControl:
@@ -58,7 +60,7 @@ class AgentPool:
             self._control(server).push(key, item)
 
     def remove(self, key: bytes, server: int) -> None:
-        if server in self.down or self.keep(key):
+        if server in self.down or self.keep(key, server):
             return
         self._control(server).remove(key)
 
@@ -80,18 +82,19 @@ class AgentPool:
         control endpoint), all pinged at once. A failed ping is tried once more on a new
         connection (the old one may be to the agent's previous incarnation)."""
 
-        def one(server: int) -> Probe:
-            control = self.probes.get(server)
-            if control is None:
-                return NO_PROBE
-            for _ in range(2):
-                try:
-                    return control.incarnation()
-                except ControlError:
-                    continue
-            return None
+        return list(self._pool.map(self.probe, range(len(self.rack.servers))))
 
-        return list(self._pool.map(one, range(len(self.rack.servers))))
+    def probe(self, server: int) -> Probe:
+        """One server's ping (see :meth:`ping`)."""
+        control = self.probes.get(server)
+        if control is None:
+            return NO_PROBE
+        for _ in range(2):
+            try:
+                return control.incarnation()
+            except ControlError:
+                continue
+        return None
 
     def holdings(self, servers: set[int] | None = None) -> dict[int, dict[bytes, KeyVersion]]:
         """Live keys of every reachable agent (of ``servers`` only, if given; an unreachable one

@@ -92,6 +92,7 @@ def handoff(
     new: p.Ring,
     unsafe: bool = False,
     commit: Callable[[], object] = lambda: None,
+    gone: frozenset[int] = frozenset(),
 ) -> HandoffReport:
     """Steps 1-7 of the module docstring over the agents' control channels. ``agents``: every
     server that runs an agent and is not down (all of them learn the new ring). Before step 5 a
@@ -99,14 +100,17 @@ def handoff(
     :class:`ControlError`; from step 5 on the steps are retried, since sources already refuse
     the keys they lost. ``commit`` is called just before step 5: from then on the change must be
     finished, not undone (the runtime records ``new`` in its state file, so a controller that
-    crashes after it sets ``new`` on every agent when it starts again). ``unsafe`` (TESTS ONLY, ``--test-unsafe-handoff``): release and activate
+    crashes after it sets ``new`` on every agent when it starts again). ``gone``: servers removed
+    while down, which export nothing (what they held is restored or lost by the runtime) and take
+    no step. ``unsafe`` (TESTS ONLY, ``--test-unsafe-handoff``): release and activate
     before any copy, and copy :data:`UNSAFE_COPY_DELAY` later (as a large copy would take), so
     the new owners serve keys they do not hold yet; tests/e2e shows the history check catches it."""
     began = time.perf_counter()
-    report = HandoffReport(new.version, pairs=moving_pairs(old.ids, new.ids))
-    everyone = sorted(set(agents))
+    pairs = [(s, d) for s, d in moving_pairs(old.ids, new.ids) if s not in gone]
+    report = HandoffReport(new.version, pairs=pairs)
+    everyone = sorted(set(agents) - gone)
     sources = sorted({s for s, _ in report.pairs})
-    missing = (old.ids | new.ids) - set(everyone)
+    missing = (old.ids | new.ids) - set(everyone) - gone
     if missing:
         raise ControlError(f"servers {sorted(missing)} have no reachable agent")
     try:

@@ -102,6 +102,11 @@ class Membership:
         self._servers[server].state = State.DOWN
         self._servers[server].misses = self.misses
 
+    def mark_up(self, server: int, incarnation: int) -> None:
+        """Take a ping's word for it outside a period (a down server added back to the ring)."""
+        s = self._servers[server]
+        s.state, s.misses, s.incarnation = State.UP, 0, incarnation
+
     def observe(self, observations: Sequence[Observation]) -> list[Change]:
         """One period's observations (one per server, in server order) -> what changed."""
         if len(observations) != len(self._servers):

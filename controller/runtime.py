@@ -48,7 +48,7 @@ from kvswitch.controller.ops import (
 )
 from kvswitch.controller.p4rt_driver import DriverError, P4RuntimeDriver
 from kvswitch.controller.period import Controller, ControllerConfig, PeriodReport
-from kvswitch.controller.plan import Plan, build_plan, diff, down_entry, rack_setup
+from kvswitch.controller.plan import KeyPlan, Plan, build_plan, diff, down_entry, rack_setup
 from kvswitch.controller.rackfile import RackFile
 from kvswitch.controller.threshold import imbalance, max_over_mean
 
@@ -189,8 +189,15 @@ class Runtime:
         self.epoch = 0
         self.membership = Membership(len(rack.servers), down_after, min_sent)
         if agents is not None:  # copies of a missed origin's keys are kept: they may be the last
-            agents.keep = lambda key: self.membership.state(self.ring.origin(key)) is not State.UP
+            agents.keep = self._keep
         self.push_attempts: dict[bytes, int] = {}
+
+    def _keep(self, key: bytes, server: int) -> bool:
+        """A removal (deferred one period by the driver) that must not run: the key's origin is
+        missed or down (the copy may be the last one), or ``server`` became its origin since the
+        removal was planned (a ring change: the copy is the key's data now)."""
+        origin = self.ring.origin(key)
+        return origin == server or self.membership.state(origin) is not State.UP
 
     # -- start-up -----------------------------------------------------------------------------------
 
@@ -493,32 +500,8 @@ class Runtime:
             return
         origin_ver = self.driver.read_register(names.REG_ORIGIN_VER)
         valid = self.driver.read_register(names.REG_VALID_VER)
-        m = len(self.rack.servers)
-        down = self.membership.down
-        restored = lost = 0
-        for key, kp in keys:
-            ov = origin_ver[kp.slot]
-            base = names.valid_base(kp.slot, m)
-            sources = [s for s in kp.replicas if s not in down and ov and valid[base + s] >= ov]
-            # then any other live server still holding a copy at least that new: a replica that
-            # left the key's set just before the origin died keeps its copy while the origin is
-            # down (AgentPool.remove), and it may be the only one left
-            others = [s for s in range(m) if s != origin and s not in down and s not in sources]
-            for source in sources + (others if ov else []):
-                try:
-                    at_least = (self.epoch, ov) if source in others else None
-                    if self.agents.restore(key, origin, source, at_least):
-                        LOG.info(
-                            "restored %s on server %d from server %d", key.hex(), origin, source
-                        )
-                        restored += 1
-                        break
-                except ControlError as exc:
-                    LOG.warning("restore %s from server %d: %s", key.hex(), source, exc)
-            else:
-                if ov:  # it held a completed version that no replica can give back
-                    lost += 1
-                    LOG.warning("hot key lost: %s (server %d, version %d)", key.hex(), origin, ov)
+        outcomes = [self._restore(key, kp, origin, origin_ver, valid) for key, kp in keys]
+        restored, lost = outcomes.count(True), outcomes.count(False)
         self.drop_stale_copies()  # the copies kept for it while it was down
         LOG.warning(
             "server %s back: %d hot keys restored from replicas, %d without a valid replica",
@@ -526,6 +509,35 @@ class Runtime:
             restored,
             lost,
         )
+
+    def _restore(
+        self, key: bytes, kp: KeyPlan, target: int, origin_ver: list[int], valid: list[int]
+    ) -> bool | None:
+        """Copy hot ``key``'s latest completed version into ``target`` (its origin back from the
+        dead, or its new origin when a dead one leaves the ring) from a replica the switch counts
+        as holding it (``valid_ver`` >= ``origin_ver`` > 0), else from any live server whose copy
+        is at least that version (a replica that left the key's set just before the origin died
+        keeps its copy while the origin is down, AgentPool.keep, and it may be the only one
+        left); pushed "only if newer". True: restored; False: no server could give it back
+        (logged ``hot key lost``); None: no version was ever completed, nothing to restore."""
+        assert self.agents is not None
+        m, down = len(self.rack.servers), self.membership.down
+        ov = origin_ver[kp.slot]
+        if not ov:
+            return None
+        base = names.valid_base(kp.slot, m)
+        sources = [s for s in kp.replicas if s not in down and valid[base + s] >= ov]
+        others = [s for s in range(m) if s != kp.origin and s not in down and s not in sources]
+        for source in sources + others:
+            try:
+                at_least = (self.epoch, ov) if source in others else None
+                if self.agents.restore(key, target, source, at_least):
+                    LOG.info("restored %s on server %d from server %d", key.hex(), target, source)
+                    return True
+            except ControlError as exc:
+                LOG.warning("restore %s from server %d: %s", key.hex(), source, exc)
+        LOG.warning("hot key lost: %s (server %d, version %d)", key.hex(), kp.origin, ov)
+        return False
 
     def _retry_pushes(self, done: list[Operation]) -> None:
         """Push again the keys whose push failed in an earlier period and that are still hot with
@@ -635,7 +647,10 @@ class Runtime:
         """Add ``server`` to the ring or remove it, online: hot keys whose origin changes leave
         the hot set and a removed server every replica set (break-before-delete, one batch),
         then the agents hand the moving keys over (controller/elastic.py), then the new ring is
-        the controller's. Raises :class:`MembershipError` for a change that cannot be made."""
+        the controller's. A server held down may be removed (its hot keys are restored at their
+        new origins from their replicas first; nothing else of it can be) or added back (if its
+        ping answers); any other change waits until no server is down. Raises
+        :class:`MembershipError` for a change that cannot be made."""
         name = self.rack.servers[server].name
         if self.agents is None or self.observe_only:
             raise MembershipError("membership changes need the agents' control channels")
@@ -645,9 +660,18 @@ class Runtime:
         if not new:
             raise MembershipError("the ring needs at least one member")
         down = self.membership.down & (self.members | new)
-        if down:
-            raise MembershipError(f"servers {sorted(down)} are down: no change while they are")
+        if down - {server}:
+            raise MembershipError(
+                f"servers {sorted(down - {server})} are down: no change while they are"
+            )
+        if add and server in down:
+            self._take_back(server)
+        gone = frozenset({server}) & self.membership.down  # removed while down: exports nothing
         old_ring, new_ring = self.versioned_ring(), self.versioned_ring(new, self.ring_version + 1)
+        restored: dict[bytes, int] = {}
+        lost: set[bytes] = set()
+        if gone:  # its hot keys' latest versions, from their replicas, before they leave
+            restored, lost = self._restore_at_new_origins(server, new_ring)
         # 1. the switch: hot keys whose origin changes leave the hot set; the removed server
         # leaves every replica set (the plan's diff orders the breaks before the removals)
         plan = self.controller.plan
@@ -660,6 +684,8 @@ class Runtime:
         self.driver.apply(diff(plan, new_plan, self.controller.rack, self.driver.read_version()))
         self.controller.plan = new_plan
         left = len(plan.keys) - len(kept)
+        if gone:  # copies of its keys the new owners hold but that were not restored: stale
+            self._drop_unrestored(server, new_ring, restored)
         # 2. the agents
         agents = set(self.agents.controls) - self.membership.down
         try:
@@ -670,6 +696,7 @@ class Runtime:
                 new_ring,
                 self.unsafe_handoff,
                 commit=lambda: self._commit_ring(new_ring.version, new),
+                gone=gone,
             )
         except ControlError as exc:
             if self.committing is not None:  # past the copy: finish it (and so would a restart)
@@ -686,6 +713,20 @@ class Runtime:
         self._adopt_ring(new_ring.version, new)
         self._save_state()
         record = report.record() | {"hot_keys_left": left, "server": name, "added": add}
+        if gone:
+            record |= {
+                "was_down": True,
+                "hot_keys_restored": sorted(k.hex() for k in restored),
+                "hot_keys_lost": sorted(k.hex() for k in lost),
+            }
+            LOG.warning(
+                "ring %d: %s removed while down: %d hot keys restored at their new origins, "
+                "%d lost; its cold keys are lost with it",
+                new_ring.version,
+                name,
+                len(restored),
+                len(lost),
+            )
         self.membership_events.append(f"{name}:{'added' if add else 'removed'}")
         LOG.warning(
             "ring %d: %s %s; %d items moved (%d in the bulk copy), writes frozen %.1f ms, "
@@ -699,6 +740,63 @@ class Runtime:
             left,
         )
         return record
+
+    def _take_back(self, server: int) -> None:
+        """A down server that is not a member (removed while down) being added back: up if its
+        agent answers a ping (then as a restart: it serves the current ring, drops its stale
+        copies, and its DownTable entry goes), else :class:`MembershipError`."""
+        assert self.agents is not None
+        name = self.rack.servers[server].name
+        incarnation = self.agents.probe(server)
+        if not isinstance(incarnation, int):
+            raise MembershipError(f"{name} is down and its agent does not answer: start it first")
+        LOG.warning("server %s answers again (incarnation %d): taken as up", name, incarnation)
+        self.membership.mark_up(server, incarnation)
+        self._set_down()
+        self.announce_ring({server})
+        self.drop_stale_copies({server})
+        if self.driver.has_liveness:
+            self.driver.apply([down_entry(EntryOp.DELETE, self.controller.rack, server)])
+        self.membership_events.append(f"{name}:up-restarted")
+
+    def _restore_at_new_origins(
+        self, dead: int, new_ring: p.Ring
+    ) -> tuple[dict[bytes, int], set[bytes]]:
+        """Each hot key of ``dead`` (down, being removed) restored at its origin under
+        ``new_ring`` from a replica in its read set (:meth:`_restore`): ({key: new origin} of
+        those restored, the keys lost with it (logged))."""
+        restored: dict[bytes, int] = {}
+        lost: set[bytes] = set()
+        keys = [(k, kp) for k, kp in self.controller.plan.keys.items() if kp.origin == dead]
+        if not keys:
+            return restored, lost
+        origin_ver = self.driver.read_register(names.REG_ORIGIN_VER)
+        valid = self.driver.read_register(names.REG_VALID_VER)
+        for key, kp in keys:
+            target = new_ring.origin(key)
+            outcome = self._restore(key, kp, target, origin_ver, valid)
+            if outcome:
+                restored[key] = target
+            elif outcome is False:
+                lost.add(key)
+        return restored, lost
+
+    def _drop_unrestored(self, dead: int, new_ring: p.Ring, restored: dict[bytes, int]) -> None:
+        """New owners of ``dead``'s keys drop the copies they hold of them (replica copies kept
+        while it was down, or older ones) unless restored there: nothing proves them current, and
+        from the switch-over on they would be served as the key's value."""
+        assert self.agents is not None
+        for server, keys in self.agents.holdings(set(new_ring.ids)).items():
+            for key in keys:
+                if self.ring.origin(key) != dead or new_ring.origin(key) != server:
+                    continue
+                if restored.get(key) == server:
+                    continue
+                try:
+                    self.agents.control(server).remove(key)
+                    LOG.info("server %d: dropped an unproven copy of %s", server, key.hex())
+                except ControlError as exc:
+                    LOG.warning("server %d: cannot drop %s: %s", server, key.hex(), exc)
 
     # -- state file ---------------------------------------------------------------------------------
 

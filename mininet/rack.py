@@ -697,7 +697,8 @@ class ServerEvent:
     """``--kill s3@20``: SIGKILL server s3's agent 20 s into the load; ``--restart s3@30``:
     start it again (an empty memory backend; memcached/Redis keep running); ``--add s9@10``:
     bring s9 into the ring online (a server after --servers is a spare until then);
-    ``--remove s3@20``: take s3 out of the ring online (its agent keeps running, owning nothing).
+    ``--remove s3@20``: take s3 out of the ring online (its agent keeps running, owning nothing;
+    after ``--kill s3@T``: removed while down, its keys' new owners get what its replicas hold).
     """
 
     action: str  # "kill", "restart", "add" or "remove"
@@ -804,8 +805,8 @@ def spares_of(events: list[ServerEvent], servers: int) -> int:
 
 def check_events(events: list[ServerEvent], servers: int) -> str:
     """'' when every event names a server of the rack and, in time order, kills only a running
-    agent, restarts only a killed one, adds only a non-member and removes only a member (at
-    least one left); else why not. Servers beyond ``servers`` exist only if some --add names
+    agent, restarts only a killed one, adds only a non-member whose agent runs and removes only a
+    member (at least one left; a killed one too: removed while down); else why not. Servers beyond ``servers`` exist only if some --add names
     them (spares)."""
     total = servers + spares_of(events, servers)
     names = {f"s{i + 1}" for i in range(total)}
@@ -823,7 +824,7 @@ def check_events(events: list[ServerEvent], servers: int) -> str:
         if (e.action == "add") == (e.server in members):
             state = "already" if e.action == "add" else "not"
             return f"--{e.action} {e.server}@{e.at:g}: it is {state} a member then"
-        if e.server not in running:
+        if e.action == "add" and e.server not in running:
             return f"--{e.action} {e.server}@{e.at:g}: its agent is not running then"
         members ^= {e.server}
         if not members:

@@ -9,7 +9,7 @@ import contextlib
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -22,6 +22,7 @@ from kvswitch.agent.core import AgentCore, RecentIds
 from kvswitch.agent.server import AgentConfig, AgentServer
 from kvswitch.controller import names
 from kvswitch.controller.agents import AgentPool
+from kvswitch.controller.elastic import MembershipError
 from kvswitch.controller.p4rt_driver import P4RuntimeDriver, Program
 from kvswitch.controller.period import ControllerConfig
 from kvswitch.controller.plan import KeyPlan
@@ -206,6 +207,29 @@ def _replicate_hot(
     return kp, stamped.ver
 
 
+@contextlib.contextmanager
+def _hot_rack(
+    live_switch: LiveSwitch, program: Program, rack: RackFile, agents: list[AgentServer]
+) -> Iterator[tuple[Runtime, KeyPlan, int, Callable[[int], Metrics]]]:
+    """A runtime (T0 10, probe timeout 0.3 s) with HOT replicated: (runtime, HOT's plan, its
+    version, a period preceded by 60 Gets of HOT addressed to a given server)."""
+    with (
+        _control(live_switch, rack, 0.3) as (pool, bridge),
+        P4RuntimeDriver(live_switch.address, program, rack.rack(), pool) as drv,
+    ):
+        runtime = _started(drv, rack, pool, 10.0)
+        kp, ver = _replicate_hot(live_switch, drv, runtime, agents)
+
+        def period(dst: int) -> Metrics:  # the agents answer the Gets; then one period
+            for i in range(60):
+                for _, raw in live_switch.device.process(9, get_frame(rack, HOT, dst, i)):
+                    bridge.deliver(raw)
+            time.sleep(0.2)  # the replies cross the switch (ReplycountTable)
+            return runtime.period()
+
+        yield runtime, kp, ver, period
+
+
 def test_push_through_the_switch_with_real_agents(
     live_switch: LiveSwitch, program: Program, loopback_rack: tuple[RackFile, list[AgentServer]]
 ) -> None:
@@ -233,22 +257,15 @@ def test_dead_replica_refused_and_restarted_origin_restored(
     the origin's agent restarts empty -> its new incarnation is seen at the next period and the
     hot key is restored into it from the valid replica; the dead agent comes back -> up again."""
     rack, agents = loopback_rack
-    with (
-        _control(live_switch, rack, 0.3) as (pool, bridge),
-        P4RuntimeDriver(live_switch.address, program, rack.rack(), pool) as drv,
-    ):
-        runtime = _started(drv, rack, pool, 10.0)
-        kp, ver = _replicate_hot(live_switch, drv, runtime, agents)
+    with _hot_rack(live_switch, program, rack, agents) as (runtime, kp, ver, gets_period):
+        drv, pool = runtime.driver, runtime.agents
+        assert pool is not None
         dead, alive = kp.replicas[0], kp.replicas[-1]
         assert dead != alive, kp
         _stop_agent(agents[dead], pool)
 
         def period() -> Metrics:  # HOT stays hot: 60 Gets a period, answered by the agents
-            for i in range(60):
-                for _, raw in live_switch.device.process(9, get_frame(rack, HOT, kp.origin, i)):
-                    bridge.deliver(raw)
-            time.sleep(0.2)  # the replies cross the switch (ReplycountTable)
-            return runtime.period()
+            return gets_period(kp.origin)
 
         assert period().events == []  # one missed period: suspect only
         m = period()
@@ -306,3 +323,67 @@ def test_restarted_controller_repushes_a_replica_that_lost_its_copy(
                     break
                 time.sleep(0.05)
             assert drv.read_register(names.REG_VALID_VER)[kp.slot * SERVERS + lost] == item.ver
+
+
+def test_dead_origin_removed_then_added_back(
+    live_switch: LiveSwitch, program: Program, loopback_rack: tuple[RackFile, list[AgentServer]]
+) -> None:
+    """docs/protocol.md "Membership": a hot key's origin dies and is declared down; removing it
+    is allowed (other changes are not while it is down): the hot key is restored at its new
+    origin from a valid replica with its version before it leaves the hot set, a copy the new
+    owner held of its cold key is dropped (nothing proves it current), its DownTable entry stays.
+    Added back while its agent is still dead: refused in one line; restarted: taken as up
+    (DownTable entry deleted) and the add's handoff gives it its keys back."""
+    rack, agents = loopback_rack
+    with _hot_rack(live_switch, program, rack, agents) as (runtime, kp, ver, gets_period):
+        drv, pool = runtime.driver, runtime.agents
+        assert pool is not None
+        dead = kp.origin
+        v1 = runtime.ring
+        v2 = p.HashRing.of(set(range(SERVERS)) - {dead})
+        cold = next(
+            k
+            for i in range(1000)
+            if v1.origin(k := p.pad_key(b"c%d" % i)) == dead and v2.origin(k) != v2.origin(HOT)
+        )
+        heir, cold_heir = v2.origin(HOT), v2.origin(cold)
+        agents[dead].core.backend.put(cold, Item(b"cold value", 0, 0))
+        agents[cold_heir].core.backend.put(cold, Item(b"old copy", 1, 1))  # e.g. a kept replica
+        _stop_agent(agents[dead], pool)
+
+        def period() -> Metrics:  # Gets of HOT, to its origin under v1 (a client's old ring)
+            return gets_period(dead)
+
+        period()
+        assert period().down == [dead]
+        with pytest.raises(MembershipError, match=rf"servers \[{dead}\] are down: no change"):
+            runtime.handle_admin("remove", f"s{heir}")  # another server: not while it is down
+        answer = runtime.handle_admin("remove", f"s{dead}")
+        assert answer["ok"] and answer["version"] == 2, answer
+        handoff = answer["handoff"]
+        assert handoff["was_down"] and handoff["hot_keys_restored"] == [HOT.hex()], handoff
+        assert handoff["hot_keys_lost"] == [] and handoff["moved"] == 0, handoff
+        assert runtime.members == frozenset(range(SERVERS)) - {dead}
+        item = agents[heir].core.backend.get(HOT)
+        assert item is not None and (item.value, item.ver) == (b"hot value", ver)
+        assert agents[cold_heir].core.backend.get(cold) is None  # lost with it, not served stale
+        assert drv.read_down() == {dead}
+        for i, ctl in pool.controls.items():
+            if i != dead:
+                assert ctl.ring_state()["version"] == 2
+        m = period()  # not a member: not watched, still held down, no event
+        assert m.error == "" and m.events == [f"s{dead}:removed"] and m.down == [dead], m
+
+        with pytest.raises(MembershipError, match=rf"s{dead} is down and its agent does not"):
+            runtime.handle_admin("add", f"s{dead}")
+        agents[dead] = _start_agent(rack, dead)
+        answer = runtime.handle_admin("add", f"s{dead}")
+        assert answer["ok"] and answer["version"] == 3, answer
+        assert answer["handoff"]["moved"] > 0, answer
+        assert drv.read_down() == set() and runtime.membership.down == frozenset()
+        item = agents[dead].core.backend.get(HOT)
+        assert item is not None and item.value == b"hot value"
+        assert agents[dead].core.backend.get(cold) is None  # the memory backend's loss stands
+        m = period()
+        assert m.error == "" and m.down == [], m
+        assert f"s{dead}:added" in m.events and f"s{dead}:up-restarted" in m.events, m

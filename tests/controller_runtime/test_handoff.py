@@ -96,6 +96,35 @@ def test_failure_before_the_switch_over_rolls_back(
         assert (state["version"], state["next"], state["frozen"]) == (1, None, False)
 
 
+def test_removal_of_a_dead_server_runs_without_it(
+    rack: tuple[list[AgentServer], dict[int, AgentControl]],
+) -> None:
+    """``gone``: a server removed while down exports nothing and takes no step; the others move
+    to the new ring and its keys' new owners serve what they hold (here: nothing)."""
+    agents, controls = rack
+    v1, v2 = ring(agents, 1, {0, 1, 2}), ring(agents, 2, {0, 2})
+    for i, c in controls.items():
+        c.ring_set(v1, i)
+    keys = [b"key%d" % i for i in range(100)]
+    with Client([(LOOP, a.port) for a in agents[:3]], timeout=0.5) as client:
+        for k in keys:
+            client.set(k, b"v-" + k)
+    lost = [k for k in keys if v1.origin(k) == 1]
+    assert lost
+    agents[1].stop()
+    live = {i: c for i, c in controls.items() if i != 1}
+    with pytest.raises(ControlError, match=r"servers \[1\] have no reachable agent"):
+        handoff(live.get, live, v1, v2)
+    report = handoff(live.get, live, v1, v2, gone=frozenset({1}))
+    assert (report.pairs, report.moved, report.dropped) == ([], 0, 0)
+    for i in (0, 2):
+        assert controls[i].ring_state()["version"] == 2
+    with Client([(LOOP, a.port) for a in agents[:3]], timeout=0.5) as client:
+        client.ring = v2
+        for k in keys:
+            assert client.get(k) == (None if k in lost else b"v-" + k)
+
+
 def test_admin_socket_one_line_errors(tmp_path: Path) -> None:
     def handler(cmd: str, server: str | None) -> dict[str, object]:
         if cmd == "boom":
