@@ -2,10 +2,13 @@
 
 The scalar definition lives in :mod:`kvswitch.protocol` (the one home of the protocol in Python);
 this module adds the simulator's integer keys and a vectorised origin of many of them, which a
-test checks against the scalar function.
+test checks against the scalar function, and how a ring change moves the hash space.
 """
 
 from __future__ import annotations
+
+import bisect
+from collections.abc import Collection
 
 import numpy as np
 
@@ -14,7 +17,7 @@ from kvswitch.protocol import DEFAULT_VNODES, KEY_LEN, HashRing, ring_hash
 FNV_OFFSET = 0xCBF29CE484222325
 FNV_PRIME = 0x100000001B3
 
-__all__ = ["HashRing", "key16", "key_id", "origins_of_ids"]
+__all__ = ["HashRing", "key16", "key_id", "origins_of_ids", "ring_transfer"]
 
 
 def key16(key_id: int) -> bytes:
@@ -47,3 +50,29 @@ def origins_of_ids(ids: np.ndarray, servers: int, vnodes: int = DEFAULT_VNODES) 
         h ^= h >> np.uint64(31)
     idx = np.searchsorted(points, h, side="left") % len(points)
     return owners[idx].astype(np.uint8 if servers <= 256 else np.int64)
+
+
+def _points(members: Collection[int], vnodes: int) -> tuple[list[int], list[int]]:
+    ring = sorted((ring_hash(b"%d#%d" % (s, v)), s) for s in members for v in range(vnodes))
+    return [p for p, _ in ring], [s for _, s in ring]
+
+
+def ring_transfer(
+    old: Collection[int], new: Collection[int], vnodes: int = DEFAULT_VNODES
+) -> dict[int, dict[int, float]]:
+    """For each member ``o`` of the ring of ids ``old``, the share of its hash space that each
+    member ``n`` of the ring ``new`` owns: ``out[o][n]``, summing to 1 over ``n``. Each arc between
+    two consecutive points of either ring belongs to one owner in each (the first point at or
+    after it, wrapping), so the arcs' lengths add up exactly."""
+    if not old or not new:
+        raise ValueError("both rings need members")
+    old_points, old_owners = _points(old, vnodes)
+    new_points, new_owners = _points(new, vnodes)
+    cuts = sorted(set(old_points) | set(new_points))
+    moved: dict[int, dict[int, float]] = {o: {} for o in old}
+    for i, cut in enumerate(cuts):
+        length = cut - cuts[i - 1] if i else cut + (1 << 64) - cuts[-1]  # the first arc wraps
+        o = old_owners[bisect.bisect_left(old_points, cut) % len(old_points)]  # wraps
+        n = new_owners[bisect.bisect_left(new_points, cut) % len(new_points)]
+        moved[o][n] = moved[o].get(n, 0.0) + length
+    return {o: {n: x / sum(to.values()) for n, x in to.items()} for o, to in moved.items()}

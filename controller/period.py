@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from kvswitch.controller.driver import Driver
+from kvswitch.controller.hashring import ring_transfer
 from kvswitch.controller.ops import Operation
 from kvswitch.controller.placement import POLICIES, holder_load, place
 from kvswitch.controller.plan import Plan, build_plan, diff
@@ -48,6 +49,7 @@ class PeriodReport:
     threshold: float
     plan: Plan
     ops: list[Operation] = field(default_factory=list)
+    cold: list[float] = field(default_factory=list)  # each server's cold load it planned with
 
 
 def cold_load_estimate(
@@ -199,6 +201,8 @@ class Controller:
             absent,
             members,
         )
+        if before != frozenset(members):
+            cold = self._moved_cold(cold, absent, before, members)
         default = overall_write_ratio(hot, writes or {}, cfg.write_ratio)
         ratios = [measured.get(key, default) for key, _ in predicted]
         # placed over the members only: numbered 0 .. len(members)-1 for place(), then mapped back
@@ -229,7 +233,7 @@ class Controller:
         )
         ops = diff(self.plan, new_plan, self.rack, floor)
         self.plan = new_plan
-        return PeriodReport(observed, predicted, list(loads), threshold, new_plan, ops)
+        return PeriodReport(observed, predicted, list(loads), threshold, new_plan, ops, cold)
 
     def _stand_in_cold(
         self, cold: list[float], absent: frozenset[int], members: Sequence[int]
@@ -246,4 +250,25 @@ class Controller:
                 out[s] = self._cold_seen.get(s, mean)
             else:
                 self._cold_seen[s] = cold[s]
+        return out
+
+    def _moved_cold(
+        self,
+        cold: list[float],
+        absent: frozenset[int],
+        before: frozenset[int],
+        members: Sequence[int],
+    ) -> list[float]:
+        """After a ring change, each member's cold load next period: the shares of the old
+        members' hash space it now owns, times their cold loads (a server's cold keys spread
+        evenly over its space). A removed server's load lands on its keys' new origins (a dead
+        one's as it was the last period it served whole), a new member takes its share of its
+        neighbours'; measured as before, they would look idle or overloaded for a period."""
+        out = list(cold)
+        for n in members:
+            out[n] = 0.0
+        for o, shares in ring_transfer(before, members).items():
+            load = self._cold_seen.get(o, cold[o]) if o in absent and o not in members else cold[o]
+            for n, share in shares.items():
+                out[n] += load * share
         return out

@@ -1,10 +1,12 @@
-"""The simulator's vectorised origins equal the protocol's scalar consistent hashing."""
+"""The simulator's vectorised origins equal the protocol's scalar consistent hashing; a ring
+change moves the hash space where the keys go."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
-from kvswitch.controller.hashring import key16, key_id, origins_of_ids
+from kvswitch.controller.hashring import key16, key_id, origins_of_ids, ring_transfer
 from kvswitch.protocol import HashRing
 
 
@@ -19,3 +21,20 @@ def test_vectorised_origins_match_the_scalar_ring() -> None:
 def test_key16_round_trip() -> None:
     assert key16(0x0102) == bytes(14) + b"\x01\x02"
     assert key_id(key16(123456789)) == 123456789
+
+
+def test_ring_transfer_is_where_the_keys_go() -> None:
+    keys = [b"k%d" % i for i in range(20_000)]
+    for old, new in ((range(8), [0, 1, 3, 4, 5, 6, 7]), (range(8), range(9)), ([1, 3], [0, 3])):
+        t = ring_transfer(old, new)
+        a, b = HashRing.of(old), HashRing.of(new)
+        for o, shares in t.items():
+            assert sum(shares.values()) == pytest.approx(1.0)
+            mine = [k for k in keys if a.origin(k) == o]
+            for n in set(new):
+                seen = sum(1 for k in mine if b.origin(k) == n) / len(mine)
+                assert seen == pytest.approx(shares.get(n, 0.0), abs=0.03), (old, new, o, n)
+    removed = ring_transfer(range(8), [0, 1, 3, 4, 5, 6, 7])
+    assert all(removed[o] == {o: 1.0} for o in range(8) if o != 2)  # only server 2's keys move
+    with pytest.raises(ValueError):
+        ring_transfer([], [1])

@@ -115,3 +115,26 @@ def test_a_server_that_just_joined_the_ring_is_planned_with_the_others_mean_cold
     report = ctl.decide({}, hot, [400, 400, 400, 5])
     assert len(report.plan.keys[key(3)].holders) > 1  # 400 cold (the mean) + 300 hot
     assert report.threshold == 250
+
+
+def test_a_ring_change_moves_the_cold_load_with_the_hash_space() -> None:
+    """A dead server removed from the ring: its cold load (as it was before it died) lands on its
+    keys' new origins in proportion to the hash space each takes; a new member takes its share of
+    the others'."""
+    from kvswitch.controller.hashring import ring_transfer
+
+    ctl = Controller(ControllerConfig(k=4, t0=250, policy="balance"), lambda k: 0, RACK, 8)
+    ctl.members = (0, 1, 2, 3)
+    ctl.decide({}, [], [400, 400, 400, 600])
+    ctl.down = frozenset({3})
+    ctl.decide({}, [], [400, 400, 400, 0])
+    ctl.members = (0, 1, 2)  # removed while down
+    report = ctl.decide({}, [], [400, 400, 400, 0])
+    shares = ring_transfer(range(4), range(3))[3]
+    assert report.cold[:3] == pytest.approx([400 + 600 * shares.get(s, 0.0) for s in range(3)])
+    ctl.down = frozenset()
+    ctl.members = (0, 1, 2, 3)  # back as a new member: its share of each neighbour's
+    report = ctl.decide({}, [], [500, 500, 500, 0])
+    back = ring_transfer(range(3), range(4))
+    assert report.cold[3] == pytest.approx(sum(500 * back[o].get(3, 0.0) for o in range(3)))
+    assert sum(report.cold[:4]) == pytest.approx(1500)
