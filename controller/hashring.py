@@ -7,12 +7,11 @@ test checks against the scalar function, and how a ring change moves the hash sp
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Collection
 
 import numpy as np
 
-from kvswitch.protocol import DEFAULT_VNODES, KEY_LEN, HashRing, ring_hash
+from kvswitch.protocol import DEFAULT_VNODES, KEY_LEN, HashRing
 
 FNV_OFFSET = 0xCBF29CE484222325
 FNV_PRIME = 0x100000001B3
@@ -32,7 +31,7 @@ def key_id(key: bytes) -> int:
 def origins_of_ids(ids: np.ndarray, servers: int, vnodes: int = DEFAULT_VNODES) -> np.ndarray:
     """Origins of ``key16(id)`` for an array of ids (< 2**64), the same as
     ``HashRing(servers, vnodes).origin(key16(id))`` for each."""
-    ring = sorted((ring_hash(b"%d#%d" % (s, v)), s) for s in range(servers) for v in range(vnodes))
+    ring = HashRing(servers, vnodes).points
     points = np.array([p for p, _ in ring], dtype=np.uint64)
     owners = np.array([s for _, s in ring], dtype=np.int64)
     ids = np.asarray(ids, dtype=np.uint64)
@@ -52,11 +51,6 @@ def origins_of_ids(ids: np.ndarray, servers: int, vnodes: int = DEFAULT_VNODES) 
     return owners[idx].astype(np.uint8 if servers <= 256 else np.int64)
 
 
-def _points(members: Collection[int], vnodes: int) -> tuple[list[int], list[int]]:
-    ring = sorted((ring_hash(b"%d#%d" % (s, v)), s) for s in members for v in range(vnodes))
-    return [p for p, _ in ring], [s for _, s in ring]
-
-
 def ring_transfer(
     old: Collection[int], new: Collection[int], vnodes: int = DEFAULT_VNODES
 ) -> dict[int, dict[int, float]]:
@@ -66,13 +60,11 @@ def ring_transfer(
     after it, wrapping), so the arcs' lengths add up exactly."""
     if not old or not new:
         raise ValueError("both rings need members")
-    old_points, old_owners = _points(old, vnodes)
-    new_points, new_owners = _points(new, vnodes)
-    cuts = sorted(set(old_points) | set(new_points))
+    before, after = HashRing.of(old, vnodes), HashRing.of(new, vnodes)
+    cuts = sorted({point for ring in (before, after) for point, _ in ring.points})
     moved: dict[int, dict[int, float]] = {o: {} for o in old}
     for i, cut in enumerate(cuts):
         length = cut - cuts[i - 1] if i else cut + (1 << 64) - cuts[-1]  # the first arc wraps
-        o = old_owners[bisect.bisect_left(old_points, cut) % len(old_points)]  # wraps
-        n = new_owners[bisect.bisect_left(new_points, cut) % len(new_points)]
+        o, n = before.owner_at(cut), after.owner_at(cut)
         moved[o][n] = moved[o].get(n, 0.0) + length
     return {o: {n: x / sum(to.values()) for n, x in to.items()} for o, to in moved.items()}

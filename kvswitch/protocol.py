@@ -324,9 +324,18 @@ class HashRing:
 
     def origin(self, key: bytes | str) -> int:
         """The origin server number of an application or wire key."""
-        pos = ring_hash(pad_key(key))
-        i = bisect.bisect_left(self._points, pos)
+        return self.owner_at(ring_hash(pad_key(key)))
+
+    def owner_at(self, position: int) -> int:
+        """The server owning ring position ``position``: that of the first point at or after it,
+        wrapping to the smallest."""
+        i = bisect.bisect_left(self._points, position)
         return self._owners[i if i < len(self._points) else 0]
+
+    @property
+    def points(self) -> tuple[tuple[int, int], ...]:
+        """The ring's (point, server) pairs, ascending."""
+        return tuple(zip(self._points, self._owners, strict=True))
 
 
 @dataclass(frozen=True, slots=True)
