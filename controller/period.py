@@ -239,9 +239,9 @@ class Controller:
         self, cold: list[float], absent: frozenset[int], members: Sequence[int]
     ) -> list[float]:
         """``cold`` with each absent member's estimate replaced by its last one from a period it
-        served whole as a member (else the mean of the others'): a server back from the dead, or
-        one that just joined the ring, would otherwise look idle, draw replicas away from its own
-        hot keys and be the most loaded next period."""
+        served whole as a member (else the mean of the others'): a server back from the dead
+        would otherwise look idle, draw replicas away from its own hot keys and be the most
+        loaded next period. (One that joined the ring is estimated by :meth:`_moved_cold`.)"""
         present = [cold[s] for s in members if s not in absent]
         mean = sum(present) / len(present) if present else 0.0
         out = list(cold)

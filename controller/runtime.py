@@ -20,6 +20,7 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -454,10 +455,15 @@ class Runtime:
         # version its replicas hold (adopt_replica_versions): both get it back, newer only
         self.restore_origin(server)
         if change.event is Event.UP:
-            self.drop_stale_copies({server})
-            if self.driver.has_liveness:
-                self.driver.apply([down_entry(EntryOp.DELETE, self.controller.rack, server)])
+            self._serve_again(server)
             LOG.warning("server %s is back: serving its keys again", name)
+
+    def _serve_again(self, server: int) -> None:
+        """A server back from down: its stale copies dropped, then its DownTable entry deleted
+        (its requests reach it again)."""
+        self.drop_stale_copies({server})
+        if self.driver.has_liveness:
+            self.driver.apply([down_entry(EntryOp.DELETE, self.controller.rack, server)])
 
     def _set_down(self) -> None:
         down = self.membership.down
@@ -495,20 +501,37 @@ class Runtime:
         Keys with no such replica are lost with the origin's memory and logged as lost."""
         if self.agents is None:
             return
-        keys = [(k, kp) for k, kp in self.controller.plan.keys.items() if kp.origin == origin]
-        if not keys:
+        if all(kp.origin != origin for kp in self.controller.plan.keys.values()):
             return
-        origin_ver = self.driver.read_register(names.REG_ORIGIN_VER)
-        valid = self.driver.read_register(names.REG_VALID_VER)
-        outcomes = [self._restore(key, kp, origin, origin_ver, valid) for key, kp in keys]
-        restored, lost = outcomes.count(True), outcomes.count(False)
+        restored, lost = self._restore_keys_of(origin, lambda key: origin)
         self.drop_stale_copies()  # the copies kept for it while it was down
         LOG.warning(
             "server %s back: %d hot keys restored from replicas, %d without a valid replica",
             self.rack.servers[origin].name,
-            restored,
-            lost,
+            len(restored),
+            len(lost),
         )
+
+    def _restore_keys_of(
+        self, origin: int, target_of: Callable[[bytes], int]
+    ) -> tuple[dict[bytes, int], set[bytes]]:
+        """Each hot key ``origin`` is the origin of, restored at ``target_of(key)`` by
+        :meth:`_restore`: ({key: target} of those restored, the keys lost (logged))."""
+        restored: dict[bytes, int] = {}
+        lost: set[bytes] = set()
+        keys = [(k, kp) for k, kp in self.controller.plan.keys.items() if kp.origin == origin]
+        if not keys:
+            return restored, lost
+        origin_ver = self.driver.read_register(names.REG_ORIGIN_VER)
+        valid = self.driver.read_register(names.REG_VALID_VER)
+        for key, kp in keys:
+            target = target_of(key)
+            outcome = self._restore(key, kp, target, origin_ver, valid)
+            if outcome:
+                restored[key] = target
+            elif outcome is False:
+                lost.add(key)
+        return restored, lost
 
     def _restore(
         self, key: bytes, kp: KeyPlan, target: int, origin_ver: list[int], valid: list[int]
@@ -671,7 +694,7 @@ class Runtime:
         restored: dict[bytes, int] = {}
         lost: set[bytes] = set()
         if gone:  # its hot keys' latest versions, from their replicas, before they leave
-            restored, lost = self._restore_at_new_origins(server, new_ring)
+            restored, lost = self._restore_keys_of(server, new_ring.origin)
         # 1. the switch: hot keys whose origin changes leave the hot set; the removed server
         # leaves every replica set (the plan's diff orders the breaks before the removals)
         plan = self.controller.plan
@@ -754,32 +777,8 @@ class Runtime:
         self.membership.mark_up(server, incarnation)
         self._set_down()
         self.announce_ring({server})
-        self.drop_stale_copies({server})
-        if self.driver.has_liveness:
-            self.driver.apply([down_entry(EntryOp.DELETE, self.controller.rack, server)])
+        self._serve_again(server)
         self.membership_events.append(f"{name}:up-restarted")
-
-    def _restore_at_new_origins(
-        self, dead: int, new_ring: p.Ring
-    ) -> tuple[dict[bytes, int], set[bytes]]:
-        """Each hot key of ``dead`` (down, being removed) restored at its origin under
-        ``new_ring`` from a replica in its read set (:meth:`_restore`): ({key: new origin} of
-        those restored, the keys lost with it (logged))."""
-        restored: dict[bytes, int] = {}
-        lost: set[bytes] = set()
-        keys = [(k, kp) for k, kp in self.controller.plan.keys.items() if kp.origin == dead]
-        if not keys:
-            return restored, lost
-        origin_ver = self.driver.read_register(names.REG_ORIGIN_VER)
-        valid = self.driver.read_register(names.REG_VALID_VER)
-        for key, kp in keys:
-            target = new_ring.origin(key)
-            outcome = self._restore(key, kp, target, origin_ver, valid)
-            if outcome:
-                restored[key] = target
-            elif outcome is False:
-                lost.add(key)
-        return restored, lost
 
     def _drop_unrestored(self, dead: int, new_ring: p.Ring, restored: dict[bytes, int]) -> None:
         """New owners of ``dead``'s keys drop the copies they hold of them (replica copies kept
