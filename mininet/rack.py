@@ -532,15 +532,18 @@ class Rack:
         deadline = time.monotonic() + timeout
         cmd = [PY, "-m", "kvswitch", "client", "--servers", f"{s.ip}:{KVS_PORT}",
                "--timeout", "0.3", "--retries", "0", "get", "probe"]  # fmt: skip
+        said = ""
         while time.monotonic() < deadline:
             assert self.controller is not None
             if self.controller.popen.poll() is not None:
                 raise RuntimeError(f"controller exited with {self.controller.popen.returncode}")
-            p = self.host(c.name).popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            if p.wait() in (0, 1):  # found or not found: either way the server answered
+            p = self.host(c.name).popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            _, err = p.communicate()
+            if p.returncode in (0, 1):  # found or not found: either way the server answered
                 return
+            said = err.decode(errors="replace").strip()
             time.sleep(0.3)
-        raise RuntimeError(f"{s.name} not reachable from {c.name} after {timeout:.0f} s")
+        raise RuntimeError(f"{s.name} not reachable from {c.name} after {timeout:.0f} s: {said}")
 
     # -- teardown
 

@@ -192,7 +192,12 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout standard_meta
             // (current epoch, ver <= origin_ver): a newer one is of a write still in flight, an
             // older epoch or a miss (ver 0) is a copy that is not current. Dropped; the client
             // retries and the next Get is routed again.
-            if (sender_ok && !from_origin && (!current || hdr.kvs.ver > ov || hdr.kvs.ver == 0)) {
+            // A MOVED or RETRY answer carries no read result (docs/protocol.md "Membership"): a
+            // client with another ring must get it, so it passes.
+            bool no_result = hdr.kvs.status == KvsStatus.MOVED
+                             || hdr.kvs.status == KvsStatus.RETRY;
+            if (sender_ok && !from_origin && !no_result
+                && (!current || hdr.kvs.ver > ov || hdr.kvs.ver == 0)) {
                 mark_to_drop(std);
             }
         } else if (op == KvsOp.SYNC) {

@@ -182,7 +182,12 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout kvs_fwd_t fwd
             }
             fwd_drop(fwd);
         } else if (op == KvsOp.GET_REPLY) {
-            if (sender_ok && !from_origin && (!current || hdr.kvs.ver > ov || hdr.kvs.ver == 0)) {
+            // A MOVED or RETRY answer carries no read result (docs/protocol.md "Membership"): a
+            // client with another ring must get it, so it passes.
+            bool no_result = hdr.kvs.status == KvsStatus.MOVED
+                             || hdr.kvs.status == KvsStatus.RETRY;
+            if (sender_ok && !from_origin && !no_result
+                && (!current || hdr.kvs.ver > ov || hdr.kvs.ver == 0)) {
                 fwd_drop(fwd);
             }
         } else if (op == KvsOp.SYNC) {

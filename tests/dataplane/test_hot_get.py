@@ -107,3 +107,29 @@ def test_redirect_with_ipv4_options(dp: Dataplane) -> None:
         dp.send_expect(
             CLIENT.port, pkt, [(holder.port, routed(pkt, holder, redirect=holder != ORIGIN))]
         )
+
+
+def test_membership_answers_of_a_non_origin_pass(dp: Dataplane) -> None:
+    # A client whose ring names R2 for a hot key of ORIGIN (it has not learnt the newer ring) gets
+    # R2's MOVED or RETRY (epoch and ver 0, no read result): rule 6 lets them through, while R2's
+    # miss or value without a current version is still dropped (docs/protocol.md rule 6).
+    op, status = proto().op, proto().status
+    dp.make_hot(KEY, SLOT, [ORIGIN, R1])
+    dp.make_valid(SLOT, [ORIGIN, R1], ver=5)
+    answers = [
+        (status.MOVED, (7).to_bytes(4, "big"), True),
+        (status.RETRY, b"", True),
+        (status.NOT_FOUND, b"", False),
+        (status.OK, b"old", False),
+    ]
+    for seq, (code, value, delivered) in enumerate(answers):
+        for sender in (R2, R1):
+            reply = udp_packet(
+                sender,
+                CLIENT.ip,
+                kvs(op.GET_REPLY, KEY, value, status=code, seq=seq),
+                sport=proto().kvs_port,
+                dport=40000,
+            )
+            want = [(CLIENT.port, routed(reply, CLIENT))] if delivered else []
+            dp.send_expect(sender.port, reply, want)
