@@ -61,7 +61,7 @@ def test_udp_echo_through_switch(topo: Topology) -> None:
         }
         # 22 datagrams in from a (2 lost + 20 echoed) and 20 echoes from b; a frame the switch
         # sent and read back as input would loop between the ports and blow these numbers up
-        assert 22 <= counts[a.port] <= 24 and 20 <= counts[b.port] <= 22
+        assert 22 <= counts[a.port] <= 24 and 20 <= counts[b.port] <= 22, counts
         assert proc.poll() is None
 
 
