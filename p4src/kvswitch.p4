@@ -40,6 +40,7 @@ control KvsIngress(inout headers_t hdr, inout kvs_meta_t meta, inout standard_me
         meta.mcast = false;
         meta.hot = false;
         meta.origin_down = false;
+        meta.misaddressed = false;
         if (std.checksum_error == 1) {
             mark_to_drop(std);
         } else {
@@ -77,7 +78,7 @@ control KvsIngress(inout headers_t hdr, inout kvs_meta_t meta, inout standard_me
                 if (request && !meta.hot && !meta.origin_down) {
                     hashpipe.apply(hdr.kvs.key);
                 }
-                if (request && meta.hot && op != KvsOp.GET && !down_write) {
+                if (request && meta.hot && op != KvsOp.GET && !down_write && !meta.misaddressed) {
                     multicast.apply(hdr, meta, std);
                 }
                 if (request && meta.origin_down && hdr.ipv4.dst_addr == requested) {

@@ -47,6 +47,7 @@ control KvsIngress(inout kvs_tna_headers_t hdr, inout kvs_tna_meta_t meta,
         meta.kvs.mcast = false;
         meta.kvs.hot = false;
         meta.kvs.origin_down = false;
+        meta.kvs.misaddressed = false;
         if (hdr.h.ipv4.isValid() && !meta.ipv4_csum_ok) {
             fwd_drop(meta.fwd);
         } else {
@@ -84,7 +85,8 @@ control KvsIngress(inout kvs_tna_headers_t hdr, inout kvs_tna_meta_t meta,
                 if (request && !meta.kvs.hot && !meta.kvs.origin_down) {
                     hashpipe.apply(hdr.h.kvs.key);
                 }
-                if (request && meta.kvs.hot && op != KvsOp.GET && !down_write) {
+                if (request && meta.kvs.hot && op != KvsOp.GET && !down_write
+                    && !meta.kvs.misaddressed) {
                     multicast.apply(hdr.h, meta.kvs, meta.fwd);
                 }
                 if (request && meta.kvs.origin_down && hdr.h.ipv4.dst_addr == requested) {

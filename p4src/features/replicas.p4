@@ -120,7 +120,11 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout standard_meta
         // The sender is a server of the rack, on its own port; `from_origin`: and the key's origin.
         bool sender_ok = so_hit && so_port == std.ingress_port;
         bool from_origin = sender_ok && sm_hit && sm_ip == hdr.ipv4.src_addr;
-        bool write = op == KvsOp.SET || op == KvsOp.DEL;
+        // Rule 1 applies to a write addressed to the key's origin (ServermapTable's ordinal 0 for
+        // a write); one addressed elsewhere goes there as it is, and that server answers MOVED.
+        bool any_write = op == KvsOp.SET || op == KvsOp.DEL;
+        bool write = any_write && sm_hit && sm_ip == hdr.ipv4.dst_addr;
+        meta.misaddressed = any_write && !write;
         bool sync = op == KvsOp.SYNC && from_origin && hdr.udp.isValid();
         // Rule 2 input: the origin says it holds the key at (epoch, ver): a write's OK reply (a
         // repeated request id's too: it carries the version the origin holds, flag F_DUP) or

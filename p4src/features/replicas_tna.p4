@@ -146,7 +146,10 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout kvs_fwd_t fwd
         bool current = hdr.kvs.epoch == cur_epoch;
         bool sender_ok = so_hit && so_port == ingress_port;
         bool from_origin = sender_ok && sm_hit && sm_ip == hdr.ipv4.src_addr;
-        write = op == KvsOp.SET || op == KvsOp.DEL;
+        // rule 1 only for a write addressed to the key's origin, as in replicas.p4
+        bool any_write = op == KvsOp.SET || op == KvsOp.DEL;
+        write = any_write && sm_hit && sm_ip == hdr.ipv4.dst_addr;
+        meta.misaddressed = any_write && !write;
         sync = op == KvsOp.SYNC && from_origin && hdr.udp.isValid();
         // rule 2 as in replicas.p4: OK or STALE write replies (both carry the origin's version)
         bool write_reply = op == KvsOp.SET_REPLY || op == KvsOp.DEL_REPLY;

@@ -105,6 +105,10 @@ struct kvs_meta_t {
     bool mcast;
     // DownTable hit (liveness.p4): the request's origin is a server the controller declared dead.
     bool origin_down;
+    // Replicas: a hot SET/DEL addressed to another server than the key's origin (a client with an
+    // older ring, or a forged write). It takes no version and makes no copy; the server it names
+    // answers MOVED (docs/protocol.md rule 1).
+    bool misaddressed;
 }
 
 #endif  // KVSWITCH_HEADERS_P4

@@ -51,6 +51,29 @@ def test_hot_set_stamped_and_multicast(dp: Dataplane) -> None:
         )
 
 
+def test_write_not_addressed_to_the_origin_takes_no_version(dp: Dataplane) -> None:
+    # A client whose ring names another server for a hot key (it has not learnt the newer ring,
+    # docs/protocol.md "Membership"), or a forged write: it goes where it was addressed, unstamped
+    # and without copies, so the server answers MOVED and nothing changes. Stamped and copied, it
+    # left the replicas with a version the origin never got: rule 6 then dropped their replies
+    # until the next write.
+    op = proto().op
+    dp.make_hot(KEY, SLOT, [ORIGIN, R1, R2])
+    dp.make_valid(SLOT, [ORIGIN, R1, R2], ver=5)
+    before = [dp.reg("global_ver"), dp.reg("slot_ver", SLOT), dp.reg("origin_ver", SLOT)]
+    for seq, (code, target) in enumerate(((op.SET, R1), (op.DEL, R2), (op.SET, SERVERS[3]))):
+        pkt = udp_packet(
+            CLIENT, target.ip, kvs(code, KEY, VALUE if code == op.SET else b"", seq=seq)
+        )
+        dp.send_expect(CLIENT.port, pkt, [(target.port, routed(pkt, target))])
+    assert [dp.reg("global_ver"), dp.reg("slot_ver", SLOT), dp.reg("origin_ver", SLOT)] == before
+    for seq, holder in enumerate([ORIGIN, R1, R2]):
+        get = udp_packet(CLIENT, ORIGIN.ip, kvs(op.GET, KEY, seq=100 + seq))
+        dp.send_expect(
+            CLIENT.port, get, [(holder.port, routed(get, holder, redirect=holder != ORIGIN))]
+        )
+
+
 def test_hot_delete_becomes_update_del(dp: Dataplane) -> None:
     op = proto().op
     dp.make_hot(KEY, SLOT, [ORIGIN, R2])
