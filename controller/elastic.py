@@ -50,6 +50,9 @@ LOG = logging.getLogger("kvswitch.controller")
 #: ``--test-unsafe-handoff``: seconds between the switch-over and the copy
 UNSAFE_COPY_DELAY = 0.5
 
+#: ``--test-crash-in-handoff``: the controller's exit status when it dies mid-switch-over
+CRASH_STATUS = 70
+
 
 class MembershipError(ValueError):
     """A membership change that cannot be made (the message says why, in one line)."""
@@ -93,6 +96,7 @@ def handoff(
     unsafe: bool = False,
     commit: Callable[[], object] = lambda: None,
     gone: frozenset[int] = frozenset(),
+    crash: bool = False,
 ) -> HandoffReport:
     """Steps 1-7 of the module docstring over the agents' control channels. ``agents``: every
     server that runs an agent and is not down (all of them learn the new ring). Before step 5 a
@@ -104,7 +108,10 @@ def handoff(
     while down, which export nothing (what they held is restored or lost by the runtime) and take
     no step. ``unsafe`` (TESTS ONLY, ``--test-unsafe-handoff``): release and activate
     before any copy, and copy :data:`UNSAFE_COPY_DELAY` later (as a large copy would take), so
-    the new owners serve keys they do not hold yet; tests/e2e shows the history check catches it."""
+    the new owners serve keys they do not hold yet; tests/e2e shows the history check catches it.
+    ``crash`` (TESTS ONLY, ``--test-crash-in-handoff``): the process exits at once after every
+    release and before any activation, the worst point to die (sources refuse the moved keys,
+    destinations do not serve them yet); tests/e2e restarts it and checks nothing was lost."""
     began = time.perf_counter()
     pairs = [(s, d) for s, d in moving_pairs(old.ids, new.ids) if s not in gone]
     report = HandoffReport(new.version, pairs=pairs)
@@ -132,7 +139,7 @@ def handoff(
         raise
     if not unsafe:
         commit()
-        _switch_over(control, sources, everyone)
+        _switch_over(control, sources, everyone, crash)
     report.freeze_ms = (time.perf_counter() - frozen) * 1000.0
     for server in sources:
         try:
@@ -144,10 +151,17 @@ def handoff(
 
 
 def _switch_over(
-    control: Callable[[int], AgentControl], sources: list[int], everyone: list[int]
+    control: Callable[[int], AgentControl],
+    sources: list[int],
+    everyone: list[int],
+    crash: bool = False,
 ) -> None:
     """Steps 5 and 6: every release (sources first) before any activation."""
     for step in ("release", "activate"):
+        if step == "activate" and crash:
+            LOG.critical("TEST: exiting between release and activation (--test-crash-in-handoff)")
+            logging.shutdown()
+            os._exit(CRASH_STATUS)
         for server in sources + [s for s in everyone if s not in sources]:
             _insist(lambda s=server, st=step: control(s).ring_step(st), f"{step} on {server}")
 

@@ -116,6 +116,11 @@ def build_parser() -> t.Parser:
         action="store_true",
         help="TESTS ONLY: switch rings before copying the moving keys (shows the e2e check fails)",
     )
+    ap.add_argument(
+        "--test-crash-in-handoff",
+        action="store_true",
+        help="TESTS ONLY: exit between the release and the activation of a ring change",
+    )
     ap.add_argument("--no-pipeline", action="store_true", help="do not set the pipeline")
     ap.add_argument("-v", "--verbose", action="store_true", help="log every period's details")
     return ap
@@ -204,6 +209,7 @@ def main(argv: list[str] | None = None) -> int:
                 state_file=Path(args.state) if args.state else None,
                 down_after=args.down_after,
                 unsafe_handoff=args.test_unsafe_handoff,
+                crash_in_handoff=args.test_crash_in_handoff,
             )
             runtime.start()
             if args.admin:

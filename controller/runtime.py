@@ -163,6 +163,7 @@ class Runtime:
         down_after: int = 2,
         min_sent: int = 5,
         unsafe_handoff: bool = False,
+        crash_in_handoff: bool = False,
     ) -> None:
         self.driver = driver
         self.rack = rack
@@ -184,6 +185,7 @@ class Runtime:
         self.lock = threading.Lock()
         self.membership_events: list[str] = []
         self.unsafe_handoff = unsafe_handoff  # TESTS ONLY (controller/elastic.py handoff)
+        self.crash_in_handoff = crash_in_handoff  # TESTS ONLY (the same)
         # a ring change past its point of no return (written to the state file as "ring_next")
         self.committing: tuple[int, frozenset[int]] | None = None
         self.periods = 0
@@ -720,6 +722,7 @@ class Runtime:
                 self.unsafe_handoff,
                 commit=lambda: self._commit_ring(new_ring.version, new),
                 gone=gone,
+                crash=self.crash_in_handoff,
             )
         except ControlError as exc:
             if self.committing is not None:  # past the copy: finish it (and so would a restart)

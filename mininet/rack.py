@@ -257,6 +257,9 @@ class RackOptions:
     # servers after the first ``servers`` ones, outside the first ring until --add (s9 with
     # --servers 8 --add s9@T): running agents, switch entries, not members
     spares: int = 0
+    # TESTS ONLY: the first controller exits in the middle of its first ring change (between
+    # release and activation); the rack starts it again
+    crash_in_handoff: bool = False
 
 
 class Rack:
@@ -480,6 +483,8 @@ class Rack:
             cmd += ["-D", d]
         if o.observe_only:
             cmd.append("--observe-only")
+        if o.crash_in_handoff and self.controller_starts == 1:
+            cmd.append("--test-crash-in-handoff")
         if o.bmv2_json:
             cmd += ["--bmv2-json", o.bmv2_json]
         if o.p4info:
@@ -516,6 +521,23 @@ class Rack:
             self.controller.popen.wait()
             self.procs.remove(self.controller)
             self.controller = None
+
+    def controller_exited(self, wait: float = 0.0) -> bool:
+        """The controller process has exited (within ``wait`` seconds)."""
+        if self.controller is None:
+            return False
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.controller.popen.wait(wait)
+        return self.controller.popen.poll() is not None
+
+    def restart_controller(self, pause: float) -> None:
+        """Start the controller again ``pause`` seconds after it was killed or exited."""
+        if self.controller is not None:
+            self.controller.popen.wait()
+            self.procs.remove(self.controller)
+            self.controller = None
+        time.sleep(pause)
+        self.start_controller()
 
     def stop_controller(self) -> int | None:
         if self.controller is None:
@@ -630,13 +652,17 @@ class Rack:
                 # the Sets have stopped, the keys are still read (hot): what do the holders hold?
                 summary["versions"] = self.agent_versions()
                 summary["versions_time"] = time.time()
+            if self.opts.crash_in_handoff and not restarted and self.controller_exited():
+                self.echo(f"rack: controller exited at {elapsed:.1f} s (mid-handoff), restarting")
+                self.restart_controller(w.restart_pause)
+                restarted = True
+                summary["restart_time"], summary["restart_mono"] = time.time(), time.monotonic()
             if w.restart_controller_at and not restarted and elapsed >= w.restart_controller_at:
                 self.echo(f"rack: controller killed (SIGKILL) at {elapsed:.1f} s, restarting")
                 self.kill_controller()
-                time.sleep(w.restart_pause)
-                self.start_controller()
+                self.restart_controller(w.restart_pause)
                 restarted = True
-                summary["restart_time"] = time.time()
+                summary["restart_time"], summary["restart_mono"] = time.time(), time.monotonic()
             if elapsed > w.duration + w.read_tail + 120:
                 raise RuntimeError("the workload did not end")
             time.sleep(0.1 if not pending else max(0.0, min(0.1, pending[0].at - elapsed)))
@@ -667,6 +693,9 @@ class Rack:
                 answer = {"ok": False, "error": str(exc)}
             record["done"], record["done_mono"] = time.time(), time.monotonic()
             record["answer"] = answer
+            if not answer.get("ok") and self.opts.crash_in_handoff and self.controller_exited(5):
+                self.echo(f"rack: {event.action} {event.server}: the controller died under it")
+                return record
             if not answer.get("ok"):
                 raise RuntimeError(f"--{event.action} {event.server}: {answer.get('error')}")
             self.echo(f"rack: {event.action} {event.server} at {elapsed:.2f} s: {answer}")
@@ -786,6 +815,9 @@ def build_parser() -> argparse.ArgumentParser:
     a("--read-tail", type=float, default=0.0,
       help="seconds of Gets only after --duration (versions are read halfway through)")  # fmt: skip
     a("--restart-controller-at", type=float, default=0.0, help="SIGKILL + restart at S s")
+    a("--crash-controller-in-handoff", action="store_true",
+      help="TESTS ONLY: the controller exits between release and activation of its first ring "
+           "change (--add/--remove); the rack starts it again, which finishes the change")  # fmt: skip
     a("--kill", type=server_event("kill"), action="append", default=[], metavar="SERVER@S",
       help="SIGKILL SERVER's agent S seconds into the load (repeatable), e.g. s3@20")  # fmt: skip
     a("--restart", type=server_event("restart"), action="append", default=[], metavar="SERVER@S",
@@ -876,7 +908,7 @@ def main(argv: list[str] | None = None) -> int:
         period=args.period, k=args.k, policy=args.policy, observe_only=args.observe_only,
         defines=args.defines, bmv2_json=args.bmv2_json, p4info=args.p4info,
         controller=not args.no_controller, agent_args=args.agent_arg,
-        spares=spares_of(events, args.servers),
+        spares=spares_of(events, args.servers), crash_in_handoff=args.crash_controller_in_handoff,
         controller_args=[*([f"--bound={args.bound}"] if args.bound is not None else []),
                          *args.controller_arg],
     )  # fmt: skip
