@@ -514,14 +514,6 @@ class Rack:
                 f.flush()
                 self.echo(line.rstrip("\n"))
 
-    def kill_controller(self) -> None:
-        """SIGKILL: the controller gets no chance to tidy up (the restart test)."""
-        if self.controller is not None:
-            os.kill(self.controller.popen.pid, signal.SIGKILL)
-            self.controller.popen.wait()
-            self.procs.remove(self.controller)
-            self.controller = None
-
     def controller_exited(self, wait: float = 0.0) -> bool:
         """The controller process has exited (within ``wait`` seconds)."""
         if self.controller is None:
@@ -530,9 +522,12 @@ class Rack:
             self.controller.popen.wait(wait)
         return self.controller.popen.poll() is not None
 
-    def restart_controller(self, pause: float) -> None:
-        """Start the controller again ``pause`` seconds after it was killed or exited."""
+    def restart_controller(self, pause: float, kill: bool = False) -> None:
+        """Start the controller again ``pause`` seconds after it exited, or after a SIGKILL
+        (``kill``: it gets no chance to tidy up, the restart test)."""
         if self.controller is not None:
+            if kill:
+                os.kill(self.controller.popen.pid, signal.SIGKILL)
             self.controller.popen.wait()
             self.procs.remove(self.controller)
             self.controller = None
@@ -652,15 +647,12 @@ class Rack:
                 # the Sets have stopped, the keys are still read (hot): what do the holders hold?
                 summary["versions"] = self.agent_versions()
                 summary["versions_time"] = time.time()
-            if self.opts.crash_in_handoff and not restarted and self.controller_exited():
-                self.echo(f"rack: controller exited at {elapsed:.1f} s (mid-handoff), restarting")
-                self.restart_controller(w.restart_pause)
-                restarted = True
-                summary["restart_time"], summary["restart_mono"] = time.time(), time.monotonic()
-            if w.restart_controller_at and not restarted and elapsed >= w.restart_controller_at:
-                self.echo(f"rack: controller killed (SIGKILL) at {elapsed:.1f} s, restarting")
-                self.kill_controller()
-                self.restart_controller(w.restart_pause)
+            crashed = self.opts.crash_in_handoff and self.controller_exited()
+            kill = bool(w.restart_controller_at) and elapsed >= w.restart_controller_at
+            if not restarted and (crashed or kill):
+                how = "exited (mid-handoff)" if crashed else "killed (SIGKILL)"
+                self.echo(f"rack: controller {how} at {elapsed:.1f} s, restarting")
+                self.restart_controller(w.restart_pause, kill=not crashed)
                 restarted = True
                 summary["restart_time"], summary["restart_mono"] = time.time(), time.monotonic()
             if elapsed > w.duration + w.read_tail + 120:

@@ -185,8 +185,7 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout kvs_fwd_t fwd
             }
             fwd_drop(fwd);
         } else if (op == KvsOp.GET_REPLY) {
-            // A MOVED or RETRY answer carries no read result (docs/protocol.md "Membership"): a
-            // client with another ring must get it, so it passes.
+            // MOVED and RETRY carry no read result and pass, as in replicas.p4
             bool no_result = hdr.kvs.status == KvsStatus.MOVED
                              || hdr.kvs.status == KvsStatus.RETRY;
             if (sender_ok && !from_origin && !no_result
