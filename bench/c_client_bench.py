@@ -18,7 +18,6 @@ import os
 import random
 import resource
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -28,8 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kvswitch import argtypes as t
+from kvswitch.agent.backend_procs import start_agent
 from kvswitch.client.client import Client, Request
-from kvswitch.client.errors import Timeout
 from kvswitch.paths import repo_root
 
 
@@ -43,21 +42,6 @@ class Figure:
     p99_us: float
     cpu_us_per_get: float
     lost: int = 0
-
-
-def free_port() -> int:
-    """A loopback port free for both UDP and TCP right now."""
-    for _ in range(50):
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as u:
-            u.bind(("127.0.0.1", 0))
-            port = int(u.getsockname()[1])
-            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as t:
-                try:
-                    t.bind(("127.0.0.1", port))
-                except OSError:
-                    continue
-                return port
-    raise RuntimeError("no free loopback port")
 
 
 def find_loadgen() -> Path:
@@ -91,29 +75,11 @@ def pin(cpu: int | None) -> None:
 @contextlib.contextmanager
 def agent(cpu: int | None) -> Iterator[int]:
     """Run one agent with the built-in store on a free loopback port; yield the port."""
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "kvswitch", "agent", "--listen", "127.0.0.1", "--port", str(port)],
-        stdout=subprocess.DEVNULL,
-        preexec_fn=(lambda: pin(cpu)) if cpu is not None else None,
-    )
+    proc = start_agent(preexec_fn=(lambda: pin(cpu)) if cpu is not None else None)
     try:
-        with Client([("127.0.0.1", port)], timeout=0.2, retries=0) as probe:
-            deadline = time.monotonic() + 20
-            while True:
-                with contextlib.suppress(Timeout):
-                    probe.get("probe")
-                    break
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("the agent did not start")
-        yield port
+        yield proc.port
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        proc.stop()  # the PID started above
 
 
 def children_cpu() -> float:

@@ -13,9 +13,7 @@ A backend whose server binary is absent is reported as skipped.
 from __future__ import annotations
 
 import argparse
-import os
 import random
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -26,7 +24,7 @@ from kvswitch.agent.backend_procs import (
     MEMCACHED,
     REDIS_SERVER,
     BackendProcess,
-    free_port,
+    start_agent,
     start_memcached,
     start_redis,
 )
@@ -56,25 +54,12 @@ def backend_server(kind: str) -> Iterator[str | None]:
 
 @contextmanager
 def agent_process(kind: str, backend_addr: str | None) -> Iterator[int]:
-    port = free_port()
-    args = [sys.executable, "-m", "kvswitch", "agent", "--port", str(port), "--backend", kind]
-    if backend_addr:
-        args += ["--backend-addr", backend_addr]
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, env=env)
+    args = ["--backend", kind] + (["--backend-addr", backend_addr] if backend_addr else [])
+    agent = start_agent(args)
     try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        if b"serving" not in line:
-            raise RuntimeError(f"agent did not start: {line!r}")
-        yield port
+        yield agent.port
     finally:
-        proc.terminate()  # the PID started above
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        agent.stop()  # the PID started above
 
 
 def measure(port: int, args: argparse.Namespace) -> dict[str, float]:

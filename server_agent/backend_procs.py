@@ -1,17 +1,22 @@
-"""Start and stop real memcached and redis-server processes on loopback (tests, benchmarks, demo).
+"""Start and stop real memcached, redis-server and agent processes on loopback (tests, benchmarks,
+demo).
 
-Each helper starts one process by absolute path on a free port, waits until it accepts connections
-and returns a :class:`BackendProcess`; :meth:`BackendProcess.stop` ends exactly that PID.
+Each helper starts one process on a free port, waits until it serves and returns a
+:class:`BackendProcess`; :meth:`BackendProcess.stop` ends exactly that PID. An agent binds port 0
+itself and says the numbers it got, so no other socket can take them between a pick and its bind.
 """
 
 from __future__ import annotations
 
 import os
 import pwd
+import re
 import socket
 import subprocess
+import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,6 +37,7 @@ class BackendProcess:
     port: int
     proc: subprocess.Popen[bytes]
     workdir: tempfile.TemporaryDirectory[str] | None = field(default=None, repr=False)
+    control_port: int | None = None  # an agent's JSON-lines control API, when asked for
 
     @property
     def addr(self) -> str:
@@ -82,3 +88,28 @@ def start_redis(port: int | None = None, binary: Path = REDIS_SERVER) -> Backend
     backend = BackendProcess("redis", port, proc, workdir)
     backend.wait_ready()
     return backend
+
+
+def start_agent(
+    args: list[str] | tuple[str, ...] = (),
+    *,
+    control: bool = False,
+    preexec_fn: Callable[[], object] | None = None,
+) -> BackendProcess:
+    """``kvswitch agent`` (plus ``args``) on 127.0.0.1, UDP and TCP port 0 (and a control port 0
+    with ``control``); the ports are read from its "serving" line."""
+    cmd = [sys.executable, "-m", "kvswitch", "agent", "--listen", "127.0.0.1", "--port", "0"]
+    cmd += ["--control-port", "0"] if control else []
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen([*cmd, *args], stdout=subprocess.PIPE, env=env, preexec_fn=preexec_fn)
+    agent = BackendProcess("kvswitch agent", 0, proc)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()  # printed once every port is bound; b"" if it exits first
+    served = re.search(rb"serving \S+:(\d+)", line)
+    controlled = re.search(rb"control on (\d+)", line)
+    if served is None or (control and controlled is None):
+        agent.stop()
+        raise RuntimeError(f"the agent did not start (status {proc.returncode}): {line!r}")
+    agent.port = int(served.group(1))
+    agent.control_port = int(controlled.group(1)) if controlled else None
+    return agent

@@ -5,11 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import os
 import random
 import socket
-import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -18,7 +15,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from kvswitch import protocol as p
-from kvswitch.agent.backend_procs import free_port
+from kvswitch.agent.backend_procs import free_port, start_agent
 from kvswitch.agent.backends import Backend, MemoryBackend
 from kvswitch.agent.control import AgentControl, ControlError, KeyVersion, SyncedItem
 from kvswitch.agent.core import AgentCore
@@ -362,29 +359,21 @@ def test_control_push_without_reflection_fails_cleanly(
 
 
 def test_agent_cli_process_and_client_cli(capfd: pytest.CaptureFixture[str]) -> None:
-    port, control = free_port(), free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "kvswitch", "agent", "--port", str(port),
-         "--control-port", str(control)],
-        stdout=subprocess.PIPE,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )  # fmt: skip
+    agent = start_agent(control=True)  # ports 0: the agent picks and prints them
     try:
-        assert proc.stdout is not None
-        assert b"serving" in proc.stdout.readline()
-        servers = ["--servers", f"{LOOP}:{port}"]
+        servers = ["--servers", f"{LOOP}:{agent.port}"]
         assert client_main([*servers, "set", "cli-key", "cli-value"]) == 0
         assert client_main([*servers, "get", "cli-key"]) == 0
         assert client_main([*servers, "--tcp", "del", "cli-key"]) == 0
         assert client_main([*servers, "get", "cli-key"]) == 1
         assert client_main([*servers, "get", "k" * 17]) == 2
         assert "cli-value" in capfd.readouterr().out
-        (pong,) = _control(control, {"cmd": "ping"})
-        assert pong["ok"] is True and pong["port"] == port
+        (pong,) = _control(agent.control_port or 0, {"cmd": "ping"})
+        assert pong["ok"] is True and pong["port"] == agent.port
         assert isinstance(pong["incarnation"], int) and pong["incarnation"] > 0
     finally:
-        proc.terminate()  # the PID started above
-        assert proc.wait(timeout=5) == 0
+        agent.proc.terminate()  # the PID started above
+        assert agent.proc.wait(timeout=5) == 0
 
 
 def test_async_client(backend: Backend, agent_factory: AgentFactory) -> None:
