@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kvswitch import argtypes as t
+from kvswitch.agent.backend_procs import free_port
 from kvswitch.paths import repo_root
 
 PROGRAM = (repo_root() or Path.cwd()) / "tests" / "runtime" / "p4" / "runtime.p4"
@@ -224,14 +225,6 @@ def wait_ready(proc: subprocess.Popen[str]) -> None:
 
 
 # ---------------------------------------------------------------- the switch process
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @contextlib.contextmanager

@@ -37,6 +37,7 @@ from mininet.log import setLogLevel
 from mininet.net import Mininet
 from mininet.node import Host, Switch
 
+from kvswitch.agent.backend_procs import free_port
 from kvswitch.agent.control import AgentControl, ControlError
 from kvswitch.bench.c_client_bench import find_loadgen
 from kvswitch.controller.elastic import ask
@@ -96,12 +97,6 @@ def rack_document(
 
 def _node(n: Node) -> dict[str, Any]:
     return {"name": n.name, "ip": n.ip, "mac": n.mac, "port": n.port}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_tcp(port: int, proc: subprocess.Popen[Any], what: str, timeout: float = 60) -> None:

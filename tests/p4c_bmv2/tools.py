@@ -19,6 +19,8 @@ import pytest
 from finsy.proto import p4i
 from google.protobuf import text_format
 
+from kvswitch.agent.backend_procs import free_port
+
 
 def need(tool: str) -> str:
     path = shutil.which(tool)
@@ -43,12 +45,6 @@ def p4c_compile(
     cmd += [f"-I{d}" for d in include_dirs]
     subprocess.run([*cmd, str(source)], check=True, capture_output=True)
     return out, text_format.Parse(info.read_text(), p4i.P4Info())
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def cli_session(thrift_port: int, commands: str, timeout: float = 60) -> str:

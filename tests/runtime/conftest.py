@@ -20,6 +20,7 @@ import pytest
 from finsy.proto import p4r, p4r_grpc
 from google.protobuf import text_format
 
+from kvswitch.agent.backend_procs import free_port
 from softswitch.runtime.bundle import Bundle
 from softswitch.runtime.device import Device
 from softswitch.runtime.p4runtime_server import P4RuntimeServer
@@ -28,12 +29,6 @@ P4_DIR = Path(__file__).parent / "p4"
 PROGRAM = P4_DIR / "runtime.p4"
 PROGRAM_TNA = P4_DIR / "runtime_tna.p4"
 CPU_PORT = 255
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_port(port: int, proc: subprocess.Popen[bytes] | None = None, timeout: float = 30) -> None:
