@@ -22,7 +22,7 @@ import asyncio
 import contextlib
 import logging
 import threading
-from collections.abc import Coroutine, Sequence
+from collections.abc import Coroutine, Iterable, Sequence
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeVar
@@ -217,6 +217,7 @@ class P4RuntimeDriver(Driver):
         self.stages = self.names.hashpipe_stages()
         self.agent_errors = 0
         self.failed_pushes: dict[bytes, PushRequest] = {}  # by key; retried by the runtime
+        self.not_held: set[bytes] = set()  # keys whose last push found no copy at the origin
         self.deferred_removals: list[RemoveRequest] = []  # run by the next apply()
         self.p4rt_writes = 0
         self._set_pipeline = set_pipeline
@@ -506,6 +507,20 @@ class P4RuntimeDriver(Driver):
         cells = self._read_register(name)
         return [cells.get(i, 0) for i in range(self.names.register_size(name))]
 
+    def read_register_cells(self, name: str, indexes: Iterable[int]) -> dict[int, int]:
+        """The cells ``indexes`` of register ``name``: one P4Runtime Read of those entities (a
+        BMv2 target: the whole register over Thrift, one call)."""
+        wanted = sorted(set(indexes))
+        if not wanted:
+            return {}
+        if self.address.target == "bmv2":
+            cells = self.read_register(name)
+            return {i: cells[i] for i in wanted}
+        reg = self.names("register", name)
+        entities = [fy.P4RegisterEntry(reg, index=i) for i in wanted]
+        got = self._run(self._collect(entities))
+        return {int(c.index): int(c.data) for c in got if c.index is not None}
+
     def close(self) -> None:
         if self._transport is not None:
             self._transport.close()
@@ -591,6 +606,7 @@ class P4RuntimeDriver(Driver):
         except NotHeld:  # nothing to push: the key's next write validates its replicas
             LOG.info("push of %s: its origin holds no copy (not retried)", op.key.hex())
             self.failed_pushes.pop(op.key, None)
+            self.not_held.add(op.key)
         except Exception as exc:  # the switch is already consistent; replicas stay invalid (safe)
             self.agent_errors += 1
             if isinstance(op, PushRequest):
@@ -599,6 +615,7 @@ class P4RuntimeDriver(Driver):
         else:
             if isinstance(op, PushRequest):
                 self.failed_pushes.pop(op.key, None)
+                self.not_held.discard(op.key)
 
 
 class AgentHooks(Protocol):

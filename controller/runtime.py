@@ -194,6 +194,8 @@ class Runtime:
         if agents is not None:  # copies of a missed origin's keys are kept: they may be the last
             agents.keep = self._keep
         self.push_attempts: dict[bytes, int] = {}
+        self.lagging: dict[tuple[bytes, int], int] = {}  # (key, replica) -> origin_ver seen
+        self.repushes: dict[bytes, int] = {}  # re-pushes of a key whose replica stays behind
 
     def _keep(self, key: bytes, server: int) -> bool:
         """A removal (deferred one period by the driver) that must not run: the key's origin is
@@ -369,6 +371,7 @@ class Runtime:
                 report = self.controller.step(self.driver)
                 ops = report.ops
                 self._retry_pushes(ops)
+                self.repush_lagging()
         except DriverError as exc:
             error = str(exc).splitlines()[0]
             LOG.error("period %d: %s", self.periods, exc)
@@ -588,6 +591,60 @@ class Runtime:
         if retry:
             LOG.info("retrying %d pushes", len(retry))
             self.driver.apply(retry)
+
+    def repush_lagging(self) -> None:
+        """Push again each hot key with a replica left out of its read set (``valid_ver`` below
+        ``origin_ver``, or ``origin_ver`` still 0) at the end of two periods in a row while
+        ``origin_ver`` stayed the same. Such a replica lost its push's UPDATE or its CONFIRM (UDP),
+        and no write came since to repair it; without a push it would take no Get until the
+        key's next write. A write or push in between changes ``origin_ver``, so a replica that is
+        only slower than its origin is not pushed. Keys whose push failed (:meth:`_retry_pushes`)
+        or whose origin is down are left; a key is re-pushed :data:`PUSH_ATTEMPTS` times in a row
+        at most, then given up (logged) until its replicas are valid again."""
+        keyed = [(key, kp) for key, kp in self.controller.plan.keys.items() if kp.replicas]
+        m = len(self.rack.servers)
+        origin_ver = self.driver.read_register_cells(
+            names.REG_ORIGIN_VER, [kp.slot for _, kp in keyed]
+        )
+        valid = self.driver.read_register_cells(
+            names.REG_VALID_VER,
+            [names.valid_base(kp.slot, m) + s for _, kp in keyed for s in kp.replicas],
+        )
+        lagging: dict[tuple[bytes, int], int] = {}
+        for key, kp in keyed:
+            ver, base = origin_ver[kp.slot], names.valid_base(kp.slot, m)
+            for s in kp.replicas:
+                if ver == 0 or valid[base + s] < ver:
+                    lagging[(key, s)] = ver
+        skip = set(self.driver.failed_pushes)
+        # never written since a push found no copy at its origin: nothing to push (its Gets get
+        # the origin's NOT_FOUND; its first write validates the replicas)
+        skip |= {
+            key for key, kp in keyed if origin_ver[kp.slot] == 0 and key in self.driver.not_held
+        }
+        skip |= {key for key, kp in keyed if kp.origin in self.membership.down}
+        behind = {k for (k, s), ver in lagging.items() if self.lagging.get((k, s)) == ver} - skip
+        for key in set(self.repushes) - {key for key, _ in lagging}:
+            del self.repushes[key]  # valid again (or no longer hot with replicas)
+        again: list[Operation] = []
+        for key in sorted(behind):
+            kp = self.controller.plan.keys[key]
+            tries = self.repushes.get(key, 0)
+            if tries == PUSH_ATTEMPTS:
+                LOG.warning(
+                    "replicas of %s still behind after %d pushes: given up", key.hex(), tries
+                )
+            if tries < PUSH_ATTEMPTS:
+                again.append(PushRequest(key, kp.origin, kp.replicas))
+            self.repushes[key] = tries + 1
+        self.lagging = lagging
+        if again:
+            LOG.info(
+                "pushing %d hot keys again: a replica stayed behind a period (%s)",
+                len(again),
+                " ".join(op.key.hex() for op in again[:5]),
+            )
+            self.driver.apply(again)
 
     def _observe(self) -> PeriodReport:
         """Read and reset as a period does, plan, but install nothing (the "controller off" run)."""

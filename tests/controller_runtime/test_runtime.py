@@ -45,6 +45,7 @@ class PacketAgents:
         self.rack = rack
         self.pushes: list[tuple[bytes, int, tuple[int, ...]]] = []
         self.removals: list[tuple[bytes, int]] = []
+        self.lost_confirms = 0  # pushes whose first replica's CONFIRM is lost (UDP)
 
     def _send(self, server: int, op: int, key: bytes, epoch: int = 0, ver: int = 0) -> list:
         host = self.rack.servers[server]
@@ -57,8 +58,11 @@ class PacketAgents:
         assert port == self.rack.servers[origin].port
         stamped = p.Message.decode(bytes(Ether(raw)[UDP].payload))
         assert stamped.ver > 0
+        lost = replicas[:1] if self.lost_confirms else ()
+        self.lost_confirms -= bool(lost)
         for server in replicas:
-            assert self._send(server, p.Op.CONFIRM, key, stamped.epoch, stamped.ver) == []
+            if server not in lost:
+                assert self._send(server, p.Op.CONFIRM, key, stamped.epoch, stamped.ver) == []
         assert self._send(origin, p.Op.SYNC_DONE, key, stamped.epoch, stamped.ver) == []
 
     def remove(self, key: bytes, server: int) -> None:
@@ -421,3 +425,41 @@ def test_failed_push_retried_next_period(
         assert agents.pushes[-1] == (HOT, kp.origin, kp.replicas)
         sent = traffic(live_switch, rackfile, runtime.ring, 3 * len(kp.holders))
         assert {port for port, _ in sent} == {rackfile.servers[s].port for s in kp.holders}
+
+
+def test_replica_whose_confirm_was_lost_is_pushed_again(
+    live_switch: LiveSwitch,
+    program: Program,
+    rackfile: RackFile,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A push that succeeds at the agents but one replica's CONFIRM is lost: that replica stays
+    out of the read set (no Gets), and no write comes to repair it. It is seen behind at the end
+    of two periods with the same ``origin_ver``, so the key is pushed again; then Gets reach every
+    holder."""
+    caplog.set_level(logging.INFO, logger="kvswitch.controller")
+    agents = PacketAgents(live_switch.device, rackfile)
+    agents.lost_confirms = 1
+    with P4RuntimeDriver(live_switch.address, program, rackfile.rack(), agents) as drv:
+        # fixed threshold (bound 10), no smoothing: the same traffic keeps the same holders
+        config = ControllerConfig(k=8, t0=20.0, bound=10.0, alpha=1.0)
+        runtime = Runtime(drv, rackfile, config)
+        runtime.start()
+        traffic(live_switch, rackfile, runtime.ring, 60)
+        assert runtime.period().agent_errors == 0
+        kp = runtime.controller.plan.keys[HOT]
+        assert len(agents.pushes) == 1 and len(kp.replicas) >= 2
+        lost = kp.replicas[0]
+        assert runtime.lagging == {(HOT, lost): drv.read_register(names.REG_ORIGIN_VER)[kp.slot]}
+        sent = traffic(live_switch, rackfile, runtime.ring, 60)
+        ports = {port for port, _ in sent}
+        assert rackfile.servers[lost].port not in ports and len(ports) == len(kp.holders) - 1
+        runtime.period()
+        assert runtime.controller.plan.keys[HOT] == kp
+        sent = traffic(live_switch, rackfile, runtime.ring, 3 * len(kp.holders))
+        assert {port for port, _ in sent} == {rackfile.servers[s].port for s in kp.holders}
+        assert agents.pushes == [(HOT, kp.origin, kp.replicas)] * 2
+        assert "pushing 1 hot keys again" in caplog.text
+        traffic(live_switch, rackfile, runtime.ring, 60)
+        runtime.period()  # all valid: nothing pushed again
+        assert len(agents.pushes) == 2 and runtime.lagging == {} and runtime.repushes == {}
