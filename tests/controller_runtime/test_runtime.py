@@ -427,39 +427,55 @@ def test_failed_push_retried_next_period(
         assert {port for port, _ in sent} == {rackfile.servers[s].port for s in kp.holders}
 
 
-def test_replica_whose_confirm_was_lost_is_pushed_again(
+def test_replicas_whose_confirm_was_lost_are_pushed_again(
     live_switch: LiveSwitch,
     program: Program,
     rackfile: RackFile,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """A push that succeeds at the agents but one replica's CONFIRM is lost: that replica stays
-    out of the read set (no Gets), and no write comes to repair it. It is seen behind at the end
-    of two periods with the same ``origin_ver``, so the key is pushed again; then Gets reach every
-    holder."""
+    """Two hot keys whose pushes succeed at the agents but one replica's CONFIRM of each is lost:
+    those replicas stay out of the read sets (no Gets), and no write comes to repair them. They
+    are seen behind at the end of two periods with the same ``origin_ver``, so both keys are
+    pushed again; then Gets reach every holder."""
     caplog.set_level(logging.INFO, logger="kvswitch.controller")
     agents = PacketAgents(live_switch.device, rackfile)
-    agents.lost_confirms = 1
+    agents.lost_confirms = 2
+    second = COLD[0]
+
+    def gets() -> dict[bytes, set[int]]:
+        """60 Gets of each hot key (and the cold ones); the ports each hot key's Gets left by."""
+        hot = {HOT: {port for port, _ in traffic(live_switch, rackfile, runtime.ring, 60)}}
+        origin = runtime.ring.origin(second)
+        out = (
+            live_switch.device.process(9, get_frame(rackfile, second, origin, seq=i))
+            for i in range(60)
+        )
+        hot[second] = {port for sent in out for port, _ in sent}
+        return hot
+
     with P4RuntimeDriver(live_switch.address, program, rackfile.rack(), agents) as drv:
         # fixed threshold (bound 10), no smoothing: the same traffic keeps the same holders
         config = ControllerConfig(k=8, t0=20.0, bound=10.0, alpha=1.0)
         runtime = Runtime(drv, rackfile, config)
         runtime.start()
-        traffic(live_switch, rackfile, runtime.ring, 60)
+        gets()
         assert runtime.period().agent_errors == 0
-        kp = runtime.controller.plan.keys[HOT]
-        assert len(agents.pushes) == 1 and len(kp.replicas) >= 2
-        lost = kp.replicas[0]
-        assert runtime.lagging == {(HOT, lost): drv.read_register(names.REG_ORIGIN_VER)[kp.slot]}
-        sent = traffic(live_switch, rackfile, runtime.ring, 60)
-        ports = {port for port, _ in sent}
-        assert rackfile.servers[lost].port not in ports and len(ports) == len(kp.holders) - 1
+        plan = {key: runtime.controller.plan.keys[key] for key in (HOT, second)}
+        assert len(agents.pushes) == 2 and all(len(kp.replicas) >= 2 for kp in plan.values())
+        origin_ver = drv.read_register(names.REG_ORIGIN_VER)
+        assert runtime.lagging == {
+            (key, kp.replicas[0]): origin_ver[kp.slot] for key, kp in plan.items()
+        }
+        ports = {key: {rackfile.servers[s].port for s in kp.holders} for key, kp in plan.items()}
+        sent = gets()
+        for key, kp in plan.items():  # all but the replica whose CONFIRM was lost
+            assert sent[key] == ports[key] - {rackfile.servers[kp.replicas[0]].port}
         runtime.period()
-        assert runtime.controller.plan.keys[HOT] == kp
-        sent = traffic(live_switch, rackfile, runtime.ring, 3 * len(kp.holders))
-        assert {port for port, _ in sent} == {rackfile.servers[s].port for s in kp.holders}
-        assert agents.pushes == [(HOT, kp.origin, kp.replicas)] * 2
-        assert "pushing 1 hot keys again" in caplog.text
-        traffic(live_switch, rackfile, runtime.ring, 60)
+        assert {key: runtime.controller.plan.keys[key] for key in plan} == plan
+        assert gets() == ports
+        assert sorted(agents.pushes[2:]) == sorted(
+            (k, kp.origin, kp.replicas) for k, kp in plan.items()
+        )
+        assert "pushing 2 hot keys again" in caplog.text
         runtime.period()  # all valid: nothing pushed again
-        assert len(agents.pushes) == 2 and runtime.lagging == {} and runtime.repushes == {}
+        assert len(agents.pushes) == 4 and runtime.lagging == {} and runtime.repushes == {}
