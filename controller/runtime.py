@@ -195,7 +195,7 @@ class Runtime:
             agents.keep = self._keep
         self.push_attempts: dict[bytes, int] = {}
         self.lagging: dict[tuple[bytes, int], int] = {}  # (key, replica) -> origin_ver seen
-        self.repushes: dict[bytes, int] = {}  # re-pushes of a key whose replica stays behind
+        self.repushes: dict[bytes, int] = {}  # re-pushes of a key whose replica stays out of step
 
     def _keep(self, key: bytes, server: int) -> bool:
         """A removal (deferred one period by the driver) that must not run: the key's origin is
@@ -593,19 +593,28 @@ class Runtime:
             self.driver.apply(retry)
 
     def repush_lagging(self) -> None:
-        """Push again each hot key with a replica left out of its read set (``valid_ver`` below
-        ``origin_ver``, or ``origin_ver`` still 0) at the end of two periods in a row while
-        ``origin_ver`` stayed the same. Such a replica lost its push's UPDATE or its CONFIRM (UDP),
-        and no write came since to repair it; without a push it would take no Get until the
-        key's next write. A write or push in between changes ``origin_ver``, so a replica that is
-        only slower than its origin is not pushed. Keys whose push failed (:meth:`_retry_pushes`)
-        or whose origin is down are left; a key is re-pushed :data:`PUSH_ATTEMPTS` times in a row
-        at most, then given up (logged) until its replicas are valid again."""
+        """Repair replicas left out of step with their origin by a lost packet. A replica is out
+        of step when its ``valid_ver`` differs from ``origin_ver`` (or ``origin_ver`` is still 0);
+        it is acted on when it was so at the end of two periods in a row with ``origin_ver``
+        unchanged, as no write or push in between came to repair it (a replica or origin only
+        slower than the other is not: the write that made the difference changes
+        ``origin_ver``).
+
+        - Below (``valid_ver < origin_ver``): it lost its push's UPDATE or its CONFIRM (UDP) and
+          is out of the read set. Its key is pushed again, unless a write is pending
+          (``slot_ver > origin_ver``: the switch refuses the SYNC), the push failed
+          (:meth:`_retry_pushes`) or found no copy at the origin, or the origin is down; at most
+          :data:`PUSH_ATTEMPTS` times in a row, then given up (logged) until it is in step.
+        - Above (``valid_ver > origin_ver``): it confirmed a write its origin never reported (a
+          re-sent write the origin answered with its first result). It is in the read set, but
+          rule 6 drops each of its replies, and no push can help while that write is pending.
+          Its ``valid_ver`` cell is zeroed: it leaves the read set (always safe), its Gets go
+          to the holders that answer, and the key's next write brings it back."""
         keyed = [(key, kp) for key, kp in self.controller.plan.keys.items() if kp.replicas]
         m = len(self.rack.servers)
-        origin_ver = self.driver.read_register_cells(
-            names.REG_ORIGIN_VER, [kp.slot for _, kp in keyed]
-        )
+        slots = [kp.slot for _, kp in keyed]
+        origin_ver = self.driver.read_register_cells(names.REG_ORIGIN_VER, slots)
+        slot_ver = self.driver.read_register_cells(names.REG_SLOT_VER, slots)
         valid = self.driver.read_register_cells(
             names.REG_VALID_VER,
             [names.valid_base(kp.slot, m) + s for _, kp in keyed for s in kp.replicas],
@@ -614,33 +623,47 @@ class Runtime:
         for key, kp in keyed:
             ver, base = origin_ver[kp.slot], names.valid_base(kp.slot, m)
             for s in kp.replicas:
-                if ver == 0 or valid[base + s] < ver:
+                if ver == 0 or valid[base + s] != ver:
                     lagging[(key, s)] = ver
-        skip = set(self.driver.failed_pushes)
-        # never written since a push found no copy at its origin: nothing to push (its Gets get
-        # the origin's NOT_FOUND; its first write validates the replicas)
-        skip |= {
-            key for key, kp in keyed if origin_ver[kp.slot] == 0 and key in self.driver.not_held
-        }
-        skip |= {key for key, kp in keyed if kp.origin in self.membership.down}
-        behind = {k for (k, s), ver in lagging.items() if self.lagging.get((k, s)) == ver} - skip
+        stuck = [pair for pair, ver in lagging.items() if self.lagging.get(pair) == ver]
+        self.lagging = lagging
         for key in set(self.repushes) - {key for key, _ in lagging}:
-            del self.repushes[key]  # valid again (or no longer hot with replicas)
+            del self.repushes[key]  # in step again (or no longer hot with replicas)
+        plan = self.controller.plan.keys
+
+        def cell(key: bytes, s: int) -> int:
+            return names.valid_base(plan[key].slot, m) + s
+
+        ahead = [(k, s) for k, s in stuck if 0 < origin_ver[plan[k].slot] < valid[cell(k, s)]]
+        if ahead:
+            LOG.warning(
+                "%d replicas confirmed a write their origin never reported: out of the read set",
+                len(ahead),
+            )
+            self.driver.apply(
+                [RegisterWrite(names.REG_VALID_VER, cell(key, s), 0) for key, s in ahead]
+            )
+        skip = set(self.driver.failed_pushes)
+        for key, kp in keyed:
+            ver = origin_ver[kp.slot]
+            if kp.origin in self.membership.down or slot_ver[kp.slot] > ver:
+                skip.add(key)  # down: it cannot SYNC; a write pending: the switch refuses it
+            elif ver == 0 and key in self.driver.not_held:
+                skip.add(key)  # nothing to push: its first write validates the replicas
         again: list[Operation] = []
-        for key in sorted(behind):
-            kp = self.controller.plan.keys[key]
+        for key in sorted({key for key, _ in stuck} - skip):
+            kp = plan[key]
             tries = self.repushes.get(key, 0)
             if tries == PUSH_ATTEMPTS:
                 LOG.warning(
-                    "replicas of %s still behind after %d pushes: given up", key.hex(), tries
+                    "replicas of %s still out of step after %d pushes: given up", key.hex(), tries
                 )
             if tries < PUSH_ATTEMPTS:
                 again.append(PushRequest(key, kp.origin, kp.replicas))
             self.repushes[key] = tries + 1
-        self.lagging = lagging
         if again:
             LOG.info(
-                "pushing %d hot keys again: a replica stayed behind a period (%s)",
+                "pushing %d hot keys again: a replica stayed out of step a period (%s)",
                 len(again),
                 " ".join(op.key.hex() for op in again[:5]),
             )

@@ -479,3 +479,67 @@ def test_replicas_whose_confirm_was_lost_are_pushed_again(
         assert "pushing 2 hot keys again" in caplog.text
         runtime.period()  # all valid: nothing pushed again
         assert len(agents.pushes) == 4 and runtime.lagging == {} and runtime.repushes == {}
+
+
+def test_replicas_ahead_of_a_silent_origin_leave_the_read_set(
+    live_switch: LiveSwitch, program: Program, rackfile: RackFile
+) -> None:
+    """A hot Set is stamped and copied, the replicas CONFIRM it, but its origin never reports it
+    (it answered a re-sent write with its first result): the replicas stay in the read set with a
+    version above ``origin_ver``, so rule 6 would drop every reply they send, and the switch
+    refuses a push while that write is pending. Two periods later with ``origin_ver`` unchanged
+    their cells are zeroed (Gets go to the origin alone, nothing is pushed); the key's next
+    write brings them back."""
+    agents = PacketAgents(live_switch.device, rackfile)
+    with P4RuntimeDriver(live_switch.address, program, rackfile.rack(), agents) as drv:
+        config = ControllerConfig(k=8, t0=20.0, bound=10.0, alpha=1.0)
+        runtime = Runtime(drv, rackfile, config)
+        runtime.start()
+        traffic(live_switch, rackfile, runtime.ring, 60)
+        runtime.period()
+        kp = runtime.controller.plan.keys[HOT]
+        assert kp.replicas and len(agents.pushes) == 1
+        m, origin, client = len(rackfile.servers), rackfile.servers[kp.origin], rackfile.clients[0]
+
+        def versions() -> tuple[int, list[int]]:
+            valid = drv.read_register(names.REG_VALID_VER)
+            base = names.valid_base(kp.slot, m)
+            ov = drv.read_register(names.REG_ORIGIN_VER)[kp.slot]
+            return ov, [valid[base + s] for s in kp.replicas]
+
+        def write(seq: int, reported: bool) -> int:
+            """A client's Set through the switch; the replicas confirm it; the origin's reply
+            crosses the switch only if ``reported``. Returns the version stamped."""
+            msg = p.Message(p.Op.SET, HOT, b"x%d" % seq, cid=7, seq=seq)
+            out = live_switch.device.process(9, frame(rackfile, client, origin.ip_text, msg))
+            (ver,) = {p.Message.decode(bytes(Ether(raw)[UDP].payload)).ver for _, raw in out}
+            for s in kp.replicas:
+                agents._send(s, p.Op.CONFIRM, HOT, runtime.epoch, ver)
+            if reported:
+                reply = p.Message(p.Op.SET_REPLY, HOT, cid=7, seq=seq, epoch=runtime.epoch, ver=ver)
+                live_switch.device.process(
+                    origin.port, frame(rackfile, origin, client.ip_text, reply)
+                )
+            return ver
+
+        def holders_reached() -> set[int]:
+            sent = traffic(live_switch, rackfile, runtime.ring, 60)
+            return {port for port, _ in sent}
+
+        before, _ = versions()
+        ver = write(99, reported=False)
+        assert versions() == (before, [ver] * len(kp.replicas))
+        everyone = {rackfile.servers[s].port for s in kp.holders}
+        assert holders_reached() == everyone  # the replicas' replies would all be dropped
+        runtime.period()
+        assert holders_reached() == everyone
+        runtime.period()
+        assert runtime.controller.plan.keys[HOT] == kp
+        assert versions() == (before, [0] * len(kp.replicas)) and len(agents.pushes) == 1
+        assert holders_reached() == {origin.port}
+        runtime.period()
+        ver = write(100, reported=True)
+        assert versions() == (ver, [ver] * len(kp.replicas))
+        assert holders_reached() == everyone
+        runtime.period()
+        assert runtime.lagging == {} and len(agents.pushes) == 1
