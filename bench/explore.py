@@ -60,6 +60,22 @@ presets the rules pass):
   which ``hotset`` (checked) models as draining; the rack's delays are far below a period. A removal
   that leaves a tombstone with the stored version passes this scenario with one replica (checked
   with a patched agent); so does rule 6 with ``ver == origin_ver`` within 1.5M states.
+- ``ahead`` (checked): a reply lost, the write re-sent while a second writer's write is stamped:
+  the origin answers the resend with its first result, so the replica that applied the resend's
+  copy confirms a version the origin never reports (above origin_ver; rule 6 drops its replies).
+  The controller zeroing that replica's cell at any moment keeps every history linearizable
+  (8.3M states); adopting its version as origin_ver instead (``ahead="adopt"``, the rule for a dead
+  origin's keys) is caught.
+- ``resend-overtaken`` (not checked; open): a client re-sends a Set while its first attempt is
+  still on its way (a timeout shorter than a delay), and gets the first attempt's reply. A second
+  writer's Set is stamped between the two attempts; the resend reaches the origin first, which
+  adopts the resend's newer version for the same value (the first application is still its last
+  write), so the second write is answered ``STALE`` at the origin while its UPDATE copy made the
+  replica confirm it. A Get routed to the replica before the STALE reply raised origin_ver returns
+  the second value, a later Get at the origin the first one, after that write completed: not
+  linearizable (6.6M states, 191 s; with the controller's zeroing too). The adoption rule assumes
+  the client has not seen the first reply; closing this needs the origin to tell a resend from a
+  late original (e.g. an attempt number in the header) and is left open (docs/protocol.md).
 """
 
 from __future__ import annotations
@@ -148,6 +164,11 @@ class Scenario:
     # a Set answered STALE counts as done, ordered before the newer write (the clients before
     # StaleWrite); by default its outcome is unknown, as StaleWrite says
     stale_is_success: bool = False
+    # what the controller does, at any moment, with a replica that confirmed a version above
+    # origin_ver (a re-sent write its origin answered with its first result): "zero" its cell
+    # (controller/runtime.py repush_lagging), "adopt" that version as origin_ver (the rule for a
+    # dead origin's keys, wrong for a live one: the explorer must catch it), or "" nothing
+    ahead: str = ""
 
     def __post_init__(self) -> None:
         values = [v for prog in self.programs for v in prog if v is not None]
@@ -155,6 +176,8 @@ class Scenario:
             raise ValueError("the values of Sets must be distinct and differ from the initial one")
         if self.replicas < 1 and self.hotset_change:
             raise ValueError("a hot-set change needs a replica")
+        if self.ahead not in ("", "zero", "adopt"):
+            raise ValueError(f"ahead is '', 'zero' or 'adopt', not {self.ahead!r}")
 
     def describe(self) -> str:
         progs = "; ".join(
@@ -169,6 +192,7 @@ class Scenario:
             + (", removal drains Gets" if self.drain_before_remove else "")
             + (", restart with no write in flight" if self.restart_when_quiet else "")
             + (", STALE is success" if self.stale_is_success else "")
+            + (f", a replica above origin_ver: {self.ahead}" if self.ahead else "")
         )
 
 
@@ -200,10 +224,21 @@ PRESETS: dict[str, Scenario] = {
     "restart": _scenario(((b"a1",), (_G,)), restart=True),
     # the same while no write is on its way (old-epoch replies, confirms and reads after it)
     "restart-quiet": _scenario(((b"a1",), (_G, _G)), restart=True, restart_when_quiet=True),
+    # a lost reply and a re-sent write under a second writer: the origin answers the resend with
+    # its first result, the replica confirms the resend's newer version; the controller zeroes
+    # the cell of a replica above origin_ver (kvswitch sim explore --preset ahead)
+    "ahead": _scenario(
+        ((b"a1",), (b"a2",), (_G, _G)), replicas=1, losses=1, retries=1, ahead="zero"
+    ),
+    # the same with a resend while the first attempt is still on its way (no loss): the module
+    # docstring's "resend-overtaken", found with or without the controller's zeroing
+    "resend-overtaken": _scenario(
+        ((b"a1",), (b"a2",), (_G, _G)), replicas=1, retries=1, eager_retries=True
+    ),
 }
 
 #: The presets the real rules pass (``make test``, ``kvswitch sim explore``).
-CHECKED: tuple[str, ...] = ("writes", "faults", "hotset", "restart", "two-writers")
+CHECKED: tuple[str, ...] = ("writes", "faults", "hotset", "restart", "two-writers", "ahead")
 
 
 def _confirm_without_floor(slot, cell, current, ver, floor, slot_ver, valid_ver) -> None:
@@ -661,6 +696,17 @@ class Explorer:
             sw2 = (gver, slot_ver, origin_ver, vv, epoch, gver, (*holders, r))
             c2 = (2, restarted, sw2[6][1:], pushes)
             yield from self._sync(("controller: re-add", f"r{r}"), sw2, s, c2)
+        for r in holders[1:] if sc.ahead and origin_ver else ():
+            if valid[r] > origin_ver:  # it confirmed a version its origin never reported
+                if sc.ahead == "zero":
+                    vv = tuple(0 if i == r else v for i, v in enumerate(valid))
+                    sw2 = (gver, slot_ver, origin_ver, vv, epoch, floor, holders)
+                else:
+                    sw2 = (gver, slot_ver, valid[r], valid, epoch, floor, holders)
+                yield (
+                    (f"controller: {sc.ahead} the version of a replica above origin_ver", f"r{r}"),
+                    (sw2, agents, clients, msgs, used, ctl, hist),
+                )
         quiet = not any(m[0] == 1 and m[3] in (p.Op.SET, p.Op.UPDATE) for m in msgs)
         if sc.restart and not restarted and (quiet or not sc.restart_when_quiet):
             # switch restart: registers 0, epoch + 1; the controller re-pushes the hot key

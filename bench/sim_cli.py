@@ -211,6 +211,12 @@ def _explore_args(parser: argparse.ArgumentParser) -> None:
     )
     for name in ("replicas", "losses", "dups", "retries", "sync-retries"):
         parser.add_argument(f"--{name}", type=t.nonneg_int, help="bound (default: the preset's)")
+    parser.add_argument(
+        "--ahead",
+        choices=("zero", "adopt", "none"),
+        help="the controller's answer to a replica above origin_ver: zero its cell (the real "
+        "rule), adopt its version (wrong for a live origin), none (default: the preset's)",
+    )
     for name, text in (
         ("hotset-change", "a replica removed and re-added"),
         ("restart", "a switch restart (epoch + 1)"),
@@ -251,6 +257,8 @@ def cmd_explore(ns: argparse.Namespace) -> int:
     for name in flags:
         if getattr(ns, name) is not None:
             overrides[name] = getattr(ns, name)
+    if ns.ahead is not None:
+        overrides["ahead"] = "" if ns.ahead == "none" else ns.ahead
     rules = ex.BROKEN[ns.broken] if ns.broken else None
     failed = 0
     for preset in ns.preset or ex.CHECKED:

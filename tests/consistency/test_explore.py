@@ -65,6 +65,14 @@ def test_broken_variant_caught(variant: str, scenario: ex.Scenario) -> None:
     assert not ex.Explorer(scenario).linearizable(_records(rep))
 
 
+def test_adopting_the_version_of_a_replica_above_a_live_origin_is_caught() -> None:
+    """The controller's answer to a replica above origin_ver is to zero its cell (preset ahead,
+    checked); taking its version as origin_ver, as for a dead origin's keys, is not linearizable."""
+    rep = ex.explore(dataclasses.replace(ex.PRESETS["ahead"], ahead="adopt"))
+    print(f"adopt: {rep.summary()}")
+    assert rep.violation is not None
+
+
 def _records(rep: ex.Report) -> tuple[ex.Record, ...]:
     """The failing history back as explorer records (checked again from scratch)."""
     ids = {}
