@@ -516,10 +516,7 @@ class P4RuntimeDriver(Driver):
         if self.address.target == "bmv2":
             cells = self.read_register(name)
             return {i: cells[i] for i in wanted}
-        reg = self.names("register", name)
-        entities = [fy.P4RegisterEntry(reg, index=i) for i in wanted]
-        got = self._run(self._collect(entities))
-        return {int(c.index): int(c.data) for c in got if c.index is not None}
+        return self._read_register(name, wanted)
 
     def close(self) -> None:
         if self._transport is not None:
@@ -556,8 +553,15 @@ class P4RuntimeDriver(Driver):
         )
         return self._run(self._collect(entity))
 
-    def _read_register(self, name: str) -> dict[int, int]:
-        cells = self._run(self._collect(fy.P4RegisterEntry(self.names("register", name))))
+    def _read_register(self, name: str, indexes: list[int] | None = None) -> dict[int, int]:
+        """Cells of register ``name`` by index: all (a wildcard Read), or ``indexes`` (one Read
+        of those entities)."""
+        reg = self.names("register", name)
+        if indexes is None:
+            query: Any = fy.P4RegisterEntry(reg)
+        else:
+            query = [fy.P4RegisterEntry(reg, index=i) for i in indexes]
+        cells = self._run(self._collect(query))
         return {int(c.index): int(c.data) for c in cells if c.index is not None}
 
     def _write(self, batch: list[Any]) -> None:

@@ -619,30 +619,25 @@ class Runtime:
             names.REG_VALID_VER,
             [names.valid_base(kp.slot, m) + s for _, kp in keyed for s in kp.replicas],
         )
-        lagging: dict[tuple[bytes, int], int] = {}
+        lagging: dict[tuple[bytes, int], int] = {}  # (key, replica) -> origin_ver
+        cells: dict[tuple[bytes, int], int] = {}  # (key, replica) -> its valid_ver cell
         for key, kp in keyed:
             ver, base = origin_ver[kp.slot], names.valid_base(kp.slot, m)
             for s in kp.replicas:
                 if ver == 0 or valid[base + s] != ver:
-                    lagging[(key, s)] = ver
+                    lagging[(key, s)], cells[(key, s)] = ver, base + s
         stuck = [pair for pair, ver in lagging.items() if self.lagging.get(pair) == ver]
         self.lagging = lagging
         for key in set(self.repushes) - {key for key, _ in lagging}:
             del self.repushes[key]  # in step again (or no longer hot with replicas)
-        plan = self.controller.plan.keys
-
-        def cell(key: bytes, s: int) -> int:
-            return names.valid_base(plan[key].slot, m) + s
-
-        ahead = [(k, s) for k, s in stuck if 0 < origin_ver[plan[k].slot] < valid[cell(k, s)]]
+        self.driver.not_held.intersection_update(self.controller.plan.keys)
+        ahead = [pair for pair in stuck if 0 < lagging[pair] < valid[cells[pair]]]
         if ahead:
             LOG.warning(
                 "%d replicas confirmed a write their origin never reported: out of the read set",
                 len(ahead),
             )
-            self.driver.apply(
-                [RegisterWrite(names.REG_VALID_VER, cell(key, s), 0) for key, s in ahead]
-            )
+            self.driver.apply([RegisterWrite(names.REG_VALID_VER, cells[p], 0) for p in ahead])
         skip = set(self.driver.failed_pushes)
         for key, kp in keyed:
             ver = origin_ver[kp.slot]
@@ -651,6 +646,7 @@ class Runtime:
             elif ver == 0 and key in self.driver.not_held:
                 skip.add(key)  # nothing to push: its first write validates the replicas
         again: list[Operation] = []
+        plan = dict(keyed)
         for key in sorted({key for key, _ in stuck} - skip):
             kp = plan[key]
             tries = self.repushes.get(key, 0)
