@@ -729,16 +729,22 @@ class StandardHandler:
     def bm_register_write(
         self, cxt_id: int, register_array_name: str, index: int, value: int
     ) -> None:
-        self.bm_register_write_range(cxt_id, register_array_name, index, index, value)
+        with self.device.lock:
+            pipe, reg = self.register(register_array_name, index)
+            pipe.switch.register_write(reg.name, index, value & ((1 << reg.bitwidth) - 1))
 
     def bm_register_write_range(
         self, cxt_id: int, register_array_name: str, start_index: int, end_index: int, value: int
     ) -> None:
+        """Cells ``start_index`` up to, not including, ``end_index`` (BMv2's Context::
+        register_write_range: INVALID_INDEX when ``end_index`` > size or ``start_index`` >
+        ``end_index``; an empty range writes nothing)."""
         with self.device.lock:
-            pipe, reg = self.register(register_array_name, start_index)
-            self.register(register_array_name, end_index)
+            pipe, reg = self.register(register_array_name)
+            if not 0 <= start_index <= end_index <= reg.size:
+                raise InvalidRegisterOperation(code=RegisterOperationErrorCode.INVALID_INDEX)
             value &= (1 << reg.bitwidth) - 1  # BMv2 truncates to the cell width
-            for i in range(start_index, end_index + 1):
+            for i in range(start_index, end_index):
                 pipe.switch.register_write(reg.name, i, value)
 
     def bm_register_reset(self, cxt_id: int, register_array_name: str) -> None:
