@@ -1,15 +1,18 @@
 """The controller's driver for BMv2 (``simple_switch_grpc``) and the software switch.
 
 P4Runtime (through ``finsy``) carries tables, direct counters, multicast groups and the pipeline
-config; BMv2's Thrift runtime API (``bm_runtime``) carries register reads, writes and resets,
-because BMv2's P4Runtime server has no register support. The software switch answers both.
+config. Registers go over P4Runtime where the switch takes them there, and otherwise over BMv2's
+Thrift runtime API (``bm_runtime``): BMv2's P4Runtime server answers a register Read with
+UNIMPLEMENTED and a RegisterEntry MODIFY with UNKNOWN. Which one is decided at every connection by
+what the switch answers (:meth:`P4RuntimeDriver.registers`), not by a flag: one P4Runtime Read of
+the epoch cell and one MODIFY writing back the value read. The software switch takes both.
 
 One period's batch (:meth:`P4RuntimeDriver.apply`) is one P4Runtime ``Write`` holding every table,
-multicast and (on the software switch) register update in the planner's order; the software switch
-applies a Write between two packets, in order. On BMv2 the register writes go over Thrift, so the
-batch is cut at each run of register writes: P4Runtime Write, Thrift writes, P4Runtime Write, ...,
-which keeps the planner's order (make-before-use, break-before-delete). Pushes and removals then go
-to the agents' control API in the same order.
+multicast and (where P4Runtime takes them) register update in the planner's order; the software
+switch applies a Write between two packets, in order. Where registers go over Thrift, the batch is
+cut at each run of register writes: P4Runtime Write, Thrift writes, P4Runtime Write, ..., which
+keeps the planner's order (make-before-use, break-before-delete). Pushes and removals then go to
+the agents' control API in the same order.
 
 HashPipe is read over Thrift on both targets: the P4 program keeps each 128-bit key as four 32-bit
 words (Thrift carries register cells as signed 64-bit integers, and BMv2's P4Runtime reads no
@@ -53,7 +56,7 @@ from kvswitch.controller.rack import Rack
 
 LOG = logging.getLogger("kvswitch.controller")
 T = TypeVar("T")
-Target = Literal["softswitch", "bmv2"]
+RegisterPath = Literal["p4runtime", "thrift"]
 
 
 class DriverError(RuntimeError):
@@ -66,7 +69,6 @@ class SwitchAddress:
     device_id: int = 0
     thrift_host: str = "127.0.0.1"
     thrift_port: int = 9090
-    target: Target = "softswitch"
     timeout: float = 10.0
 
 
@@ -225,6 +227,7 @@ class P4RuntimeDriver(Driver):
         self._thrift_lock = threading.Lock()
         self._transport: TTransport.TTransportBase | None = None
         self._thrift_broken = False
+        self.registers: RegisterPath = "thrift"
         self._switch = self._connect()
 
     def _connect(self) -> fy.Switch:
@@ -242,14 +245,30 @@ class P4RuntimeDriver(Driver):
         except (Exception, SwitchFailFastError) as exc:
             self._loop.close()
             raise DriverError(f"P4Runtime at {self.address.grpc_addr}: {exc!r}") from exc
+        self._switch = switch
         try:
             self._transport, self._thrift = _thrift_client(self.address)
             self._thrift_broken = False
+            self.registers = self._register_path()
         except DriverError:
-            self._switch = switch
             self.close()
             raise
         return switch
+
+    def _register_path(self) -> RegisterPath:
+        """P4Runtime when the switch reads the epoch cell over P4Runtime and takes a MODIFY of
+        it (the value just read: nothing changes), else BMv2's Thrift API, checked to answer."""
+        register = self.names("register", names.REG_EPOCH)
+        try:
+            value = self._read_register(names.REG_EPOCH, [0]).get(0)
+            if value is None:
+                raise DriverError("the switch answered a register Read with no cell")
+            self._run(self._switch.write([fy.P4RegisterEntry(register, index=0, data=value)]))
+        except DriverError as exc:
+            self._thrift_call("bm_register_read", 0, register, 0)
+            LOG.info("registers over BMv2's Thrift API: P4Runtime refused them (%s)", exc)
+            return "thrift"
+        return "p4runtime"
 
     @property
     def connected(self) -> bool:
@@ -374,7 +393,7 @@ class P4RuntimeDriver(Driver):
             if isinstance(op, RemoveRequest):
                 self.deferred_removals.append(op)
                 continue
-            if isinstance(op, RegisterWrite) and self.address.target == "bmv2":
+            if isinstance(op, RegisterWrite) and self.registers == "thrift":
                 self._write(batch)
                 batch = []
                 self._thrift_register_write(op)
@@ -502,18 +521,18 @@ class P4RuntimeDriver(Driver):
 
     def read_register(self, name: str) -> list[int]:
         """Every cell of register ``name`` (an alias of :mod:`names`)."""
-        if self.address.target == "bmv2":
+        if self.registers == "thrift":
             return self._thrift_call("bm_register_read_all", 0, self.names("register", name))
         cells = self._read_register(name)
         return [cells.get(i, 0) for i in range(self.names.register_size(name))]
 
     def read_register_cells(self, name: str, indexes: Iterable[int]) -> dict[int, int]:
         """The cells ``indexes`` of register ``name``: one P4Runtime Read of those entities (a
-        BMv2 target: the whole register over Thrift, one call)."""
+        switch whose registers go over Thrift: the whole register, one call)."""
         wanted = sorted(set(indexes))
         if not wanted:
             return {}
-        if self.address.target == "bmv2":
+        if self.registers == "thrift":
             cells = self.read_register(name)
             return {i: cells[i] for i in wanted}
         return self._read_register(name, wanted)
@@ -541,7 +560,9 @@ class P4RuntimeDriver(Driver):
             return self._loop.run(coro, self.address.timeout)
         except DriverError:
             raise
-        except (Exception, SwitchFailFastError) as exc:  # P4ClientError, or the stream went down
+        except fy.P4ClientError as exc:  # the switch answered with an error
+            raise DriverError(f"P4Runtime: {_client_error(exc)}") from exc
+        except (Exception, SwitchFailFastError) as exc:  # the stream went down
             raise DriverError(f"P4Runtime: {exc!r}") from exc
 
     async def _collect(self, entity: Any) -> list[Any]:
@@ -584,9 +605,9 @@ class P4RuntimeDriver(Driver):
         return +entry if op.op is EntryOp.ADD else ~entry
 
     def _thrift_register_write(self, op: RegisterWrite) -> None:
-        name = self.names("register", op.name)
-        last = op.index + op.count - 1
-        self._thrift_call("bm_register_write_range", 0, name, op.index, last, op.value)
+        name = self.names("register", op.name)  # BMv2's range ends before its end index
+        end = op.index + op.count
+        self._thrift_call("bm_register_write_range", 0, name, op.index, end, op.value)
 
     def _thrift_call(self, method: str, *args: Any) -> Any:
         with self._thrift_lock:
@@ -654,6 +675,15 @@ def _group_update(op: MulticastGroupSet | MulticastGroupDelete, groups: set[int]
         return ~group
     groups.add(op.group)
     return +group
+
+
+def _client_error(exc: fy.P4ClientError) -> str:
+    """The gRPC status and message of a refusal, and the first per-entity error of a Write."""
+    code = getattr(exc.code, "name", str(exc.code))
+    text = f"{code} {exc.message!r}" if exc.message else code
+    for detail in (exc.details or {}).values():
+        return f"{text}: {getattr(detail, 'message', detail)}"
+    return text
 
 
 def _int(value: int | bytes) -> int:

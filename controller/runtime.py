@@ -239,6 +239,9 @@ class Runtime:
             static = [op for op in static if not _liveness_op(op)]
         self.driver.apply(self.driver.reconcile([op for op in static if _switch_op(op)]))
         self.driver.apply([op for op in static if not _switch_op(op)])  # the epoch register
+        held_epoch = self.driver.read_register(names.REG_EPOCH)[0]
+        if held_epoch != self.epoch:  # a write the switch took and did not apply
+            raise DriverError(f"the switch holds epoch {held_epoch} after writing {self.epoch}")
         self.controller.plan = self.recover()
         for server in self.driver.read_down():  # a restarted controller keeps the dead dead
             self.membership.mark_down(server)

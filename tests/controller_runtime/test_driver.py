@@ -41,18 +41,15 @@ def get_frame(rack: RackFile, key: bytes, dst: int, seq: int = 1) -> bytes:
     return frame(rack, rack.clients[0], rack.servers[dst].ip_text, msg)
 
 
-def driver_for(live: LiveSwitch, program: Program, rack: RackFile, target: str) -> P4RuntimeDriver:
-    a = live.address
-    address = SwitchAddress(a.grpc_addr, a.device_id, a.thrift_host, a.thrift_port, target)  # type: ignore[arg-type]
-    return P4RuntimeDriver(address, program, rack.rack())
+def driver_for(live: LiveSwitch, program: Program, rack: RackFile) -> P4RuntimeDriver:
+    return P4RuntimeDriver(live.address, program, rack.rack())
 
 
-@pytest.mark.parametrize("target", ["softswitch", "bmv2"])
-def test_plan_on_the_switch(
-    live_switch: LiveSwitch, program: Program, rackfile: RackFile, target: str
-) -> None:
+def test_plan_on_the_switch(live_switch: LiveSwitch, program: Program, rackfile: RackFile) -> None:
     rack = rackfile.rack()
-    with driver_for(live_switch, program, rackfile, target) as drv:
+    with driver_for(live_switch, program, rackfile) as drv:
+        # the software switch takes registers over P4Runtime (BMv2: test_driver_bmv2.py)
+        assert drv.registers == "p4runtime"
         assert live_switch.device.pipeline is not None  # the driver set the pipeline
         assert (drv.servers, drv.slots, drv.stages) == (3, 16, 2)
         drv.apply(forwarding_ops(rackfile) + trust_ops(rackfile) + rack_setup(rack, 7))
@@ -60,8 +57,7 @@ def test_plan_on_the_switch(
         plan = build_plan([(HOT, (1, 0, 2)), (OTHER, (2,))], empty, 3, drv.slots)
         writes = drv.p4rt_writes
         drv.apply(diff(empty, plan, rack))
-        # softswitch: one Write; bmv2: register runs over Thrift cut the batch (3 resets + 2 keys)
-        assert drv.p4rt_writes - writes == (1 if target == "softswitch" else 2)
+        assert drv.p4rt_writes - writes == 1  # registers in the same Write
 
         assert drv.read_register(names.REG_EPOCH) == [7]
         assert drv.read_plan()[0].keys == plan.keys
@@ -137,7 +133,7 @@ def test_bad_batch_is_an_error(
     live_switch: LiveSwitch, program: Program, rackfile: RackFile
 ) -> None:
     rack = rackfile.rack()
-    with driver_for(live_switch, program, rackfile, "softswitch") as drv:
+    with driver_for(live_switch, program, rackfile) as drv:
         ops = rack_setup(rack, 1)
         drv.apply(ops)
         with pytest.raises(DriverError, match="P4Runtime"):
@@ -189,7 +185,7 @@ def test_removals_wait_one_batch(
     rack = rackfile.rack()
     agents = RecordingAgents()
     a = live_switch.address
-    address = SwitchAddress(a.grpc_addr, a.device_id, a.thrift_host, a.thrift_port, "softswitch")  # type: ignore[arg-type]
+    address = SwitchAddress(a.grpc_addr, a.device_id, a.thrift_host, a.thrift_port)
     with P4RuntimeDriver(address, program, rack, agents) as drv:
         drv.apply(forwarding_ops(rackfile) + trust_ops(rackfile) + rack_setup(rack, 7))
         empty = Plan(3, drv.slots)
@@ -213,7 +209,7 @@ def test_reset_clears_every_hashpipe_register_of_the_tna_build(
     """The reset takes a stage's registers from P4Info: on TNA the later stages' hp_tag too."""
     bundle = Bundle.from_file(p4src_dir() / "kvswitch_tna.p4", DEFINES)
     tna = Program(bundle.compile().p4info, bundle.to_bytes())
-    with driver_for(live_switch, tna, rackfile, "softswitch") as drv:
+    with driver_for(live_switch, tna, rackfile) as drv:
         drv.apply(forwarding_ops(rackfile) + trust_ops(rackfile) + rack_setup(rackfile.rack(), 7))
         for i in range(60):
             key = p.pad_key(b"cold-%d" % (i % 30))
