@@ -5,7 +5,7 @@
         --period 1.0 --k 64 --policy ring [--observe-only] [--metrics m.jsonl] [--periods N]
 
 It sets the forwarding pipeline (software switch: the P4 source bundle; BMv2: ``--bmv2-json`` and
-``--p4info``), installs the rack's static entries and a new epoch, takes over the hot keys the
+``--p4info``, or the P4 source compiled with the p4c-bm2-ss on PATH), installs the rack's static entries and a new epoch, takes over the hot keys the
 switch holds, then runs one control period every ``--period`` seconds until ``--periods`` are done
 or SIGTERM/SIGINT arrives.
 """
@@ -23,14 +23,13 @@ from pathlib import Path
 from types import FrameType
 from typing import TextIO
 
-from google.protobuf import text_format
-
 from kvswitch import argtypes as t
 from kvswitch.controller.agents import AgentPool
 from kvswitch.controller.elastic import AdminServer
 from kvswitch.controller.p4rt_driver import DriverError, P4RuntimeDriver, Program, SwitchAddress
 from kvswitch.controller.period import ControllerConfig
 from kvswitch.controller.placement import POLICIES
+from kvswitch.controller.program import compiled_for_bmv2, from_p4c_files, from_source
 from kvswitch.controller.rackfile import RackFile, RackFileError
 from kvswitch.controller.runtime import Runtime
 
@@ -50,7 +49,10 @@ def build_parser() -> t.Parser:
     ap.add_argument(
         "-I", dest="includes", action="append", default=[], metavar="DIR", help="P4 include dir"
     )
-    ap.add_argument("--bmv2-json", help="p4c-compiled BMv2 JSON (target bmv2)")
+    ap.add_argument(
+        "--bmv2-json",
+        help="p4c-compiled BMv2 JSON (target bmv2; default: compile --p4 with p4c-bm2-ss)",
+    )
     ap.add_argument("--p4info", help="P4Info text file (target bmv2: the one p4c wrote)")
     ap.add_argument(
         "--grpc-addr", type=t.endpoint, default="127.0.0.1:9559", help="P4Runtime server"
@@ -64,7 +66,9 @@ def build_parser() -> t.Parser:
         "--target",
         choices=("softswitch", "bmv2"),
         default="softswitch",
-        help="the switch the controller drives (default softswitch)",
+        help="the program's form: bmv2 sends p4c's JSON and P4Info (--bmv2-json, --p4info), "
+        "softswitch the P4 source (default); registers go over P4Runtime or Thrift by what "
+        "the switch answers",
     )
     ap.add_argument(
         "--period", type=t.positive_float, default=1.0, help="seconds per period (default 1)"
@@ -127,21 +131,21 @@ def build_parser() -> t.Parser:
 
 
 def load_program(args: argparse.Namespace) -> Program:
-    """The P4Info and device config SetForwardingPipelineConfig sends for the target."""
-    if args.target == "bmv2":
-        if not args.bmv2_json or not args.p4info:
-            raise ValueError("--target bmv2 needs --bmv2-json and --p4info (p4c's outputs)")
-        from finsy.proto import p4i
-
-        info = text_format.Parse(Path(args.p4info).read_text(), p4i.P4Info())
-        return Program(info, Path(args.bmv2_json).read_bytes())
+    """The P4Info and device config SetForwardingPipelineConfig sends for the target: BMv2 takes
+    p4c's JSON and P4Info (given, or compiled here with p4c-bm2-ss), the software switch the P4
+    source."""
     from kvswitch.paths import p4src_dir
     from softswitch.cli import parse_defines
-    from softswitch.runtime.bundle import Bundle
 
     source = Path(args.p4) if args.p4 else p4src_dir() / "kvswitch.p4"
-    bundle = Bundle.from_file(source, parse_defines(args.defines), args.includes)
-    return Program(bundle.compile().p4info, bundle.to_bytes())
+    defines = parse_defines(args.defines)
+    if args.target == "bmv2":
+        if args.bmv2_json and args.p4info:
+            return from_p4c_files(Path(args.bmv2_json), Path(args.p4info))
+        if args.bmv2_json or args.p4info:
+            raise ValueError("--bmv2-json and --p4info go together (p4c writes both)")
+        return compiled_for_bmv2(source, defines, [Path(d) for d in args.includes])
+    return from_source(source, defines, args.includes)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -186,8 +190,7 @@ def main(argv: list[str] | None = None) -> int:
         args.device_id,
         args.thrift_host,
         args.thrift_port,
-        args.target,
-        args.timeout,
+        timeout=args.timeout,
     )
     agents = AgentPool(rack, args.timeout, args.probe_timeout)
     metrics: TextIO | None = None

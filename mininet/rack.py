@@ -41,6 +41,7 @@ from kvswitch.agent.backend_procs import free_port
 from kvswitch.agent.control import AgentControl, ControlError
 from kvswitch.bench.c_client_bench import find_loadgen
 from kvswitch.controller.elastic import ask
+from kvswitch.controller.program import ProgramError, cached_p4c_bm2_ss
 from kvswitch.paths import p4src_dir
 from kvswitch.protocol import KVS_PORT
 
@@ -308,6 +309,8 @@ class Rack:
         )
         self.run_dir.mkdir(mode=0o700)
         self.run_dir_made = True
+        if self.opts.target == "bmv2" and not self.opts.bmv2_json:
+            self.compile_for_bmv2()
         switch_cls = SoftSwitch if self.opts.target == "softswitch" else Bmv2Switch
         setLogLevel("warning")
         net = Mininet(
@@ -462,6 +465,22 @@ class Rack:
         self.procs.remove(proc)
         return held
 
+    def defines(self) -> list[str]:
+        """The P4 defines of the program (-D, or the rack's sizes)."""
+        o = self.opts
+        return o.defines or [f"HOT_KEYS={o.k}", f"MAX_SERVERS={len(self.servers)}"]
+
+    def compile_for_bmv2(self) -> None:
+        """p4c-bm2-ss's JSON and P4Info of the program with the rack's defines, for every
+        controller start of the run (kept in the user's cache: the next run skips the compile)."""
+        source = p4src_dir() / PROGRAMS[self.opts.arch]
+        defines = dict(d.split("=", 1) if "=" in d else (d, "1") for d in self.defines())
+        try:
+            json_path, info = cached_p4c_bm2_ss(source, defines)
+        except ProgramError as exc:
+            raise RuntimeError(str(exc)) from exc
+        self.opts.bmv2_json, self.opts.p4info = str(json_path), str(info)
+
     def controller_command(self) -> list[str]:
         o = self.opts
         cmd = [
@@ -473,8 +492,7 @@ class Rack:
             "--metrics", str(self.metrics_file), "--state", str(self.out / "controller.state"),
             "--admin", str(self.admin),
         ]  # fmt: skip
-        defines = o.defines or [f"HOT_KEYS={o.k}", f"MAX_SERVERS={len(self.servers)}"]
-        for d in defines:
+        for d in self.defines():
             cmd += ["-D", d]
         if o.observe_only:
             cmd.append("--observe-only")
@@ -773,7 +791,8 @@ def build_parser() -> argparse.ArgumentParser:
     a("--arch", choices=sorted(PROGRAMS), default="v1model",
       help="data-plane build: v1model (p4src/kvswitch.p4) or tna (p4src/kvswitch_tna.p4, "
            "software switch only)")  # fmt: skip
-    a("--bmv2-json", help="p4c-compiled BMv2 JSON of p4src/kvswitch.p4 (--target bmv2)")
+    a("--bmv2-json", help="p4c-compiled BMv2 JSON of p4src/kvswitch.p4 (--target bmv2; "
+      "default: the controller compiles it with p4c-bm2-ss and the -D defines)")  # fmt: skip
     a("--p4info", help="the P4Info text file p4c wrote with it (--target bmv2)")
     a("--period", type=float, default=1.0, help="controller period in seconds")
     a("--k", type=int, default=64, help="hot-key slots the controller uses")
@@ -878,10 +897,12 @@ def main(argv: list[str] | None = None) -> int:
         if shutil.which("simple_switch_grpc") is None:
             print("rack: --target bmv2 needs simple_switch_grpc on PATH", file=sys.stderr)
             return 2
-        if not args.bmv2_json or not args.p4info:
-            print(
-                "rack: --target bmv2 needs --bmv2-json and --p4info (p4c output)", file=sys.stderr
-            )
+        if bool(args.bmv2_json) != bool(args.p4info):
+            print("rack: --bmv2-json and --p4info go together (p4c writes both)", file=sys.stderr)
+            return 2
+        if not args.bmv2_json and shutil.which("p4c-bm2-ss") is None:
+            print("rack: --target bmv2 needs p4c-bm2-ss on PATH (or p4c's --bmv2-json and "
+                  "--p4info)", file=sys.stderr)  # fmt: skip
             return 2
     events = [*args.kill, *args.restart, *args.add, *args.remove]
     why = check_events(events, args.servers)
