@@ -18,6 +18,7 @@ P4RTSH_STAMP := $(P4RTSH)/.installed
 
 help:
 	@echo "make demo     start a rack on the software switch, run a skewed workload, plot the balance"
+	@echo "              (TARGET=bmv2: on BMv2's simple_switch_grpc, compiled with p4c-bm2-ss)"
 	@echo "make test     install what is missing and run every test"
 	@echo "make lint     ruff check + format check"
 	@echo "make c        build the C client library and load generator"
@@ -72,8 +73,11 @@ bench: $(STAMP) c
 sim: $(STAMP)
 	$(PY) -m kvswitch sim figures --out results
 
+# TARGET=bmv2: the rack on BMv2's simple_switch_grpc (the program compiled with p4c-bm2-ss; both
+# on PATH), instead of the software switch
+TARGET ?= softswitch
 demo: $(STAMP) c
-	$(PY) -m kvswitch demo
+	$(PY) -m kvswitch demo --target $(TARGET)
 
 # The TNA build for Tofino hardware: bf-p4c (Intel's SDE) or p4c built with its open-source
 # backends/tofino (the `p4c --target tofino` driver). P4Info with standard externs, as Stratum

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -46,7 +47,8 @@ def build_parser() -> t.Parser:
         "--target",
         choices=("softswitch", "bmv2"),
         default="softswitch",
-        help="switch of the rack (default softswitch)",
+        help="switch of the rack: the software switch (default) or BMv2's simple_switch_grpc "
+        "(the program compiled with p4c-bm2-ss; both on PATH)",
     )
     ap.add_argument(
         "--backend",
@@ -138,6 +140,12 @@ def main(argv: list[str] | None = None) -> int:
     if os.geteuid() != 0:
         print("kvswitch demo: needs root (Mininet); run `sudo make demo`", file=sys.stderr)
         return 2
+    if args.target == "bmv2":
+        missing = [t for t in ("simple_switch_grpc", "p4c-bm2-ss") if shutil.which(t) is None]
+        if missing:
+            print(f"kvswitch demo: --target bmv2 needs {' and '.join(missing)} on PATH "
+                  "(p4lang's BMv2 with PI, and p4c)", file=sys.stderr)  # fmt: skip
+            return 2
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     metrics = out / "metrics.jsonl"
