@@ -1,9 +1,10 @@
 """Running ``mininet/rack.py`` (as a subprocess: nothing imports mininet/) and reading its output.
 
-Every e2e test needs root, Debian's mininet and the controller (``kvswitch controller``); with
-``KVSWITCH_TARGET=bmv2`` also ``simple_switch_grpc``, ``$KVSWITCH_BMV2_JSON`` and
-``$KVSWITCH_BMV2_P4INFO`` (p4c's output). ``KVSWITCH_ARCH=tna`` runs the rack on the TNA build
-(``p4src/kvswitch_tna.p4``, software switch only).
+Every e2e test needs root, Debian's mininet and the controller (``kvswitch controller``). Each runs
+on every target found: the software switch, and BMv2's ``simple_switch_grpc`` where it and
+p4c-bm2-ss are on PATH (the rack compiles the program with p4c-bm2-ss; skipped with a message
+elsewhere). ``KVSWITCH_TARGET=softswitch`` or ``bmv2`` keeps one target. ``KVSWITCH_ARCH=tna``
+runs the rack on the TNA build (``p4src/kvswitch_tna.p4``, software switch only).
 """
 
 from __future__ import annotations
@@ -24,8 +25,18 @@ import pytest
 from kvswitch.bench.lincheck import Op
 from kvswitch.paths import repo_root
 
-TARGET = os.environ.get("KVSWITCH_TARGET", "softswitch")
+TARGETS = ("softswitch", "bmv2")
 ARCH = os.environ.get("KVSWITCH_ARCH", "v1model")  # the data-plane build: v1model or tna
+
+
+def targets() -> list[str]:
+    """The targets the rack suites run on: both, or the one ``KVSWITCH_TARGET`` names."""
+    chosen = os.environ.get("KVSWITCH_TARGET")
+    if chosen is None:
+        return list(TARGETS)
+    if chosen not in TARGETS:
+        raise pytest.UsageError(f"KVSWITCH_TARGET={chosen!r}: expected one of {list(TARGETS)}")
+    return [chosen]
 
 
 def rack_script() -> Path:
@@ -34,8 +45,8 @@ def rack_script() -> Path:
     return root / "mininet" / "rack.py"
 
 
-def skip_reason() -> str:
-    """'' when the rack can run here, else why not."""
+def skip_reason(target: str = "softswitch", arch: str = ARCH) -> str:
+    """'' when the rack can run here on ``target``, else why not."""
     if os.geteuid() != 0:
         return "needs root (Mininet, network namespaces)"
     if importlib.util.find_spec("mininet") is None or shutil.which("mnexec") is None:
@@ -44,20 +55,14 @@ def skip_reason() -> str:
         return "needs ethtool"
     if importlib.util.find_spec("kvswitch.controller.main") is None:
         return "needs the controller runtime (kvswitch controller) which is not in this build"
-    if ARCH not in ("v1model", "tna"):
-        return f"unknown KVSWITCH_ARCH={ARCH!r} (v1model or tna)"
-    if TARGET == "bmv2":
-        if shutil.which("simple_switch_grpc") is None:
-            return "KVSWITCH_TARGET=bmv2 but simple_switch_grpc is not installed"
-        if not os.environ.get("KVSWITCH_BMV2_JSON") or not os.environ.get("KVSWITCH_BMV2_P4INFO"):
-            return (
-                "KVSWITCH_TARGET=bmv2 needs KVSWITCH_BMV2_JSON and KVSWITCH_BMV2_P4INFO "
-                "(p4c's BMv2 JSON and P4Info text of p4src/kvswitch.p4)"
-            )
-        if ARCH != "v1model":
-            return f"KVSWITCH_ARCH={ARCH}: BMv2 runs v1model programs only"
-    elif TARGET != "softswitch":
-        return f"unknown KVSWITCH_TARGET={TARGET!r} (softswitch or bmv2)"
+    if arch not in ("v1model", "tna"):
+        return f"unknown KVSWITCH_ARCH={arch!r} (v1model or tna)"
+    if target == "bmv2":
+        for tool in ("simple_switch_grpc", "p4c-bm2-ss"):
+            if shutil.which(tool) is None:
+                return f"on BMv2 needs {tool} on PATH (../shared/reftools/bin in CI)"
+        if arch != "v1model":
+            return f"on BMv2 runs v1model programs only, not {arch}"
     return ""
 
 
@@ -93,22 +98,9 @@ class RackRun:
         return ops
 
 
-def rack_command(out: Path, *args: str, arch: str = ARCH) -> list[str]:
-    cmd = [
-        sys.executable,
-        str(rack_script()),
-        "--target",
-        TARGET,
-        "--arch",
-        arch,
-        "--out",
-        str(out),
-    ]
-    cmd += args
-    if TARGET == "bmv2":
-        cmd += ["--bmv2-json", os.environ["KVSWITCH_BMV2_JSON"]]
-        cmd += ["--p4info", os.environ["KVSWITCH_BMV2_P4INFO"]]
-    return cmd
+def rack_command(out: Path, *args: str, target: str, arch: str = ARCH) -> list[str]:
+    script = [sys.executable, str(rack_script())]
+    return [*script, "--target", target, "--arch", arch, "--out", str(out), *args]
 
 
 def assert_torn_down(out: Path) -> None:
@@ -124,27 +116,36 @@ def assert_torn_down(out: Path) -> None:
     assert not Path(run["run_dir"]).exists(), f"{run['run_dir']} left behind"
 
 
-def run_rack(out: Path, *args: str, timeout: float = 150, arch: str = ARCH) -> RackRun:
+def run_rack(out: Path, *args: str, target: str, timeout: float = 150, arch: str = ARCH) -> RackRun:
     """``mininet/rack.py ARGS --out OUT`` to completion; fails the test with its output if the
     rack fails or leaves anything behind."""
     done = subprocess.run(
-        rack_command(out, *args, arch=arch), capture_output=True, text=True, timeout=timeout
+        rack_command(out, *args, target=target, arch=arch),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
     assert_torn_down(out)
     if done.returncode != 0:
         pytest.fail(f"rack.py exited with {done.returncode}:\n{done.stdout}\n{done.stderr}")
-    assert f"{TARGET}, {arch})" in done.stdout, f"not the {arch} build on {TARGET}:\n{done.stdout}"
+    assert f"{target}, {arch})" in done.stdout, f"not the {arch} build on {target}:\n{done.stdout}"
     summary = json.loads((out / "summary.json").read_text())
     metrics_path = out / "metrics.jsonl"
     metrics = [json.loads(x) for x in metrics_path.read_text().splitlines() if x.strip()]
     return RackRun(out, done.stdout, summary, metrics)
 
 
+@pytest.fixture(params=targets())
+def target(request: pytest.FixtureRequest) -> str:
+    """The switch of the rack: every test of the suite runs on each target found."""
+    return str(request.param)
+
+
 @pytest.fixture
-def rack(tmp_path: Path) -> Any:
-    why = skip_reason()
+def rack(tmp_path: Path, target: str) -> Any:
+    why = skip_reason(target)
     if why:
         pytest.skip(f"e2e rack test {why}")
     return lambda *args, timeout=150, arch=ARCH: run_rack(
-        tmp_path / "rack", *args, timeout=timeout, arch=arch
+        tmp_path / "rack", *args, target=target, timeout=timeout, arch=arch
     )

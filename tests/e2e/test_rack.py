@@ -1,5 +1,5 @@
-"""End to end on a Mininet rack: 8 servers, 2 clients, the software switch (or BMv2 with
-KVSWITCH_TARGET=bmv2), the agents, the controller and real packets (docs/rack.md).
+"""End to end on a Mininet rack: 8 servers, 2 clients, the software switch and BMv2's
+simple_switch_grpc (each test on both, tests/e2e/conftest.py), the agents, the controller and real packets (docs/rack.md).
 
 - with the controller on, lambda falls below 0.1 within 10 periods at Zipf 0.99;
 - with ``--observe-only`` it stays near the simulator's "Original" figure;
@@ -23,7 +23,7 @@ import pytest
 from kvswitch.bench.lincheck import check_history
 from kvswitch.controller.threshold import imbalance
 from kvswitch.protocol import HashRing, pad_key
-from tests.e2e.conftest import TARGET, assert_torn_down, rack_command, skip_reason
+from tests.e2e.conftest import assert_torn_down, rack_command, skip_reason
 
 pytestmark = [pytest.mark.netns, pytest.mark.slow]
 
@@ -68,12 +68,15 @@ def test_controller_balances_real_packets(rack: Any) -> None:
     assert len(lambdas) >= 10, run.stdout
     print(f"lambda per period (controller on): {[round(x, 3) for x in lambdas]}")
     assert min(lambdas[:10]) < 0.1, lambdas
+    late = lambdas[3:]  # from the 4th period on, balanced (noise alone is ~0.06 a period)
+    assert sum(late) / len(late) < 0.1, lambdas
     assert max(m["replicas"] for m in run.metrics) > 0
     assert not run.summary["failed"], run.summary["failed"]
 
 
-@pytest.mark.skipif(TARGET == "bmv2", reason="BMv2 runs the v1model build only")
-def test_controller_balances_the_tna_build(rack: Any) -> None:
+def test_controller_balances_the_tna_build(rack: Any, target: str) -> None:
+    if target == "bmv2":
+        pytest.skip("BMv2 runs the v1model build only (the TNA build is for Tofino)")
     # the same controller and driver over P4Runtime, the data plane built for TNA
     # (p4src/kvswitch_tna.p4), whatever KVSWITCH_ARCH says for the other tests
     run = rack(*BASE, *FAST, "--rate", "1500", "--duration", "14", "--period", "1.0", arch="tna")
@@ -102,9 +105,11 @@ def test_observe_only_stays_at_original(rack: Any) -> None:
 def versions_agree(run: Any, keys: list[str]) -> int:
     """Every holder of a replicated key (the controller's plan of the last period before the
     versions were read) holds the origin's version, and no other copy is newer than the origin's
-    (a replica that just left keeps its copy until the next period: controller/p4rt_driver.py;
-    one that joined in that plan may still be behind: its push can race the last writes, and the
-    switch does not read from it before it confirms); returns how many keys had replicas."""
+    (a replica that just left keeps its copy until the next period: controller/p4rt_driver.py).
+    When that plan added a replica, every replica may still be behind: the push's SYNC gives
+    the origin's value a new version first, then the controller pushes it into each replica in
+    turn (seen on BMv2: versions read 21 ms after such a plan), and the switch reads from none
+    of them before it confirms. Returns how many keys had replicas."""
     ring = HashRing(SERVERS)
     at = run.summary["versions_time"]
     plans = [m["holders"] for m in run.metrics if m["time"] <= at]
@@ -123,7 +128,7 @@ def versions_agree(run: Any, keys: list[str]) -> int:
         holders = {f"s{s + 1}" for s in plan.get(wire, [])}
         joined = holders - {f"s{s + 1}" for s in before.get(wire, [])}
         for server, version in held.items():
-            if server in holders - joined:
+            if server in holders and not joined:
                 assert version[:2] == held[origin][:2], (key, server, version, origin, held)
             else:
                 assert version[:2] <= held[origin][:2], (key, server, version, origin, held)
@@ -202,7 +207,8 @@ def test_failed_start_tears_everything_down(tmp_path: Any) -> None:
         pytest.skip(f"e2e rack test {why}")
     out = tmp_path / "rack"
     args = [*BASE, "--duration", "1", "--controller-arg=--no-such-flag"]
-    done = subprocess.run(rack_command(out, *args), capture_output=True, text=True, timeout=120)
+    cmd = rack_command(out, *args, target="softswitch")
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "rack: controller exited with" in done.stderr
     assert_torn_down(out)

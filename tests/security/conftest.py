@@ -30,7 +30,7 @@ from kvswitch.agent.control import AgentControl, KeyVersion
 from kvswitch.bench.lincheck import Op
 from kvswitch.controller.p4rt_driver import SwitchAddress, _thrift_client
 from kvswitch.paths import repo_root
-from tests.e2e.conftest import TARGET, assert_torn_down, rack_command, skip_reason
+from tests.e2e.conftest import assert_torn_down, rack_command, skip_reason, targets
 
 SERVERS, K = 4, 16
 SWITCH_MAC = "02:00:00:00:00:fe"
@@ -149,9 +149,9 @@ class Rack:
                 self.proc.wait()
 
 
-def start_rack(mode: str, out: Path, timeout: float = 120) -> Rack:
+def start_rack(mode: str, target: str, out: Path, timeout: float = 120) -> Rack:
     proc = subprocess.Popen(
-        rack_command(out, *rack_args(mode)),
+        rack_command(out, *rack_args(mode), target=target),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -181,18 +181,22 @@ def start_rack(mode: str, out: Path, timeout: float = 120) -> Rack:
     return Rack(mode, out, proc, run, rack, agents=agents)
 
 
-@pytest.fixture(scope="module", params=["on", "off"])
+@pytest.fixture(
+    scope="module",
+    params=[(t, mode) for t in targets() for mode in ("on", "off")],
+    ids=lambda p: f"{p[0]}-{p[1]}",
+)
 def rack(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Rack]:
-    why = skip_reason()
+    """The rack of one target and defence mode (each attack runs on every pair; BMv2's program
+    is compiled by p4c-bm2-ss with the same -D flags)."""
+    target, mode = request.param
+    why = skip_reason(target)
     if why:
         pytest.skip(f"adversarial rack test {why}")
-    mode = str(request.param)
-    if mode == "off" and TARGET == "bmv2":  # its program is p4c's JSON: -D cannot reach it
-        pytest.skip("the defences-off rack needs the software switch (its -D builds the program)")
-    out = tmp_path_factory.mktemp(f"security-{mode}") / "rack"
-    started = start_rack(mode, out)
+    out = tmp_path_factory.mktemp(f"security-{target}-{mode}") / "rack"
+    started = start_rack(mode, target, out)
     try:
         yield started
     finally:
