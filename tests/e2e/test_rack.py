@@ -112,7 +112,9 @@ def versions_agree(run: Any, keys: list[str]) -> int:
     of them before it confirms. Returns how many keys had replicas."""
     ring = HashRing(SERVERS)
     at = run.summary["versions_time"]
-    plans = [m["holders"] for m in run.metrics if m["time"] <= at]
+    # a period's "time" is taken after its batch and pushes: one that began before the versions
+    # were read may be the plan the agents were being brought to
+    plans = [m["holders"] for m in run.metrics if m["time"] - m["period_ms"] / 1000 <= at]
     plan = plans[-1] if plans else {}
     before = plans[-2] if len(plans) > 1 else {}
     replicated = 0
