@@ -25,6 +25,10 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
         "Gets/s through the C library vs the Python client",
     ),
     "sim": ("kvswitch.bench.sim_bench", "simulated queries/s with exact HashPipe semantics"),
+    "rack-ramp": (
+        "kvswitch.bench.rack_ramp",
+        "the Mininet rack at rising rates on each target: p99, and the rate it sustains",
+    ),
 }
 
 

@@ -1,0 +1,113 @@
+"""``kvswitch bench rack-ramp``: the Mininet rack at rising request rates on each target (the
+software switch and BMv2's simple_switch_grpc), in one run: throughput, p50/p99 latency and loss
+per rate from the C load generator, and the highest rate whose p99 stays under the bound.
+
+Each point is one ``mininet/rack.py`` run (as ``kvswitch demo`` runs it: a subprocess of the
+source checkout) with the controller balancing, Zipf 0.99 over 1 000 keys, 8 servers; the p99 is
+over the whole load of that run. Needs root and Mininet; BMv2 needs simple_switch_grpc and
+p4c-bm2-ss on PATH (skipped with a message otherwise). See docs/rack.md.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from kvswitch import argtypes as t
+from kvswitch.bench.demo import rack_script
+
+
+def build_parser() -> t.Parser:
+    ap = t.Parser(prog="kvswitch bench rack-ramp", description=__doc__.split("\n")[0])
+    ap.add_argument("--targets", default="softswitch,bmv2", help="comma-separated targets")
+    ap.add_argument(
+        "--rates", default="500,1000,2000,4000", help="requests/s over all clients, rising"
+    )
+    ap.add_argument("--duration", type=t.positive_float, default=8.0, help="seconds per rate")
+    ap.add_argument("--bound-ms", type=t.positive_float, default=5.0, help="the p99 bound (ms)")
+    ap.add_argument("--servers", type=t.positive_int, default=8, help="servers (8)")
+    ap.add_argument("--observe-only", action="store_true", help="controller not balancing")
+    ap.add_argument("--out", type=Path, help="keep each run's files here")
+    return ap
+
+
+def point(script: Path, target: str, rate: int, args: Any, out: Path) -> dict[str, Any]:
+    """One rack run at ``rate``: the load generators' figures, summed over clients."""
+    cmd = [
+        sys.executable, str(script), "--target", target, "--servers", str(args.servers),
+        "--clients", "2", "--loadgens", "0", "--rate", str(rate),
+        "--duration", str(args.duration), "--period", "1.0", "--out", str(out),
+        "--bound", "0.1", "--controller-arg=--gamma=0.5",
+    ]  # fmt: skip
+    if args.observe_only:
+        cmd.append("--observe-only")
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=args.duration + 300)
+    if done.returncode != 0:
+        last = (done.stderr or done.stdout).strip().splitlines()
+        return {"error": last[-1] if last else f"exit {done.returncode}"}
+    loadgens = json.loads((out / "summary.json").read_text())["loadgen"]
+    sent = sum(int(lg["sent"]) for lg in loadgens)
+    received = sum(int(lg["received"]) for lg in loadgens)
+    return {
+        "throughput": sum(float(lg["throughput"]) for lg in loadgens),
+        "p50_ms": max(float(lg["latency_us"]["p50"]) for lg in loadgens) / 1000,
+        "p99_ms": max(float(lg["latency_us"]["p99"]) for lg in loadgens) / 1000,
+        "loss": (sent - received) / sent if sent else 0.0,
+    }
+
+
+def sustained(rows: list[dict[str, Any]], bound_ms: float) -> float:
+    """The highest throughput of a rate whose p99 stayed under the bound and lost < 1 %."""
+    ok = [
+        r["throughput"]
+        for r in rows
+        if "error" not in r and r["p99_ms"] < bound_ms and r["loss"] < 0.01
+    ]
+    return max(ok, default=0.0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    script = rack_script()
+    if script is None:
+        print("kvswitch bench rack-ramp: needs the source checkout (mininet/rack.py)")
+        return 2
+    try:
+        rates = [int(r) for r in args.rates.split(",")]
+    except ValueError:
+        print(f"kvswitch bench rack-ramp: --rates {args.rates!r}: integers, comma-separated")
+        return 2
+    targets = args.targets.split(",")
+    base = args.out or Path(tempfile.mkdtemp(prefix="kvswitch-ramp-"))
+    results: dict[str, list[dict[str, Any]]] = {}
+    for target in targets:
+        missing = [x for x in ("simple_switch_grpc", "p4c-bm2-ss") if shutil.which(x) is None]
+        if target == "bmv2" and missing:
+            print(f"{target}: skipped ({' and '.join(missing)} not on PATH)", flush=True)
+            continue
+        rows = results.setdefault(target, [])
+        for rate in rates:
+            row = {"rate": rate, **point(script, target, rate, args, base / f"{target}-{rate}")}
+            rows.append(row)
+            if "error" in row:
+                print(f"{target:>10} {rate:>6}/s  failed: {row['error']}", flush=True)
+                continue
+            print(
+                f"{target:>10} {rate:>6}/s  throughput {row['throughput']:8.0f}/s  "
+                f"p50 {row['p50_ms']:6.2f} ms  p99 {row['p99_ms']:7.2f} ms  "
+                f"loss {100 * row['loss']:5.2f} %",
+                flush=True,
+            )
+    best = {target: sustained(rows, args.bound_ms) for target, rows in results.items()}
+    for target, rate in best.items():
+        print(f"{target}: sustains {rate:.0f} requests/s at p99 < {args.bound_ms:g} ms")
+    if "softswitch" in best and "bmv2" in best and best["softswitch"]:
+        print(f"bmv2 / softswitch: {best['bmv2'] / best['softswitch']:.2f}")
+    (base / "ramp.json").write_text(json.dumps(results, indent=1) + "\n")
+    print(f"files: {base}")
+    return 0
