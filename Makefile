@@ -59,8 +59,11 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
+# two pytest workers: the rack and namespace tests (marker netns) one after the other on one,
+# the rest of the suite on the other (tests/conftest.py)
+PYTEST_WORKERS ?= 2
 test-py: $(STAMP) c $(P4RTSH_STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup --durations=25
 
 test-c: c
 	$(MAKE) -C client_lib/c test
