@@ -1,6 +1,7 @@
 """``kvswitch bench rack-ramp``: the Mininet rack at rising request rates on each target (the
 software switch and BMv2's simple_switch_grpc), in one run: throughput, p50/p99 latency and loss
-per rate from the C load generator, and the highest rate whose p99 stays under the bound.
+per rate from the C load generator, and the highest rate whose p99 stays under the bound once the
+controller has balanced (the second half of each run's load).
 
 Each point is one ``mininet/rack.py`` run (as ``kvswitch demo`` runs it: a subprocess of the
 source checkout) with the controller balancing, Zipf 0.99 over 1 000 keys, 8 servers; the p99 is
@@ -53,20 +54,25 @@ def point(script: Path, target: str, rate: int, args: Any, out: Path) -> dict[st
     loadgens = json.loads((out / "summary.json").read_text())["loadgen"]
     sent = sum(int(lg["sent"]) for lg in loadgens)
     received = sum(int(lg["received"]) for lg in loadgens)
+    # the second half of the load (the controller has balanced by then): no per-request record
+    # is kept, so its p99 is bounded from above by the largest p99 of its one-second intervals
+    late = [iv for lg in loadgens for iv in lg["intervals"][len(lg["intervals"]) // 2 :]]
     return {
         "throughput": sum(float(lg["throughput"]) for lg in loadgens),
         "p50_ms": max(float(lg["latency_us"]["p50"]) for lg in loadgens) / 1000,
         "p99_ms": max(float(lg["latency_us"]["p99"]) for lg in loadgens) / 1000,
+        "late_p99_ms": max((float(iv["p99_us"]) for iv in late), default=float("inf")) / 1000,
         "loss": (sent - received) / sent if sent else 0.0,
     }
 
 
 def sustained(rows: list[dict[str, Any]], bound_ms: float) -> float:
-    """The highest throughput of a rate whose p99 stayed under the bound and lost < 1 %."""
+    """The highest throughput of a rate whose p99 in the second half of the load stayed under
+    the bound and that lost < 1 %."""
     ok = [
         r["throughput"]
         for r in rows
-        if "error" not in r and r["p99_ms"] < bound_ms and r["loss"] < 0.01
+        if "error" not in r and r["late_p99_ms"] < bound_ms and r["loss"] < 0.01
     ]
     return max(ok, default=0.0)
 
@@ -99,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             print(
                 f"{target:>10} {rate:>6}/s  throughput {row['throughput']:8.0f}/s  "
-                f"p50 {row['p50_ms']:6.2f} ms  p99 {row['p99_ms']:7.2f} ms  "
+                f"p50 {row['p50_ms']:6.2f} ms  p99 {row['p99_ms']:7.2f} ms "
+                f"(second half {row['late_p99_ms']:7.2f} ms)  "
                 f"loss {100 * row['loss']:5.2f} %",
                 flush=True,
             )
