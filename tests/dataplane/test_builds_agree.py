@@ -34,7 +34,7 @@ KINDS = ("tables", "actions", "registers", "counters", "direct_counters", "meter
 def planes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Dataplane]:
     out = {}
     for arch, build in (("v1model", "source"), ("tna", "tna")):
-        plane = Dataplane(_build_target(build, tmp_path_factory.mktemp(build)))
+        plane = Dataplane(_build_target(build, tmp_path_factory))
         plane.reset()
         plane.setup_rack()
         out[arch] = plane
