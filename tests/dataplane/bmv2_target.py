@@ -53,7 +53,7 @@ PACKET_OUTGOING = 4
 POSITIVE = 2.0  # how long a packet the test expects may take
 NEGATIVE = 0.1  # how long to watch for a packet when the test expects none (PTF's default)
 QUIET = 0.03  # after the expected packets: how long nothing else may come
-FIRST = 0.5  # process() without an expectation: how long to wait for the first packet
+FIRST = 0.25  # process() without an expectation: how long to wait for the first packet
 
 # the ports the test rack uses (base.py: servers 1-4, the client 8, and 7 in one group), and the
 # ones between so that any port a test names has a wire

@@ -36,20 +36,27 @@ TARGETS = ("softswitch", "bmv2")
 _compiled: dict[str, tuple[Path, Any]] = {}
 
 
+def _env(name: str, allowed: set[str]) -> str | None:
+    value = os.environ.get(name)
+    if value is not None and value not in allowed:
+        raise pytest.UsageError(f"{name}={value!r}: expected one of {sorted(allowed)}")
+    return value
+
+
+def on_target(target: str, value: Any) -> list[Any]:
+    """``value`` as a parameter for ``target``: [] when KVSWITCH_TARGET keeps another target;
+    on BMv2, marked ``bmv2`` and ``netns`` (pyproject.toml's markers)."""
+    if _env("KVSWITCH_TARGET", set(TARGETS)) not in (None, target):
+        return []
+    if target == "bmv2":
+        return [pytest.param(value, marks=[pytest.mark.bmv2, pytest.mark.netns])]
+    return [value]
+
+
 def _builds() -> list[Any]:
     """The builds the suite runs on: all, or those KVSWITCH_ARCH and KVSWITCH_TARGET keep."""
-    arch = os.environ.get("KVSWITCH_ARCH")
-    archs = {b[0] for b in BUILDS.values()}
-    if arch is not None and arch not in archs:
-        raise pytest.UsageError(f"KVSWITCH_ARCH={arch!r}: expected one of {sorted(archs)}")
-    target = os.environ.get("KVSWITCH_TARGET")
-    if target is not None and target not in TARGETS:
-        raise pytest.UsageError(f"KVSWITCH_TARGET={target!r}: expected one of {list(TARGETS)}")
-    return [
-        pytest.param(b, marks=[pytest.mark.bmv2, pytest.mark.netns]) if t == "bmv2" else b
-        for b, (a, _p, _l, t) in BUILDS.items()
-        if arch in (None, a) and target in (None, t)
-    ]
+    arch = _env("KVSWITCH_ARCH", {b[0] for b in BUILDS.values()})
+    return [p for b, (a, _p, _l, t) in BUILDS.items() if arch in (None, a) for p in on_target(t, b)]
 
 
 def _p4c(program: str, factory: pytest.TempPathFactory) -> tuple[Path, Any]:
@@ -74,27 +81,34 @@ def _build_target(build: str, factory: pytest.TempPathFactory) -> SwitchTarget:
     return Switch.from_json(json_path, info)
 
 
-@pytest.fixture(scope="session", params=_builds())
-def target(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[SwitchTarget]:
-    build = request.param
-    if BUILDS[build][3] != "bmv2":
-        yield _build_target(build, tmp_path_factory)
-        return
+@pytest.fixture(scope="session")
+def bmv2(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SwitchTarget]:
+    """BMv2's simple_switch_grpc on p4c-bm2-ss's JSON of kvswitch.p4, one per session (the
+    ``[bmv2]`` build; test_trust.py asks for it too)."""
     from .bmv2_target import bmv2_missing, bmv2_target
 
     why = bmv2_missing()
     if why:
         pytest.skip(f"BMv2 build: {why} (the software switch builds still run)")
-    json_path, info = _p4c(BUILDS[build][1], tmp_path_factory)
+    json_path, info = _p4c(BUILDS["bmv2"][1], tmp_path_factory)
     log = tmp_path_factory.mktemp("bmv2") / "simple_switch_grpc.log"
-    with bmv2_target(json_path, info, log) as bmv2:
-        yield bmv2  # type: ignore[misc]
+    with bmv2_target(json_path, info, log) as switch:
+        yield switch  # type: ignore[misc]
 
 
-@pytest.fixture
-def dp(target: SwitchTarget) -> Iterator[Dataplane]:
+@pytest.fixture(scope="session", params=_builds())
+def target(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> SwitchTarget:
+    build = request.param
+    if BUILDS[build][3] == "bmv2":
+        return request.getfixturevalue("bmv2")  # type: ignore[no-any-return]
+    return _build_target(build, tmp_path_factory)
+
+
+def fresh_plane(target: SwitchTarget) -> Iterator[Dataplane]:
+    """A test rack on ``target`` from empty tables and zeroed state; on BMv2, checked at the end
+    for packets that came out after a send's wait."""
     plane = Dataplane(target)
     wired = plane.wired
     if wired:
@@ -106,3 +120,8 @@ def dp(target: SwitchTarget) -> Iterator[Dataplane]:
         stack.callback(plane.reset)
         if wired:
             target.assert_quiet()  # type: ignore[attr-defined]
+
+
+@pytest.fixture
+def dp(target: SwitchTarget) -> Iterator[Dataplane]:
+    yield from fresh_plane(target)
