@@ -108,16 +108,21 @@ def _trace(rng: random.Random, length: int) -> list[tuple[int, bytes]]:
     return out
 
 
+def _hot_keys(plane: Dataplane) -> None:
+    """The four hot keys of the traces (ORIGINS), two of them with completed writes."""
+    plane.make_hot("hot-0", 1, [SERVERS[0], SERVERS[1], SERVERS[2]])
+    plane.make_hot("hot-1", 2, [SERVERS[0], SERVERS[3]])
+    plane.make_hot("hot-2", 3, [SERVERS[1], SERVERS[2], SERVERS[3], SERVERS[0]])
+    plane.make_hot("hot-3", 4, [SERVERS[1]])
+    plane.make_valid(1, [SERVERS[0], SERVERS[1]], ver=5)
+    plane.make_valid(3, [SERVERS[1], SERVERS[3]], ver=9)
+
+
 def test_same_packets_registers_and_counters_on_one_trace(planes: dict[str, Dataplane]) -> None:
     for plane in planes.values():
         plane.reset()
         plane.setup_rack()
-        plane.make_hot("hot-0", 1, [SERVERS[0], SERVERS[1], SERVERS[2]])
-        plane.make_hot("hot-1", 2, [SERVERS[0], SERVERS[3]])
-        plane.make_hot("hot-2", 3, [SERVERS[1], SERVERS[2], SERVERS[3], SERVERS[0]])
-        plane.make_hot("hot-3", 4, [SERVERS[1]])
-        plane.make_valid(1, [SERVERS[0], SERVERS[1]], ver=5)
-        plane.make_valid(3, [SERVERS[1], SERVERS[3]], ver=9)
+        _hot_keys(plane)
     v1, tna = planes["v1model"], planes["tna"]
     trace = _trace(random.Random(14), 3000)
     kinds: set[int] = set()
@@ -238,13 +243,8 @@ def test_bmv2_sends_what_the_software_switch_sends(
         plane = Dataplane(soft)
         plane.reset()
         plane.setup_rack()
-        for p in (plane, sw_plane):
-            p.make_hot("hot-0", 1, [SERVERS[0], SERVERS[1], SERVERS[2]])
-            p.make_hot("hot-1", 2, [SERVERS[0], SERVERS[3]])
-            p.make_hot("hot-2", 3, [SERVERS[1], SERVERS[2], SERVERS[3], SERVERS[0]])
-            p.make_hot("hot-3", 4, [SERVERS[1]])
-            p.make_valid(1, [SERVERS[0], SERVERS[1]], ver=5)
-            p.make_valid(3, [SERVERS[1], SERVERS[3]], ver=9)
+        _hot_keys(plane)
+        _hot_keys(sw_plane)
         kinds: set[int] = set()
         for i, (port, frame) in enumerate(frames):
             want = plane.send(port, frame)
