@@ -100,7 +100,8 @@ class Wires:
             self.made.append(sw)
             for dev in (sw, host):
                 # no IPv6 (router solicitations, DAD), no checksum/segmentation offloads
-                _sh("sysctl", "-qw", f"net.ipv6.conf.{dev}.disable_ipv6=1")
+                if Path(f"/proc/sys/net/ipv6/conf/{dev}").exists():  # absent: no IPv6 at all
+                    _sh("sysctl", "-qw", f"net.ipv6.conf.{dev}.disable_ipv6=1")
                 subprocess.run(
                     ["ethtool", "-K", dev, "rx", "off", "tx", "off", "sg", "off", "tso", "off",
                      "gso", "off", "gro", "off"],
