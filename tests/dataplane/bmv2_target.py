@@ -138,6 +138,7 @@ class BMv2Target:
         self.p4info = p4info
         self.wires = wires
         self.late: list[tuple[int, bytes]] = []
+        self._last_send = 0.0
         transport = TTransport.TBufferedTransport(TSocket.TSocket("127.0.0.1", thrift_port))
         proto = TBinaryProtocol.TBinaryProtocol(transport)
         self.std = Standard.Client(TMultiplexedProtocol.TMultiplexedProtocol(proto, "standard"))
@@ -316,6 +317,7 @@ class BMv2Target:
         sock = self.wires.socks.get(port)
         if sock is None:
             raise ValueError(f"port {port} has no wire (ports {list(self.wires.ports)})")
+        self._last_send = time.monotonic()
         try:
             sock.send(data)
         except OSError as exc:
@@ -359,8 +361,9 @@ class BMv2Target:
             pass
 
     def assert_quiet(self) -> None:
-        """Nothing came out after the last send's wait (the end of a test)."""
-        time.sleep(NEGATIVE)
+        """Nothing came out after the last send's wait, watched until ``NEGATIVE`` after that
+        send at least (the end of a test)."""
+        time.sleep(max(0.0, self._last_send + NEGATIVE - time.monotonic()))
         self._stale()
 
 

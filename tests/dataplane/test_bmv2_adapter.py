@@ -5,6 +5,7 @@ wait ended (seen by the next send, or at the end of the test)."""
 from __future__ import annotations
 
 import socket
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -46,6 +47,7 @@ def _as_if_sent_by_switch(dp: Dataplane, port: int) -> None:
     with socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0) as sock:
         sock.bind((dp.sw.wires.switch_end(port), 0))  # type: ignore[attr-defined]
         sock.send(bytes(frame))
+    time.sleep(0.02)  # the kernel's delivery to the other end may lag the send a little
 
 
 def test_a_packet_where_none_is_expected_fails(dp: Dataplane) -> None:
