@@ -137,7 +137,6 @@ class BMv2Target:
     def __init__(self, thrift_port: int, p4info: Any, wires: Wires) -> None:
         self.p4info = p4info
         self.wires = wires
-        self.late: list[tuple[int, bytes]] = []
         self._last_send = 0.0
         transport = TTransport.TBufferedTransport(TSocket.TSocket("127.0.0.1", thrift_port))
         proto = TBinaryProtocol.TBinaryProtocol(transport)
@@ -309,7 +308,6 @@ class BMv2Target:
     def _stale(self) -> None:
         late = self._receive(0)
         if late:
-            self.late += late
             shown = ", ".join(f"port {p}: {d[:64].hex()}" for p, d in late)
             pytest.fail(f"BMv2 sent packets after the wait of the previous send ended: {shown}")
 
