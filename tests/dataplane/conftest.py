@@ -1,18 +1,21 @@
-"""Fixtures of the data-plane tests: the target switch (built once per session and build, chosen
-by ``KVSWITCH_TARGET``) and ``dp``, a fresh test rack on it for every test. See base.py.
+"""Fixtures of the data-plane tests: the target switch (built once per session and build) and
+``dp``, a fresh test rack on it for every test. See base.py.
 
-On the software switch every test runs on each build (fabric-tna style): the v1model program
-loaded from P4 source (``[source]``), the BMv2 JSON and P4Info that p4c-bm2-ss writes for it
-(``[p4c-json]``, skipped with a message when p4c-bm2-ss is not on PATH), and the TNA program
-``kvswitch_tna.p4`` from source (``[tna]``). ``KVSWITCH_ARCH=v1model`` or ``tna`` keeps one
-architecture's builds."""
+Every test runs on each build (fabric-tna style): the software switch on the v1model program
+loaded from P4 source (``[source]``), on the BMv2 JSON and P4Info that p4c-bm2-ss writes for it
+(``[p4c-json]``), on the TNA program ``kvswitch_tna.p4`` from source (``[tna]``), and BMv2's own
+``simple_switch_grpc`` on p4c-bm2-ss's JSON (``[bmv2]``, bmv2_target.py). A build whose tools are
+not on PATH (p4c-bm2-ss, simple_switch_grpc) or that needs root (BMv2's veth ports) is skipped
+with a message. Optional filters: ``KVSWITCH_ARCH=v1model`` or ``tna`` keeps one architecture's
+builds, ``KVSWITCH_TARGET=softswitch`` or ``bmv2`` one target's."""
 
 from __future__ import annotations
 
+import contextlib
 import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from p4c_bmv2.tools import p4c_compile
@@ -21,54 +24,106 @@ from kvswitch.paths import p4src_dir
 
 from .base import DEFINES, Dataplane, SwitchTarget
 
-# build -> (architecture, top-level program, loaded from)
+# build -> (architecture, top-level program, loaded from, target)
 BUILDS = {
-    "source": ("v1model", "kvswitch.p4", "source"),
-    "p4c-json": ("v1model", "kvswitch.p4", "p4c-json"),
-    "tna": ("tna", "kvswitch_tna.p4", "source"),
+    "source": ("v1model", "kvswitch.p4", "source", "softswitch"),
+    "p4c-json": ("v1model", "kvswitch.p4", "p4c-json", "softswitch"),
+    "tna": ("tna", "kvswitch_tna.p4", "source", "softswitch"),
+    "bmv2": ("v1model", "kvswitch.p4", "p4c-json", "bmv2"),
 }
+TARGETS = ("softswitch", "bmv2")
+
+_compiled: dict[str, tuple[Path, Any]] = {}
 
 
-def _builds() -> list[str]:
-    """The builds the suite runs on: all, or those of the architecture KVSWITCH_ARCH names."""
-    arch = os.environ.get("KVSWITCH_ARCH")
-    archs = {a for a, _p, _l in BUILDS.values()}
-    if arch is not None and arch not in archs:
-        raise pytest.UsageError(f"KVSWITCH_ARCH={arch!r}: expected one of {sorted(archs)}")
-    return [b for b, (a, _p, _l) in BUILDS.items() if arch in (None, a)]
+def _env(name: str, allowed: set[str]) -> str | None:
+    value = os.environ.get(name)
+    if value is not None and value not in allowed:
+        raise pytest.UsageError(f"{name}={value!r}: expected one of {sorted(allowed)}")
+    return value
 
 
-def _build_target(build: str, tmp: Path) -> SwitchTarget:
-    target = os.environ.get("KVSWITCH_TARGET", "softswitch")
-    _arch, program, loaded_from = BUILDS[build]
-    source = p4src_dir() / program
+def on_target(target: str, value: Any) -> list[Any]:
+    """``value`` as a parameter for ``target``: [] when KVSWITCH_TARGET keeps another target;
+    on BMv2, marked ``bmv2`` and ``netns`` (pyproject.toml's markers)."""
+    if _env("KVSWITCH_TARGET", set(TARGETS)) not in (None, target):
+        return []
     if target == "bmv2":
-        if shutil.which("simple_switch_grpc") is None:
-            pytest.skip("KVSWITCH_TARGET=bmv2: simple_switch_grpc is not installed on this machine")
-        pytest.skip("KVSWITCH_TARGET=bmv2: no BMv2 adapter for the in-process test API yet")
-    if target != "softswitch":
-        pytest.fail(f"KVSWITCH_TARGET={target!r}: expected 'softswitch' or 'bmv2'")
+        return [pytest.param(value, marks=[pytest.mark.bmv2, pytest.mark.netns])]
+    return [value]
+
+
+def _builds() -> list[Any]:
+    """The builds the suite runs on: all, or those KVSWITCH_ARCH and KVSWITCH_TARGET keep."""
+    arch = _env("KVSWITCH_ARCH", {b[0] for b in BUILDS.values()})
+    return [p for b, (a, _p, _l, t) in BUILDS.items() if arch in (None, a) for p in on_target(t, b)]
+
+
+def _p4c(program: str, factory: pytest.TempPathFactory) -> tuple[Path, Any]:
+    """p4c-bm2-ss's JSON and P4Info of ``program``, compiled once per session."""
+    if program not in _compiled:
+        source = p4src_dir() / program
+        _compiled[program] = p4c_compile(source, factory.mktemp("p4c"), DEFINES, [source.parent])
+    return _compiled[program]
+
+
+def _build_target(build: str, factory: pytest.TempPathFactory) -> SwitchTarget:
+    """The software switch on a build (not ``bmv2``: that one is a process, see ``target``)."""
+    _arch, program, loaded_from, _target = BUILDS[build]
+    source = p4src_dir() / program
     try:
         from softswitch import Switch
     except ImportError as exc:
         pytest.skip(f"software switch engine not available: {exc}")
     if loaded_from == "source":
         return Switch.from_file(str(source), defines=DEFINES, include_dirs=[str(source.parent)])
-    json_path, info = p4c_compile(source, tmp, DEFINES, [source.parent])
+    json_path, info = _p4c(program, factory)
     return Switch.from_json(json_path, info)
+
+
+@pytest.fixture(scope="session")
+def bmv2(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SwitchTarget]:
+    """BMv2's simple_switch_grpc on p4c-bm2-ss's JSON of kvswitch.p4, one per session (the
+    ``[bmv2]`` build; test_trust.py asks for it too)."""
+    from .bmv2_target import bmv2_missing, bmv2_target
+
+    if not on_target("bmv2", "bmv2"):
+        pytest.skip("KVSWITCH_TARGET keeps the software switch only")
+    why = bmv2_missing()
+    if why:
+        pytest.skip(f"BMv2 build: {why} (the software switch builds still run)")
+    json_path, info = _p4c(BUILDS["bmv2"][1], tmp_path_factory)
+    log = tmp_path_factory.mktemp("bmv2") / "simple_switch_grpc.log"
+    with bmv2_target(json_path, info, log) as switch:
+        yield switch  # type: ignore[misc]
 
 
 @pytest.fixture(scope="session", params=_builds())
 def target(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> SwitchTarget:
-    return _build_target(request.param, tmp_path_factory.mktemp("p4c"))
+    build = request.param
+    if BUILDS[build][3] == "bmv2":
+        return request.getfixturevalue("bmv2")  # type: ignore[no-any-return]
+    return _build_target(build, tmp_path_factory)
+
+
+def fresh_plane(target: SwitchTarget) -> Iterator[Dataplane]:
+    """A test rack on ``target`` from empty tables and zeroed state; on BMv2, checked at the end
+    for packets that came out after a send's wait."""
+    plane = Dataplane(target)
+    wired = plane.wired
+    if wired:
+        target.drain()  # type: ignore[attr-defined]
+    plane.reset()
+    plane.setup_rack()
+    yield plane
+    with contextlib.ExitStack() as stack:
+        stack.callback(plane.reset)
+        if wired:
+            target.assert_quiet()  # type: ignore[attr-defined]
 
 
 @pytest.fixture
 def dp(target: SwitchTarget) -> Iterator[Dataplane]:
-    plane = Dataplane(target)
-    plane.reset()
-    plane.setup_rack()
-    yield plane
-    plane.reset()
+    yield from fresh_plane(target)

@@ -135,18 +135,23 @@ def test_registers_equal_reference_after_trace(dp: Dataplane) -> None:
     population = [key16(f"key-{j}") for j in range(vectors["population"])]
     ops = [op.GET, op.SET, op.DEL]
     heads = [_request_bytes(s, kvs(op.GET, hot))[:42] for s in SERVERS]
-    for i, index in enumerate(vectors["trace"]):
-        key = population[index]
-        server = i % len(SERVERS)
-        out = dp.send(CLIENT.port, heads[server] + kvs(ops[i % 3], key, seq=i))
-        assert [port for port, _ in out] == [SERVERS[server].port]
-        if i % 997 == 0:
-            # Requests of hot keys and replies never enter HashPipe.
-            dp.send(CLIENT.port, udp_packet(CLIENT, SERVERS[0].ip, kvs(op.GET, hot)))
-            reply = kvs(op.GET_REPLY, key, seq=i)
-            dp.send(
-                SERVERS[0].port, udp_packet(SERVERS[0], CLIENT.ip, reply, sport=proto().kvs_port)
-            )
+    trace = vectors["trace"]
+    for start in range(0, TRACE, 997):
+        # one burst of requests, each to server i % 4; each comes out once, on that server's
+        # port (told apart by their sequence numbers, the message's bytes 8-11)
+        seqs = range(start, min(start + 997, TRACE))
+        frames = [
+            heads[i % len(SERVERS)] + kvs(ops[i % 3], population[trace[i]], seq=i) for i in seqs
+        ]
+        out = dp.send_stream(CLIENT.port, frames)
+        for s, server in enumerate(SERVERS):
+            got = [int.from_bytes(data[50:54], "big") for port, data in out if port == server.port]
+            assert got == [i for i in seqs if i % len(SERVERS) == s], server.name
+        assert len(out) == len(frames)
+        # Requests of hot keys and replies never enter HashPipe.
+        dp.send(CLIENT.port, udp_packet(CLIENT, SERVERS[0].ip, kvs(op.GET, hot)))
+        reply = kvs(op.GET_REPLY, population[trace[start]], seq=start)
+        dp.send(SERVERS[0].port, udp_packet(SERVERS[0], CLIENT.ip, reply, sport=proto().kvs_port))
     keys, counts = _registers(dp)
     want_keys, want_counts = vectors["registers"]["keys"], vectors["registers"]["counts"]
     assert counts == want_counts

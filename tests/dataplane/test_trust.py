@@ -1,7 +1,8 @@
 """features/trust.p4 (docs/protocol.md "Trust"): what a client port may send.
 
-Every check runs twice: on the normal build, where the forged packet is dropped or cleared and no
-register moves, and on a test-only build with that one rule compiled out (``-DKVS_TEST_NO_TRUST_*``),
+Every check runs on the normal build, where the forged packet is dropped or cleared and no register
+moves, on the software switch and on BMv2 (``simple_switch_grpc``, conftest.py's ``bmv2``), and on a
+test-only build with that one rule compiled out (``-DKVS_TEST_NO_TRUST_*``, on the software switch),
 where the same packet gets through, so each test is shown to fail without the rule it tests.
 """
 
@@ -29,6 +30,7 @@ from .base import (
     udp_packet,
     with_kvs,
 )
+from .conftest import fresh_plane, on_target
 
 KEY, COLD = "trusted-key", "cold-key"
 SLOT = 5
@@ -49,21 +51,39 @@ def _build(define: str | None) -> SwitchTarget:
 _BUILDS: dict[str | None, SwitchTarget] = {}
 
 
-def _plane(define: str | None) -> Iterator[Dataplane]:
-    if define not in _BUILDS:
-        _BUILDS[define] = _build(define)
-    plane = Dataplane(_BUILDS[define])
-    plane.reset()
-    plane.setup_rack()
-    plane.make_hot(KEY, SLOT, [ORIGIN, R1])
-    plane.make_valid(SLOT, [ORIGIN, R1], ver=4)
-    yield plane
-    plane.reset()
+def _plane(define: str | None, bmv2: SwitchTarget | None = None) -> Iterator[Dataplane]:
+    """The test rack with KEY hot on ORIGIN and R1: on BMv2 (the normal build) when ``bmv2`` is
+    given, else on the software switch built with ``define``."""
+    if bmv2 is None:
+        if define not in _BUILDS:
+            _BUILDS[define] = _build(define)
+        sw = _BUILDS[define]
+    else:
+        assert define is None, "BMv2 runs the normal build only"
+        sw = bmv2
+    for plane in fresh_plane(sw):
+        plane.make_hot(KEY, SLOT, [ORIGIN, R1])
+        plane.make_valid(SLOT, [ORIGIN, R1], ver=4)
+        yield plane
 
 
-@pytest.fixture(params=[True, False], ids=["rule on", "rule off"])
-def on(request: pytest.FixtureRequest) -> bool:
-    return bool(request.param)
+@pytest.fixture(
+    params=[
+        *on_target("softswitch", "rule on"),
+        *on_target("softswitch", "rule off"),
+        *on_target("bmv2", "rule on, bmv2"),
+    ]
+)
+def build(request: pytest.FixtureRequest) -> tuple[bool, SwitchTarget | None]:
+    """(the rule under test is compiled in, BMv2 or None for the software switch)."""
+    bmv2 = request.getfixturevalue("bmv2") if "bmv2" in request.param else None
+    return request.param != "rule off", bmv2
+
+
+@pytest.fixture(params=[*on_target("softswitch", "softswitch"), *on_target("bmv2", "bmv2")])
+def normal(request: pytest.FixtureRequest) -> SwitchTarget | None:
+    """BMv2, or None for the software switch (the normal build on each target)."""
+    return request.getfixturevalue("bmv2") if request.param == "bmv2" else None
 
 
 def _forged_request(op_name: str, key: str, sender: Host = CLIENT, flags: int = 0) -> bytes:
@@ -77,8 +97,11 @@ def _forged_request(op_name: str, key: str, sender: Host = CLIENT, flags: int = 
 
 @pytest.mark.parametrize("op_name", ["GET", "SET", "DEL"])
 @pytest.mark.parametrize("sender", [CLIENT, STRANGER], ids=["client", "unknown source"])
-def test_cold_request_versions_and_flags_cleared(on: bool, op_name: str, sender: Host) -> None:
-    for dp in _plane(None if on else "KVS_TEST_NO_TRUST_ZERO_VERSIONS"):
+def test_cold_request_versions_and_flags_cleared(
+    build: tuple[bool, SwitchTarget | None], op_name: str, sender: Host
+) -> None:
+    on, bmv2 = build
+    for dp in _plane(None if on else "KVS_TEST_NO_TRUST_ZERO_VERSIONS", bmv2):
         # F_TCP | F_DUP | F_REDIRECT: only the switch/a server sets them
         flags = proto().f_tcp | 0x0002 | 0x0004
         pkt = _forged_request(op_name, COLD, sender, flags)
@@ -96,9 +119,9 @@ def test_cold_request_versions_and_flags_cleared(on: bool, op_name: str, sender:
             assert all(".hashpipe." in r for r in moved), moved
 
 
-def test_hot_set_stamped_over_forged_version() -> None:
+def test_hot_set_stamped_over_forged_version(normal: SwitchTarget | None) -> None:
     """A hot SET carrying its own version leaves with the switch's: rule 1 runs after rule V."""
-    for dp in _plane(None):
+    for dp in _plane(None, normal):
         out = dp.send(CLIENT.port, _forged_request("SET", KEY))
         assert sorted(port for port, _ in out) == [ORIGIN.port, R1.port]
         assert dp.reg("slot_ver", SLOT) == 5 and dp.reg("global_ver") == 5
@@ -122,8 +145,11 @@ SERVER_OPS = [
 
 
 @pytest.mark.parametrize("op_name", SERVER_OPS)
-def test_server_op_from_client_dropped(on: bool, op_name: str) -> None:
-    for dp in _plane(None if on else "KVS_TEST_NO_TRUST_SERVER_OPS"):
+def test_server_op_from_client_dropped(
+    build: tuple[bool, SwitchTarget | None], op_name: str
+) -> None:
+    on, bmv2 = build
+    for dp in _plane(None if on else "KVS_TEST_NO_TRUST_SERVER_OPS", bmv2):
         op = proto().op[op_name]
         value = b"forged" if op_name in ("GET_REPLY", "PUSH") else b""
         msg = kvs(op, KEY, value, epoch=FORGED_EPOCH, ver=FORGED_VER)
@@ -137,19 +163,22 @@ def test_server_op_from_client_dropped(on: bool, op_name: str) -> None:
 
 
 @pytest.mark.parametrize("op", [0, 17, 200])
-def test_unknown_op_from_client_dropped(on: bool, op: int) -> None:
-    for dp in _plane(None if on else "KVS_TEST_NO_TRUST_SERVER_OPS"):
+def test_unknown_op_from_client_dropped(build: tuple[bool, SwitchTarget | None], op: int) -> None:
+    on, bmv2 = build
+    for dp in _plane(None if on else "KVS_TEST_NO_TRUST_SERVER_OPS", bmv2):
         out = dp.send(CLIENT.port, udp_packet(CLIENT, ORIGIN.ip, kvs(op, KEY, b"??")))
         assert (out == []) == on
 
 
 @pytest.mark.parametrize("key", [bytes(16), KEY], ids=["zero key", "hot key"])
 @pytest.mark.parametrize("sender", [CLIENT, STRANGER], ids=["client", "unknown source"])
-def test_ring_get_from_client_forwarded_untouched(key: bytes | str, sender: Host) -> None:
+def test_ring_get_from_client_forwarded_untouched(
+    key: bytes | str, sender: Host, normal: SwitchTarget | None
+) -> None:
     """RING_GET (docs/protocol.md "Membership") is the one non-request op a client may send: it
     reaches the addressed server byte for byte (no version clearing, no hot-key redirect, no
     HashPipe) and moves no register."""
-    for dp in _plane(None):
+    for dp in _plane(None, normal):
         msg = kvs(proto().op["RING_GET"], key, b"", epoch=3, ver=4)
         pkt = udp_packet(sender, R1.ip, msg)
         before = dp.snapshot()
@@ -158,8 +187,8 @@ def test_ring_get_from_client_forwarded_untouched(key: bytes | str, sender: Host
 
 
 @pytest.mark.parametrize("op_name", ["PUSH", "REMOVE", "REMOVE_REPLY", "GET_REPLY", "RING_REPLY"])
-def test_server_op_from_server_forwarded(op_name: str) -> None:
-    for dp in _plane(None):
+def test_server_op_from_server_forwarded(op_name: str, normal: SwitchTarget | None) -> None:
+    for dp in _plane(None, normal):
         pkt = udp_packet(ORIGIN, R1.ip, kvs(proto().op[op_name], KEY, ver=4, epoch=EPOCH))
         dp.send_expect(ORIGIN.port, pkt, [(R1.port, routed(pkt, R1))])
 
@@ -168,10 +197,13 @@ def test_server_op_from_server_forwarded(op_name: str) -> None:
 
 
 @pytest.mark.parametrize("op_name", ["GET", "SET"])
-def test_server_address_from_client_port_dropped(on: bool, op_name: str) -> None:
+def test_server_address_from_client_port_dropped(
+    build: tuple[bool, SwitchTarget | None], op_name: str
+) -> None:
     # (A server-only op with a server's address from a client port is not from a server either:
     # rule O drops it even without rule S; test_server_op_from_client_dropped covers those.)
-    for dp in _plane(None if on else "KVS_TEST_NO_TRUST_SOURCE"):
+    on, bmv2 = build
+    for dp in _plane(None if on else "KVS_TEST_NO_TRUST_SOURCE", bmv2):
         spoof = Host("spoof", ORIGIN.ip, CLIENT.mac, CLIENT.port)
         msg = kvs(proto().op[op_name], KEY, b"")
         before = dp.snapshot()
@@ -181,8 +213,9 @@ def test_server_address_from_client_port_dropped(on: bool, op_name: str) -> None
             assert dp.snapshot() == before
 
 
-def test_spoofed_plain_ip_dropped(on: bool) -> None:
-    for dp in _plane(None if on else "KVS_TEST_NO_TRUST_SOURCE"):
+def test_spoofed_plain_ip_dropped(build: tuple[bool, SwitchTarget | None]) -> None:
+    on, bmv2 = build
+    for dp in _plane(None if on else "KVS_TEST_NO_TRUST_SOURCE", bmv2):
         spoof = Host("spoof", ORIGIN.ip, CLIENT.mac, CLIENT.port)
         pkt = udp_packet(spoof, R1.ip, b"not kvs", dport=53)
         assert (dp.send(CLIENT.port, pkt) == []) == on
@@ -191,11 +224,13 @@ def test_spoofed_plain_ip_dropped(on: bool) -> None:
 # -- TCP: a segment may start in the middle of a message
 
 
-def test_tcp_segment_that_looks_like_a_server_op_or_versioned_request_passes_untouched() -> None:
+def test_tcp_segment_that_looks_like_a_server_op_or_versioned_request_passes_untouched(
+    normal: SwitchTarget | None,
+) -> None:
     """The second segment of a long TCP value starts with value bytes; whatever op, status,
     vlen and version they spell, rules O and V must not drop or rewrite them (the agent ignores
     versions over TCP and takes no PUSH/REMOVE at all)."""
-    for dp in _plane(None):
+    for dp in _plane(None, normal):
         for op in (proto().op.PUSH, 0x77, proto().op.SET):
             chunk = kvs(op, COLD, b"x" * 40, epoch=FORGED_EPOCH, ver=FORGED_VER)
             pkt = tcp_packet(CLIENT, ORIGIN.ip, chunk)

@@ -1,9 +1,11 @@
-"""The reference tools as the tests use them: p4c-bm2-ss (BMv2 JSON + P4Info) and BMv2's
-simple_switch in ``--use-files`` mode, driven by simple_switch_CLI. Both are looked up on PATH;
-a test that needs one skips with a message when it is absent."""
+"""The reference tools as the tests use them: p4c-bm2-ss (BMv2 JSON + P4Info), BMv2's
+simple_switch in ``--use-files`` mode driven by simple_switch_CLI, and simple_switch_grpc on real
+interfaces (P4Runtime and Thrift on free ports). All are looked up on PATH; a test that needs one
+skips with a message when it is absent."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -11,7 +13,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -112,5 +114,29 @@ def run_use_files(
         assert "Error" not in out and "Invalid" not in out, out
         time.sleep(wait + settle)
         return cli_session(thrift, readback)
+    finally:
+        stop(proc)
+
+
+@contextlib.contextmanager
+def simple_switch_grpc(
+    program: Path | None, interfaces: Sequence[str] = (), log: Path | None = None
+) -> Iterator[tuple[subprocess.Popen[bytes], int, int]]:
+    """simple_switch_grpc on ``program`` (a BMv2 JSON; None: ``--no-p4``, a P4Runtime client
+    sets the pipeline) with ports ``N@IFACE``, Thrift and gRPC on free loopback ports (never
+    9090/9559: other tests run at the same time). Yields (process, thrift port, gRPC port); the
+    process is stopped at the end. Its stderr goes to ``log`` (or nowhere)."""
+    binary = need("simple_switch_grpc")
+    thrift, grpc_port = free_port(), free_port()
+    cmd = [binary, "--device-id", "0", "--thrift-port", str(thrift)]
+    cmd += [a for spec in interfaces for a in ("-i", spec)]
+    cmd += [str(program)] if program is not None else ["--no-p4"]
+    cmd += ["--", "--grpc-server-addr", f"127.0.0.1:{grpc_port}"]
+    with open(log or os.devnull, "wb") as err:
+        proc = subprocess.Popen(cmd, stdout=err, stderr=err)
+    try:
+        wait_port(thrift, proc)
+        wait_port(grpc_port, proc)
+        yield proc, thrift, grpc_port
     finally:
         stop(proc)
