@@ -192,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     png = out / "demo.png"
     mode = "controller off" if args.observe_only else f"KVSwitch controller ({args.policy})"
-    plot(rows, names, png, f"{args.servers} servers, Zipf {args.zipf}, {mode}")
+    plot(rows, names, png, f"{args.servers} servers, Zipf {args.zipf}, {mode}, {args.target}")
     print(describe(rows, out / "summary.json", args.period))
     print(f"plot: {png}")
     print(f"files (rack.json, metrics.jsonl, logs): {out}")
