@@ -18,10 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from finsy.proto import p4i
-from google.protobuf import text_format
 
 from kvswitch.agent.backend_procs import free_port
+from kvswitch.controller.program import cached_p4c_bm2_ss, from_p4c_files
 
 
 def need(tool: str) -> str:
@@ -39,14 +38,14 @@ def p4c_compile(
     defines: Mapping[str, str] | None = None,
     include_dirs: Sequence[Path] = (),
 ) -> tuple[Path, Any]:
-    """Compile with p4c-bm2-ss: (the BMv2 JSON's path, the P4Info message)."""
-    p4c = need("p4c-bm2-ss")
-    out, info = out_dir / f"{source.stem}.json", out_dir / f"{source.stem}.p4info.txtpb"
-    cmd = [p4c, "--std", "p4-16", "-o", str(out), "--p4runtime-files", str(info)]
-    cmd += [f"-D{k}={v}" for k, v in (defines or {}).items()]
-    cmd += [f"-I{d}" for d in include_dirs]
-    subprocess.run([*cmd, str(source)], check=True, capture_output=True)
-    return out, text_format.Parse(info.read_text(), p4i.P4Info())
+    """Compile with p4c-bm2-ss (the product's call, its output cached by sources, defines and
+    compiler): (the BMv2 JSON's path, the P4Info message). ``out_dir`` gets a copy."""
+    need("p4c-bm2-ss")
+    json_path, info_path = cached_p4c_bm2_ss(source, defines, include_dirs)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    out = Path(shutil.copy(json_path, out_dir / json_path.name))
+    info = Path(shutil.copy(info_path, out_dir / info_path.name))
+    return out, from_p4c_files(out, info).p4info
 
 
 def cli_session(thrift_port: int, commands: str, timeout: float = 60) -> str:
