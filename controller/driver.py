@@ -1,16 +1,25 @@
-"""The one interface between the controller and a target.
+"""The interfaces between the controller and a target.
 
-Implemented by the P4Runtime/Thrift driver (BMv2 and the software switch), the BfRt driver
-(Tofino) and the simulator's in-memory model (``kvswitch.bench.model``). The planning code never
-imports a driver; the period loop (``kvswitch.controller.period``) talks only to this interface.
+:class:`Driver` is what the period loop needs (``kvswitch.controller.period``): implemented by the
+simulator's in-memory model (``kvswitch.bench.model``) and by every switch driver. :class:`SwitchDriver`
+adds what the runtime on a real switch needs (``kvswitch.controller.runtime``: registers, the
+plan the switch holds, reconciliation, liveness, reconnection, the agents' outcomes): implemented
+by :class:`kvswitch.controller.p4rt_driver.P4RuntimeDriver` (BMv2's ``simple_switch_grpc`` and
+the software switch, registers over P4Runtime or BMv2's Thrift API by what the switch answers).
+A Tofino driver (BfRt) would be a third. The planning code never imports a driver.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
-from kvswitch.controller.ops import Operation
+from kvswitch.controller.ops import Operation, PushRequest, RemoveRequest
+from kvswitch.controller.plan import Plan
+
+
+class DriverError(RuntimeError):
+    """The switch refused or could not be reached."""
 
 
 class Driver(ABC):
@@ -54,3 +63,58 @@ class Driver(ABC):
     @abstractmethod
     def apply(self, ops: Sequence[Operation]) -> None:
         """Apply one period's batch in order (make-before-use order is the caller's)."""
+
+
+class SwitchDriver(Driver):
+    """A real switch and the agents' control API, as the runtime drives them.
+
+    The agents' outcomes of :meth:`apply` are kept for the runtime: ``failed_pushes`` (by key,
+    retried), ``not_held`` (keys whose last push found no copy at the origin),
+    ``deferred_removals`` (run by the next :meth:`apply`) and ``agent_errors`` (a count)."""
+
+    failed_pushes: dict[bytes, PushRequest]
+    not_held: set[bytes]
+    deferred_removals: list[RemoveRequest]
+    agent_errors: int
+
+    @property
+    @abstractmethod
+    def connected(self) -> bool:
+        """The connections to the switch are up."""
+
+    @abstractmethod
+    def reconnect(self) -> None:
+        """Drop the connections and open new ones (after the switch went away)."""
+
+    @property
+    @abstractmethod
+    def has_liveness(self) -> bool:
+        """The program has liveness.p4's tables (reply counts, DownTable)."""
+
+    @abstractmethod
+    def read_reply_counters(self) -> list[int]:
+        """Replies each server sent since the last reset."""
+
+    @abstractmethod
+    def read_down(self) -> set[int]:
+        """Servers the switch holds as dead."""
+
+    @abstractmethod
+    def read_register(self, name: str) -> list[int]:
+        """Every cell of register ``name`` (an alias of :mod:`kvswitch.controller.names`)."""
+
+    @abstractmethod
+    def read_register_cells(self, name: str, indexes: Iterable[int]) -> dict[int, int]:
+        """The cells ``indexes`` of register ``name``."""
+
+    @abstractmethod
+    def read_plan(self) -> tuple[Plan, list[bytes]]:
+        """The hot keys the switch holds as a plan, and the HotkeyTable keys that cannot be in
+        one."""
+
+    @abstractmethod
+    def reconcile(
+        self, wanted: Sequence[Operation], prune: Sequence[str] = (), prune_groups: bool = False
+    ) -> list[Operation]:
+        """Operations that make the switch hold ``wanted`` (deleting, with ``prune``, entries of
+        those tables that are not wanted, and groups with ``prune_groups``)."""

@@ -40,7 +40,7 @@ from thrift.transport import TSocket, TTransport
 from kvswitch import protocol as p
 from kvswitch.agent.control import NotHeld
 from kvswitch.controller import names
-from kvswitch.controller.driver import Driver
+from kvswitch.controller.driver import DriverError, SwitchDriver
 from kvswitch.controller.ops import (
     EntryOp,
     MulticastGroupDelete,
@@ -57,10 +57,6 @@ from kvswitch.controller.rack import Rack
 LOG = logging.getLogger("kvswitch.controller")
 T = TypeVar("T")
 RegisterPath = Literal["p4runtime", "thrift"]
-
-
-class DriverError(RuntimeError):
-    """The switch refused or could not be reached."""
 
 
 @dataclass(frozen=True)
@@ -188,8 +184,8 @@ class _Names:
         return stages
 
 
-class P4RuntimeDriver(Driver):
-    """:class:`Driver` over P4Runtime + Thrift, plus the agents' control API for pushes/removals.
+class P4RuntimeDriver(SwitchDriver):
+    """:class:`SwitchDriver` over P4Runtime + Thrift, plus the agents' control API for pushes/removals.
 
     ``agents`` carries pushes and removals to the servers (:class:`AgentHooks`); a failure there
     is logged and counted in :attr:`agent_errors` (the switch side is already consistent: replicas

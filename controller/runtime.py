@@ -29,6 +29,7 @@ from kvswitch import protocol as p
 from kvswitch.agent.control import ControlError, KeyVersion
 from kvswitch.controller import names
 from kvswitch.controller.agents import AgentPool
+from kvswitch.controller.driver import DriverError, SwitchDriver
 from kvswitch.controller.elastic import MembershipError, handoff
 from kvswitch.controller.membership import (
     NO_PROBE,
@@ -47,7 +48,6 @@ from kvswitch.controller.ops import (
     RegisterWrite,
     TableEntry,
 )
-from kvswitch.controller.p4rt_driver import DriverError, P4RuntimeDriver
 from kvswitch.controller.period import Controller, ControllerConfig, PeriodReport
 from kvswitch.controller.plan import KeyPlan, Plan, build_plan, diff, down_entry, rack_setup
 from kvswitch.controller.rackfile import RackFile
@@ -153,7 +153,7 @@ class Metrics:
 class Runtime:
     def __init__(
         self,
-        driver: P4RuntimeDriver,
+        driver: SwitchDriver,
         rack: RackFile,
         config: ControllerConfig,
         agents: AgentPool | None = None,
@@ -266,7 +266,7 @@ class Runtime:
 
     def recover(self) -> Plan:
         """The switch's hot keys as a plan. A HotkeyTable entry that is not a whole hot key
-        (see :meth:`P4RuntimeDriver.read_plan`) is deleted first, so its Gets go to the origin;
+        (see :meth:`SwitchDriver.read_plan`) is deleted first, so its Gets go to the origin;
         then entries and groups of no hot key are deleted and missing ones written."""
         plan, broken = self.driver.read_plan()
         if broken:
