@@ -805,6 +805,21 @@ class Translator:
         d = t.get("default_entry") or {}
         return not t["key"] and len(t["actions"]) == 1 and bool(d.get("action_entry_const"))
 
+    def inline_call(self, t: dict[str, Any], lines: list[str]) -> list[str]:
+        """The statements of an inlined table's constant action. An action the client's P4Info
+        lists (p4c's hidden table for a direct call such as ``refuse();``) is declared and called,
+        so the program keeps it with its name and id, as p4c's P4Info does; p4c's own hidden
+        actions (assignments, ``tbl_kvswitch123``) are written out in place."""
+        d = t["default_entry"]
+        a = self.actions[d["action_id"]]
+        env = self.action_env(a, d["action_data"])
+        if ("actions", a["name"]) not in self.ids:
+            return self.action_body(a, env)
+        args = ", ".join(
+            self.bits(env[i], int(rd["bitwidth"])) for i, rd in enumerate(a["runtime_data"])
+        )
+        return [f"{self.declare_action(a['id'], lines)}({args});"]
+
     def declare_table(self, t: dict[str, Any], lines: list[str]) -> str:
         what = f"table {t['name']}"
         if t.get("type", "simple") != "simple":
@@ -953,11 +968,9 @@ class Translator:
                 t = tables[n]
                 nt = t["next_tables"]
                 if self.inline_table(t):
-                    d = t["default_entry"]
-                    a = self.actions[d["action_id"]]
-                    env = self.action_env(a, d["action_data"])
-                    out += [ind + ln for ln in self.action_body(a, env)]
-                    n = nt.get(a["name"], t.get("base_default_next"))
+                    aname = self.actions[t["default_entry"]["action_id"]]["name"]
+                    out += [ind + ln for ln in self.inline_call(t, decls)]
+                    n = nt.get(aname, t.get("base_default_next"))
                     continue
                 ident = self.declare_table(t, decls)
                 nexts = set(nt.values())
