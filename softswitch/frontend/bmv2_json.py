@@ -816,7 +816,9 @@ class Translator:
         it with its name and id as p4c's P4Info does; p4c may have put the call's constant
         arguments into the body of its copy, and then the arguments are read back against the copy
         that has P4Info's parameters. p4c's own hidden actions (assignments, ``tbl_prog123``),
-        and a call that cannot be matched so, are written out in place."""
+        a call that cannot be matched so, and a copy whose body differs from the one declared
+        under its name (``f(1); f(2);`` where p4c's P4Info lists ``f`` without parameters), are
+        written out in place."""
         d = t["default_entry"]
         a = self.actions[d["action_id"]]
         env = self.action_env(a, d["action_data"])
@@ -825,6 +827,9 @@ class Translator:
             for g in (a, *(g for g in self.actions.values() if g["name"] == a["name"])):
                 if [(rd["name"], int(rd["bitwidth"])) for rd in g["runtime_data"]] != params:
                     continue
+                twin = self.action_by_name.get(g["name"])
+                if twin is not None and _sans_source_info(twin) != _sans_source_info(g):
+                    continue  # two calls that p4c specialised apart: the first one is declared
                 args = env if g is a else self.call_args(g, a)
                 if args is not None:
                     text = ", ".join(self.bits(args[i], w) for i, (_, w) in enumerate(params))

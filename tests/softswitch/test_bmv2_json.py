@@ -158,6 +158,7 @@ CALLS = [  # (the table's action first, then the apply block's direct calls)
     bytes(Ether(dst=mac(0xC), src=mac(0), type=0x1111)),  # a direct refuse()
     bytes(Ether(dst=mac(0xA), src=mac(0), type=0xFFFF)),  # two direct refuse()
     bytes(Ether(dst=mac(0xD), src=mac(2), type=0x0800)),  # a direct mark(0x88b5)
+    bytes(Ether(dst=mac(0xD), src=mac(2), type=0x0801)),  # a direct mark(0x1111)
     bytes(Ether(dst=mac(0xB), src=mac(2), type=0x0800)),  # mark(0x1234): no direct mark
     bytes(Ether(dst=mac(0xB), src=mac(2), type=0xFFFF)),  # mark(0x1234): no direct refuse
 ]
@@ -181,6 +182,7 @@ def test_directly_called_actions_keep_p4c_p4info() -> None:
         (2, "00:00:00:00:00:01", 0x1111),
         (2, "00:00:00:00:00:02", 0xFFFF),
         (1, "00:00:00:00:00:02", 0x88B5),
+        (1, "00:00:00:00:00:02", 0x1111),
         (1, "00:00:00:00:00:02", 0x1234),
         (1, "00:00:00:00:00:02", 0x1234),
     ]

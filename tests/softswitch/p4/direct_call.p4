@@ -4,7 +4,7 @@
  * `refuse` is called directly only (as trust.p4's refuse in kvswitch.p4). `mark` is a table's
  * action too; p4c writes `mark(0x88b5)` as a copy of `mark` with the argument in its body. With
  * -DMARK_DIRECT_ONLY, `mark` is called directly only, and p4c's P4Info lists it without parameters
- * (tests/p4c_bmv2/test_direct_calls.py). */
+ * although its two calls run two different copies (tests/p4c_bmv2/test_direct_calls.py). */
 #include <core.p4>
 #include <v1model.p4>
 
@@ -68,6 +68,8 @@ control MyIngress(inout headers_t hdr, inout meta_t meta, inout standard_metadat
         }
         if (hdr.eth.type == 0x0800) {
             mark(0x88b5);
+        } else if (hdr.eth.type == 0x0801) {
+            mark(0x1111);
         } else if (hdr.eth.type == 0xffff) {
             refuse();
         }
