@@ -153,6 +153,7 @@ class Translator:
         self.ids: dict[tuple[str, str], int] = {}
         self.units: dict[str, str] = {}
         self.p4info_tables: set[str] | None = None
+        self.p4info_params: dict[str, list[tuple[str, int]]] = {}  # action -> (param, width)
         self.scopes: dict[tuple[str, str], str] = {}  # (table, action) -> @tableonly/@defaultonly
         if p4info is not None:
             self._read_p4info(p4info)
@@ -171,6 +172,8 @@ class Translator:
                     int(ent.spec.unit), "packets_and_bytes"
                 )
         self.p4info_tables = {t.preamble.name for t in info.tables}
+        for a in info.actions:
+            self.p4info_params[a.preamble.name] = [(p.name, p.bitwidth) for p in a.params]
         act_names = {a.preamble.id: a.preamble.name for a in info.actions}
         for t in info.tables:
             for ref in t.action_refs:
@@ -805,6 +808,69 @@ class Translator:
         d = t.get("default_entry") or {}
         return not t["key"] and len(t["actions"]) == 1 and bool(d.get("action_entry_const"))
 
+    def inline_call(self, t: dict[str, Any], lines: list[str]) -> list[str]:
+        """The statements of an inlined table's constant action.
+
+        p4c wraps each direct action call (``refuse();`` in an apply block) in a hidden keyless
+        table. An action the client's P4Info lists is declared and called, so the program keeps
+        it with its name and id as p4c's P4Info does; p4c may have put the call's constant
+        arguments into the body of its copy, and then the arguments are read back against the copy
+        that has P4Info's parameters. p4c's own hidden actions (assignments, ``tbl_prog123``),
+        a call that cannot be matched so, and a copy whose body differs from the one declared
+        under its name (``f(1); f(2);`` where p4c's P4Info lists ``f`` without parameters), are
+        written out in place."""
+        d = t["default_entry"]
+        a = self.actions[d["action_id"]]
+        env = self.action_env(a, d["action_data"])
+        params = self.p4info_params.get(a["name"])
+        if params is not None:
+            for g in (a, *(g for g in self.actions.values() if g["name"] == a["name"])):
+                if [(rd["name"], int(rd["bitwidth"])) for rd in g["runtime_data"]] != params:
+                    continue
+                twin = self.action_by_name.get(g["name"])
+                if twin is not None and _sans_source_info(twin) != _sans_source_info(g):
+                    continue  # two calls that p4c specialised apart: the first one is declared
+                args = env if g is a else self.call_args(g, a)
+                if args is not None:
+                    text = ", ".join(self.bits(args[i], w) for i, (_, w) in enumerate(params))
+                    return [f"{self.declare_action(g['id'], lines)}({text});"]
+        return self.action_body(a, env)
+
+    def call_args(self, generic: dict[str, Any], copy: dict[str, Any]) -> dict[int, X] | None:
+        """The constant arguments that make ``generic``'s body ``copy``'s (None when they don't:
+        ``copy`` has parameters of its own, or differs elsewhere, or an argument is not a
+        constant). A parameter the body does not read gets 0."""
+        if copy["runtime_data"]:
+            return None
+        found: dict[int, Any] = {}
+
+        def unify(g: Any, c: Any) -> bool:
+            if isinstance(g, dict) and g.get("type") in ("runtime_data", "local"):
+                if not isinstance(c, dict) or c.get("type") not in ("hexstr", "bool"):
+                    return False
+                return found.setdefault(g["value"], c) == c
+            if isinstance(g, dict):
+                return (
+                    isinstance(c, dict)
+                    and g.keys() == c.keys()
+                    and all(unify(g[k], c[k]) for k in g)
+                )
+            if isinstance(g, list):
+                return (
+                    isinstance(c, list)
+                    and len(g) == len(c)
+                    and all(unify(x, y) for x, y in zip(g, c, strict=True))
+                )
+            return bool(g == c)
+
+        if not unify(_sans_source_info(generic)[0], _sans_source_info(copy)[0]):
+            return None
+        what = f"action {copy['name']}"
+        zero = {"type": "hexstr", "value": "0x0"}
+        return {
+            i: self.expr(found.get(i, zero), what, {}) for i in range(len(generic["runtime_data"]))
+        }
+
     def declare_table(self, t: dict[str, Any], lines: list[str]) -> str:
         what = f"table {t['name']}"
         if t.get("type", "simple") != "simple":
@@ -953,11 +1019,9 @@ class Translator:
                 t = tables[n]
                 nt = t["next_tables"]
                 if self.inline_table(t):
-                    d = t["default_entry"]
-                    a = self.actions[d["action_id"]]
-                    env = self.action_env(a, d["action_data"])
-                    out += [ind + ln for ln in self.action_body(a, env)]
-                    n = nt.get(a["name"], t.get("base_default_next"))
+                    aname = self.actions[t["default_entry"]["action_id"]]["name"]
+                    out += [ind + ln for ln in self.inline_call(t, decls)]
+                    n = nt.get(aname, t.get("base_default_next"))
                     continue
                 ident = self.declare_table(t, decls)
                 nexts = set(nt.values())

@@ -109,24 +109,10 @@ def kvswitch_p4c(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return json_path, out / f"{KVSWITCH.stem}.p4info.txtpb"
 
 
-# Found by this test: the software switch refuses p4c-bm2-ss's own JSON + P4Info of kvswitch.p4
-# over P4Runtime. Its JSON translator inlines the actions of the tables P4Info does not list
-# (p4c's hidden tbl_trust_refuse, tbl_trust_refuse_0), so the program it builds declares no action
-# KvsIngress.trust.refuse (called directly from trust.p4's apply block), which p4c's P4Info lists
-# (id 29265995); SetForwardingPipelineConfig then answers INVALID_ARGUMENT "p4info does not match
-# the program: actions differ" (softswitch/runtime/p4runtime_server.py, p4info_mismatch).
-SOFTSWITCH_REFUSES_P4C_KVSWITCH = pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="softswitch: the P4Info it derives from p4c-bm2-ss's kvswitch.json lacks the action "
-    "KvsIngress.trust.refuse (inlined from hidden tables): SetForwardingPipelineConfig refused",
-)
-
-
-@pytest.mark.parametrize(
-    "target",
-    [pytest.param("softswitch", marks=SOFTSWITCH_REFUSES_P4C_KVSWITCH), TARGETS[1]],
-)
+# Found by this test: the software switch refused p4c-bm2-ss's own JSON + P4Info of kvswitch.p4
+# ("p4info does not match the program: actions differ"): its JSON translator inlined p4c's hidden
+# tables tbl_trust_refuse*, dropping the action KvsIngress.trust.refuse that p4c's P4Info lists.
+@pytest.mark.parametrize("target", TARGETS)
 def test_p4runtime_shell_on_kvswitch_p4c_json(target: str, kvswitch_p4c: tuple[Path, Path]) -> None:
     """kvswitch.p4 as p4c-bm2-ss compiles it (its default sizes), on both targets: the same
     answers, but for P4Runtime register access, which BMv2 refuses."""

@@ -1,7 +1,7 @@
-"""The engine on the BMv2 JSON p4c-bm2-ss wrote (p4/basic.p4c.json and its P4Info, written by
-p4c-bm2-ss v1.2.4.8 from p4/basic.p4, kept here so these tests run without p4c): same P4Info and
-same packets, registers and counters as from source; what it cannot run is refused, naming the
-object and the primitive, and nothing is loaded."""
+"""The engine on the BMv2 JSON p4c-bm2-ss wrote (p4/basic.p4c.json, p4/direct_call.p4c.json and
+their P4Info, written by p4c-bm2-ss v1.2.4.8 from p4/basic.p4 and p4/direct_call.p4, kept here so
+these tests run without p4c): same P4Info and same packets, registers and counters as from source;
+what it cannot run is refused, naming the object and the primitive, and nothing is loaded."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 import pytest
-from finsy.proto import p4i
+from finsy.proto import p4i, p4r
 from google.protobuf import text_format
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
@@ -18,12 +18,17 @@ from scapy.layers.l2 import Ether
 from softswitch import Switch
 from softswitch.frontend.bmv2_json import Bmv2JsonError
 from softswitch.runtime.bundle import Bundle
-from softswitch.runtime.device import Device
+from softswitch.runtime.device import ControlError, Device
+from softswitch.runtime.p4runtime_server import P4RuntimeServicer, p4info_mismatch
 from softswitch.switch import load_json_program
 from tests.softswitch.conftest import P4_DIR
 
 JSON = P4_DIR / "basic.p4c.json"
 P4INFO = text_format.Parse((P4_DIR / "basic.p4c.p4info.txtpb").read_text(), p4i.P4Info())
+CALLS_JSON = P4_DIR / "direct_call.p4c.json"
+CALLS_P4INFO = text_format.Parse(
+    (P4_DIR / "direct_call.p4c.p4info.txtpb").read_text(), p4i.P4Info()
+)
 
 
 def names_and_ids(info: Any) -> set[tuple[str, int, str, str]]:
@@ -124,3 +129,92 @@ def test_a_refused_config_leaves_the_running_pipeline() -> None:
     with pytest.raises(Bmv2JsonError):
         device.load_config(bad, copy.deepcopy(P4INFO))
     assert device.pipeline is running
+
+
+def set_pipeline(device_config: bytes, info: Any) -> Device:
+    """SetForwardingPipelineConfig (VERIFY_AND_COMMIT) as the P4Runtime server answers it."""
+    device = Device()
+    req = p4r.SetForwardingPipelineConfigRequest(
+        action=p4r.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT
+    )
+    req.config.p4info.CopyFrom(info)
+    req.config.p4_device_config = device_config
+    P4RuntimeServicer(device).set_pipeline(req)
+    return device
+
+
+def calls_configured(sw: Switch) -> Switch:
+    sw.table_add("by_dst", {"hdr.eth.dst": 0xB}, "mark", {"tag": 0x1234})
+    sw.table_add("by_dst", {"hdr.eth.dst": 0xC}, "forward", {"port": 5})
+    return sw
+
+
+def mac(n: int) -> str:
+    return ":".join(f"{b:02x}" for b in n.to_bytes(6, "big"))
+
+
+CALLS = [  # (the table's action first, then the apply block's direct calls)
+    bytes(Ether(dst=mac(0xC), src=mac(1), type=0x1111)),  # forward from the table
+    bytes(Ether(dst=mac(0xC), src=mac(0), type=0x1111)),  # a direct refuse()
+    bytes(Ether(dst=mac(0xA), src=mac(0), type=0xFFFF)),  # two direct refuse()
+    bytes(Ether(dst=mac(0xD), src=mac(2), type=0x0800)),  # a direct mark(0x88b5)
+    bytes(Ether(dst=mac(0xD), src=mac(2), type=0x0801)),  # a direct mark(0x1111)
+    bytes(Ether(dst=mac(0xB), src=mac(2), type=0x0800)),  # mark(0x1234): no direct mark
+    bytes(Ether(dst=mac(0xB), src=mac(2), type=0xFFFF)),  # mark(0x1234): no direct refuse
+]
+
+
+def test_directly_called_actions_keep_p4c_p4info() -> None:
+    """p4c wraps each direct call (``refuse();``, ``mark(0x88b5);``) in a hidden table that its
+    P4Info does not list, but the actions stay in its P4Info: the JSON's program keeps them with
+    their ids, so the P4Runtime server accepts the pair, and runs as the source does."""
+    from_json = Switch.from_json(CALLS_JSON, CALLS_P4INFO)
+    assert names_and_ids(from_json.p4info) == names_and_ids(CALLS_P4INFO)
+    assert p4info_mismatch(from_json.p4info, CALLS_P4INFO) == ""
+    device = set_pipeline(CALLS_JSON.read_bytes(), CALLS_P4INFO)
+    assert device.pipeline is not None
+    from_source = calls_configured(Switch.from_file(P4_DIR / "direct_call.p4"))
+    calls_configured(from_json)
+    outs = [from_json.process(1, pkt) for pkt in CALLS]
+    assert outs == [from_source.process(1, pkt) for pkt in CALLS]
+    assert [(p, Ether(f).src, Ether(f).type) for [(p, f)] in outs] == [
+        (5, "00:00:00:00:00:01", 0x1111),
+        (2, "00:00:00:00:00:01", 0x1111),
+        (2, "00:00:00:00:00:02", 0xFFFF),
+        (1, "00:00:00:00:00:02", 0x88B5),
+        (1, "00:00:00:00:00:02", 0x1111),
+        (1, "00:00:00:00:00:02", 0x1234),
+        (1, "00:00:00:00:00:02", 0x1234),
+    ]
+
+
+def mismatched(edit: Any) -> Any:
+    info = copy.deepcopy(CALLS_P4INFO)
+    edit(info)
+    return info
+
+
+def p4info_action(info: Any, name: str) -> Any:
+    return next(a for a in info.actions if a.preamble.name == name)
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda i: i.actions.remove(p4info_action(i, "MyIngress.forward")),
+        lambda i: setattr(p4info_action(i, "MyIngress.refuse").preamble, "name", "MyIngress.no"),
+        lambda i: setattr(p4info_action(i, "MyIngress.mark").params[0], "bitwidth", 8),
+        lambda i: i.actions.add().preamble.MergeFrom(
+            p4i.Preamble(id=0x01000123, name="MyIngress.other", alias="other")
+        ),
+    ],
+    ids=["action-missing", "other-name", "other-width", "extra-action"],
+)
+def test_a_p4info_that_does_not_match_the_json_is_refused(edit: Any) -> None:
+    """A table's action missing, a directly called action renamed, a parameter's width, an action
+    the program has not: refused. (A P4Info without ``refuse`` matches: the JSON's program then
+    writes that call out in place, as for p4c's own hidden actions.)"""
+    with pytest.raises(ControlError) as exc:
+        set_pipeline(CALLS_JSON.read_bytes(), mismatched(edit))
+    assert exc.value.code == "INVALID_ARGUMENT"
+    assert exc.value.message == "p4info does not match the program: actions differ"
