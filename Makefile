@@ -59,11 +59,13 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-# two pytest workers: the rack and namespace tests (marker netns) one after the other on one,
-# the rest of the suite on the other (tests/conftest.py)
+# Two runs: everything but the namespace and rack tests on two pytest workers (pytest-xdist),
+# then the namespace and rack tests (marker netns: Mininet racks on both targets, whose loss and
+# failure-detection figures need the CPU to themselves) one after the other.
 PYTEST_WORKERS ?= 2
 test-py: $(STAMP) c $(P4RTSH_STAMP)
-	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup --durations=25
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) -m "not netns" --durations=15
+	$(PY) -m pytest -q -m netns --durations=15
 
 test-c: c
 	$(MAKE) -C client_lib/c test

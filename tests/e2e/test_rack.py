@@ -12,6 +12,7 @@ simple_switch_grpc (each test on both, tests/e2e/conftest.py), the agents, the c
 
 from __future__ import annotations
 
+import functools
 import re
 import subprocess
 import sys
@@ -31,9 +32,11 @@ SERVERS, KEYS, ZIPF = 8, 1000, 0.99
 BASE = ["--servers", str(SERVERS), "--clients", "2", "--keys", str(KEYS), "--zipf", str(ZIPF)]
 
 
+@functools.cache
 def simulator_original(seeds: range = range(1, 11)) -> list[float]:
     """The simulator's lambda for Original (no balancing) in this rack's shape, per seed (the
-    seed decides which servers the hottest keys hash to, which is most of the figure)."""
+    seed decides which servers the hottest keys hash to, which is most of the figure); computed
+    once for both targets."""
     out = []
     for seed in seeds:
         done = subprocess.run(
