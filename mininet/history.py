@@ -44,6 +44,8 @@ class Plan:
     rate: float  # operations/s per thread, 0 = back to back
     writes_end: float  # monotonic time after which only Gets are sent
     end: float
+    timeout: float = 0.3  # the client's wait for a reply before it resends (same request id)
+    retries: int = 3
 
 
 def worker(
@@ -54,7 +56,7 @@ def worker(
     writes_end, end = plan.writes_end, plan.end
     n = 0
     next_op = time.monotonic()
-    with Client(servers, timeout=0.3, retries=3) as kv:
+    with Client(servers, timeout=plan.timeout, retries=plan.retries) as kv:
         while (now := time.monotonic()) < end:
             if rate > 0:
                 next_op += rng.expovariate(rate)
@@ -101,13 +103,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--duration", type=float, default=10.0)
     ap.add_argument("--read-tail", type=float, default=0.0, help="then Gets only for S seconds")
     ap.add_argument("--client", type=int, default=0, help="this host's number (value tags)")
+    ap.add_argument(
+        "--timeout", type=float, default=0.3, help="seconds before a resend (same request id)"
+    )
+    ap.add_argument("--retries", type=int, default=3, help="resends before giving up")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
     servers = parse_servers(args.servers)
     keys = [f"lin{i}" for i in range(args.keys)]
     writes_end = time.monotonic() + args.duration
     end = writes_end + args.read_tail
-    plan = Plan(servers, keys, args.set_ratio, args.rate, writes_end, end)
+    if args.timeout <= 0 or args.retries < 0:
+        print("history: --timeout must be > 0 and --retries >= 0", file=sys.stderr)
+        return 2
+    plan = Plan(
+        servers, keys, args.set_ratio, args.rate, writes_end, end, args.timeout, args.retries
+    )
     per_thread: list[list[dict[str, Any]]] = [[] for _ in range(args.threads)]
     failed: list[dict[str, Any]] = []
     threads = [

@@ -607,7 +607,7 @@ class Rack:
             "--rate", str(max(1, w.rate // self.loadgen_count(w))),
             "--duration", str(w.duration + w.read_tail), "--zipf", str(w.zipf),
             "--keys", str(w.keys), "--write-ratio", str(w.write_ratio), "--timeout-ms", "500",
-            "--seed", str(w.seed), "--json", "--quiet",
+            "--seed", str(w.seed), "--json", "--quiet", *w.loadgen_args,
         ]  # fmt: skip
 
     def loadgen_count(self, w: Workload) -> int:
@@ -620,7 +620,7 @@ class Rack:
             "--threads", str(w.history_threads), "--keys", str(w.history_keys),
             "--rate", str(w.history_rate), "--set-ratio", str(w.history_set_ratio),
             "--duration", str(w.duration), "--read-tail", str(w.read_tail),
-            "--client", str(client_index), "--out", str(out),
+            "--client", str(client_index), "--out", str(out), *w.history_args,
         ]  # fmt: skip
 
     def preload(self, w: Workload) -> None:
@@ -767,6 +767,8 @@ class Workload:
     preload: bool = True
     seed: int = 1
     loadgens: int = 1
+    loadgen_args: list[str] = field(default_factory=list)  # more for every loadgen
+    history_args: list[str] = field(default_factory=list)  # more for every history client
     history_threads: int = 0
     history_keys: int = 4
     history_rate: float = 100.0
@@ -814,6 +816,10 @@ def build_parser() -> argparse.ArgumentParser:
     a("--no-preload", action="store_true", help="do not Set every key before the run")
     a("--seed", type=int, default=1, help="the loadgens' seed (key popularity and sampling)")
     a("--loadgens", type=int, default=1, help="clients running the loadgen (0 = all)")
+    a("--loadgen-arg", action="append", default=[],
+      help="one more kvswitch-loadgen argument, e.g. --loadgen-arg=--timeout-us=200")  # fmt: skip
+    a("--history-arg", action="append", default=[],
+      help="one more mininet/history.py argument, e.g. --history-arg=--timeout=0.0005")  # fmt: skip
     a("--history-threads", type=int, default=0, help="Python client threads per client host")
     a("--history-keys", type=int, default=4, help="keys the history clients share")
     a("--history-rate", type=float, default=100.0, help="operations/s per history thread")
@@ -923,7 +929,8 @@ def main(argv: list[str] | None = None) -> int:
     work = Workload(
         rate=args.rate, duration=args.duration, zipf=args.zipf, keys=args.keys,
         write_ratio=args.write_ratio, preload=not args.no_preload,
-        seed=args.seed, loadgens=args.loadgens, history_threads=args.history_threads,
+        seed=args.seed, loadgens=args.loadgens, loadgen_args=args.loadgen_arg,
+        history_args=args.history_arg, history_threads=args.history_threads,
         history_keys=args.history_keys, history_rate=args.history_rate,
         history_set_ratio=args.history_set_ratio, read_tail=args.read_tail,
         restart_controller_at=args.restart_controller_at, events=events,
