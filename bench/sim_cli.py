@@ -224,6 +224,8 @@ def _explore_args(parser: argparse.ArgumentParser) -> None:
         ("drain-before-remove", "remove a replica's copy only once no Get is on its way to it"),
         ("restart-when-quiet", "restart the switch only while no write is on its way"),
         ("stale-is-success", "a Set answered STALE counts as done (the clients before StaleWrite)"),
+        ("latest-reply-only", "a client takes only its latest attempt's reply (rejected fix)"),
+        ("unstamped-repeats", "the switch does not stamp a repeated request (rejected fix)"),
     ):
         parser.add_argument(
             f"--{name}", action=argparse.BooleanOptionalAction, default=None, help=text
@@ -253,6 +255,8 @@ def cmd_explore(ns: argparse.Namespace) -> int:
         "drain_before_remove",
         "restart_when_quiet",
         "stale_is_success",
+        "latest_reply_only",
+        "unstamped_repeats",
     )
     for name in flags:
         if getattr(ns, name) is not None:
