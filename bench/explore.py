@@ -80,6 +80,7 @@ presets the rules pass):
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections import deque
@@ -156,6 +157,8 @@ class Scenario:
     # a client times out only when nothing in flight can answer it any more (its request or reply
     # was lost or dropped); eager: at any time, also while the first attempt is still on its way
     eager_retries: bool = False
+    # the clients that may resend (None: every client)
+    retriers: tuple[int, ...] | None = None
     # the controller removes the leaving replica's copy only once no Get sent to it is still on
     # its way (without this, a Get routed before the removal can read a stale copy that an old
     # UPDATE re-created after it: the module docstring's "hotset-undrained")
@@ -194,7 +197,9 @@ class Scenario:
         )
         return (
             f"{progs} | {self.replicas} replicas, losses {self.losses}, dups {self.dups}, "
-            f"retries {self.retries}{' (eager)' if self.eager_retries else ''}, sync retries {self.sync_retries}, "
+            f"retries {self.retries}{' (eager)' if self.eager_retries else ''}"
+            + (f" by c{', c'.join(map(str, self.retriers))}" if self.retriers is not None else "")
+            + f", sync retries {self.sync_retries}, "
             f"hot-set change {'on' if self.hotset_change else 'off'}, "
             f"restart {'on' if self.restart else 'off'}"
             + (", removal drains Gets" if self.drain_before_remove else "")
@@ -272,7 +277,16 @@ def _adopts_unsettled(msg: p.Message, seen: Any, stored: Item) -> bool:
 def _adopts_unchecked(msg: p.Message, seen: Any, stored: Item) -> bool:
     """The flag alone: a settled repeat moves whatever is stored to its version, even when another
     write was applied here since the first application."""
-    return bool(msg.flags & p.F_SETTLED) and msg.version > stored.version
+    origin = msg.op in (p.Op.SET, p.Op.DEL)
+    return origin and bool(msg.flags & p.F_SETTLED) and msg.version > stored.version
+
+
+def _adopts_at_replicas(msg: p.Message, seen: Any, stored: Item) -> bool:
+    """The real rule, and replicas adopting a settled repeat's UPDATE copy as the origin does."""
+    if msg.op in (p.Op.UPDATE, p.Op.UPDATE_DEL):
+        op = p.Op.SET if msg.op == p.Op.UPDATE else p.Op.DEL
+        return AgentCore.adopts(dataclasses.replace(msg, op=op), seen, stored)
+    return AgentCore.adopts(msg, seen, stored)
 
 
 #: Deliberately broken variants of the rules, each of which the check must catch.
@@ -289,6 +303,8 @@ BROKEN: dict[str, Rules] = {
     "adopt-unsettled": Rules(adopts=_adopts_unsettled),
     # F_SETTLED trusted alone: the stored version is not checked against the first application's
     "adopt-unchecked": Rules(adopts=_adopts_unchecked),
+    # replicas adopt a settled repeat too: their first copy may be older than the origin's report
+    "adopt-at-replicas": Rules(adopts=_adopts_at_replicas),
 }
 
 #: A repeat never adopted: linearizable too, but more replicas are left above origin_ver (their
@@ -624,7 +640,13 @@ class Explorer:
                 for sw2, out, d in self._request(sw, c, invoked, 1):
                     label = ("invoke", c, invoked, prog[invoked], d)
                     yield label, (sw2, agents, cl, _add(msgs, out), used, ctl, (*hist, rec))
-            if waiting and retry < sc.retries and (sc.eager_retries or self._silent(msgs, c)):
+            may_retry = sc.retriers is None or c in sc.retriers
+            if (
+                waiting
+                and may_retry
+                and retry < sc.retries
+                and (sc.eager_retries or self._silent(msgs, c))
+            ):
                 u = (loss, dup, retry + 1, sretry)
                 cl = clients
                 if sc.latest_reply_only:
@@ -801,8 +823,7 @@ class Explorer:
     def finished(self, s: State) -> bool:
         """Every client has its last reply: nothing later can change the history."""
         return all(
-            not w and i == len(prog)
-            for (i, w, _), prog in zip(s[2], self.sc.programs, strict=True)
+            not w and i == len(prog) for (i, w, _), prog in zip(s[2], self.sc.programs, strict=True)
         )
 
     def history(self, hist: tuple[Record, ...]) -> list[Op]:

@@ -291,18 +291,22 @@ class AgentCore:
     def adopts(msg: p.Message, seen: _Result, stored: Item) -> bool:
         """Whether a versioned repeat ``msg`` of a request id first applied with result ``seen``
         moves the ``stored`` item to its version (docs/protocol.md "Agent rules", found by the
-        explorer, preset ``resend-overtaken``): the first application is still the key's last
-        write here (the stored version is the one it produced, and the stored item is the write's:
-        an unversioned write over TCP keeps the version), the repeat is newer, and the switch
-        flagged it ``F_SETTLED``: no earlier write of the key was on its way to the origin when
-        the repeat was stamped, so no other write's version lies between the two. Without the
-        flag a second writer's write may have been stamped in between and become visible at a
-        replica; moving the first value past it would reorder the two after both were seen."""
+        explorer, preset ``resend-overtaken``). Only at the key's origin (a ``SET``/``DEL``, not
+        an ``UPDATE`` copy), only when the switch flagged the repeat ``F_SETTLED`` (every earlier
+        write of the key had been reported by the origin when it was stamped), and only when the
+        first application is still the key's last write here (the stored version is the one it
+        produced, and the stored item is the write's: an unversioned write over TCP keeps the
+        version). Then the origin held the first application's version when the repeat was
+        stamped, so no other write's version lies between the two. A replica knows no such thing
+        (its first copy may be older than what the origin reported), nor does an unflagged
+        repeat: a second writer's write stamped in between may be visible at a replica, and moving
+        the first value past it would reorder the two after both were seen."""
         return (
-            bool(msg.flags & p.F_SETTLED)
+            msg.op in (p.Op.SET, p.Op.DEL)
+            and bool(msg.flags & p.F_SETTLED)
             and stored.version == (seen.epoch, seen.ver)
             and msg.version > stored.version
-            and stored.live == (msg.op in (p.Op.SET, p.Op.UPDATE))
+            and stored.live == (msg.op == p.Op.SET)
             and (not stored.live or stored.value == msg.value)
         )
 

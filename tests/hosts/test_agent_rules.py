@@ -315,6 +315,19 @@ def test_duplicate_write_adopts_newer_version_only_if_settled_and_nothing_came_b
     assert one(core, msg(p.Op.GET, seq=2)).value == b"b"
 
 
+def test_replica_adopts_no_settled_repeat() -> None:
+    """A replica's first copy of a request id may be older than what the origin had reported when
+    the repeat was stamped (a second writer's copy still on its way to the replica), so the flag
+    says nothing about it: an UPDATE repeat changes nothing; the replica confirms what it holds."""
+    core = AgentCore(MemoryBackend(), SWITCH)
+    assert core.handle(msg(p.Op.UPDATE, b"a", cid=3, seq=1, epoch=1, ver=5), CLIENT)
+    out = core.handle(
+        msg(p.Op.UPDATE, b"a", cid=3, seq=1, epoch=1, ver=7, flags=p.F_SETTLED), CLIENT
+    )
+    assert [p.Message.decode(raw).version for raw, _ in out] == [(1, 5)]
+    assert core.backend.get(K) == Item(b"a", 1, 5)
+
+
 def test_settled_duplicate_adopts_nothing_over_a_tcp_write() -> None:
     """An unversioned write over TCP keeps the stored version: the stored version is still the
     first application's, but the value is not; a settled repeat must not move it to the repeat's
