@@ -248,7 +248,7 @@ PRESETS: dict[str, Scenario] = {
     # the same with a resend while the first attempt is still on its way (no loss): the module
     # docstring's "resend-overtaken", found with or without the controller's zeroing
     "resend-overtaken": _scenario(
-        ((b"a1",), (b"a2",), (_G, _G)), replicas=1, retries=1, eager_retries=True
+        ((b"a1",), (b"a2",), (_G, _G)), replicas=1, retries=1, eager_retries=True, retriers=(0,)
     ),
 }
 

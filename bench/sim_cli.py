@@ -212,6 +212,10 @@ def _explore_args(parser: argparse.ArgumentParser) -> None:
     for name in ("replicas", "losses", "dups", "retries", "sync-retries"):
         parser.add_argument(f"--{name}", type=t.nonneg_int, help="bound (default: the preset's)")
     parser.add_argument(
+        "--retriers",
+        help="the clients that may resend, e.g. 0,2, or 'all' (default: the preset's)",
+    )
+    parser.add_argument(
         "--ahead",
         choices=("zero", "adopt", "none"),
         help="the controller's answer to a replica above origin_ver: zero its cell (the real "
@@ -239,6 +243,15 @@ def _explore_args(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _retriers(text: str) -> tuple[int, ...] | None:
+    if text == "all":
+        return None
+    try:
+        return tuple(int(c) for c in text.split(","))
+    except ValueError:
+        raise ValueError(f"--retriers: client numbers like 0,2 or 'all', not {text!r}") from None
+
+
 def cmd_explore(ns: argparse.Namespace) -> int:
     from kvswitch.bench import explore as ex
 
@@ -261,6 +274,8 @@ def cmd_explore(ns: argparse.Namespace) -> int:
     for name in flags:
         if getattr(ns, name) is not None:
             overrides[name] = getattr(ns, name)
+    if ns.retriers is not None:
+        overrides["retriers"] = _retriers(ns.retriers)
     if ns.ahead is not None:
         overrides["ahead"] = "" if ns.ahead == "none" else ns.ahead
     rules = ex.BROKEN[ns.broken] if ns.broken else None
