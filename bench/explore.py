@@ -66,16 +66,22 @@ presets the rules pass):
   The controller zeroing that replica's cell at any moment keeps every history linearizable
   (8.3M states); adopting its version as origin_ver instead (``ahead="adopt"``, the rule for a dead
   origin's keys) is caught.
-- ``resend-overtaken`` (not checked; open): a client re-sends a Set while its first attempt is
-  still on its way (a timeout shorter than a delay), and gets the first attempt's reply. A second
-  writer's Set is stamped between the two attempts; the resend reaches the origin first, which
-  adopts the resend's newer version for the same value (the first application is still its last
-  write), so the second write is answered ``STALE`` at the origin while its UPDATE copy made the
-  replica confirm it. A Get routed to the replica before the STALE reply raised origin_ver returns
-  the second value, a later Get at the origin the first one, after that write completed: not
-  linearizable (6.6M states, 191 s; with the controller's zeroing too). The adoption rule assumes
-  the client has not seen the first reply; closing this needs the origin to tell a resend from a
-  late original (e.g. an attempt number in the header) and is left open (docs/protocol.md).
+- ``resend-overtaken`` (checked): a client re-sends a Set while its first attempt is still on
+  its way (a timeout shorter than a delay), and gets the first attempt's reply. A second writer's
+  Set is stamped between the two attempts; the resend reaches the origin first. The rule before
+  adopted the resend's newer version for the same value (the first application was still the
+  origin's last write), so the second write was answered ``STALE`` at the origin while its UPDATE
+  copy made the replica confirm it; a Get routed to the replica before the STALE reply raised
+  origin_ver returned the second value, a later Get at the origin the first one: not
+  linearizable (``BROKEN["adopt-unsettled"]``). Now rule 1 flags a write ``F_SETTLED`` only when
+  no earlier write of the key is on its way to the origin (coherence.write), and only the origin
+  adopts, only a settled repeat (AgentCore.adopts): the resend above is not settled. The other
+  candidates, tried here and rejected: clients taking only their latest attempt's reply
+  (``latest_reply_only``, an attempt number in the header), the switch not stamping a repeat
+  (``unstamped_repeats``: a write whose first attempt was lost is applied at the old version),
+  replicas adopting like the origin and the flag trusted without the stored-version check
+  (``BROKEN``); never adopting (``NEVER_ADOPT``) is linearizable too but leaves more replicas
+  above origin_ver (``Report.ahead_ends``).
 """
 
 from __future__ import annotations
