@@ -27,12 +27,18 @@ def fresh_version(gver) -> int:
 
 
 @njit(cache=True)
-def write(slot, gver, slot_ver) -> int:
+def write(slot, gver, slot_ver, origin_ver) -> tuple[int, bool]:
     """Rule 1: a Set/Delete of a hot key takes a fresh version; slot_ver follows it. The
-    packet goes to the origin and, as UPDATE copies, to every replica."""
+    packet goes to the origin and, as UPDATE copies, to every replica. Returns the version and
+    whether the write is *settled* (flag ``F_SETTLED``): no earlier write of the key was on its
+    way to the origin when it was stamped (the old slot_ver <= origin_ver, the test of rule 5),
+    so no other write's version lies between the origin's last reported version and this one.
+    Only a settled repeat of a request id may move the first application's value to the repeat's
+    version (docs/protocol.md "Agent rules")."""
     g = fresh_version(gver)
+    settled = slot_ver[slot] <= origin_ver[slot]
     slot_ver[slot] = g
-    return g
+    return g, settled
 
 
 @njit(cache=True)

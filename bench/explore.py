@@ -66,20 +66,27 @@ presets the rules pass):
   The controller zeroing that replica's cell at any moment keeps every history linearizable
   (8.3M states); adopting its version as origin_ver instead (``ahead="adopt"``, the rule for a dead
   origin's keys) is caught.
-- ``resend-overtaken`` (not checked; open): a client re-sends a Set while its first attempt is
-  still on its way (a timeout shorter than a delay), and gets the first attempt's reply. A second
-  writer's Set is stamped between the two attempts; the resend reaches the origin first, which
-  adopts the resend's newer version for the same value (the first application is still its last
-  write), so the second write is answered ``STALE`` at the origin while its UPDATE copy made the
-  replica confirm it. A Get routed to the replica before the STALE reply raised origin_ver returns
-  the second value, a later Get at the origin the first one, after that write completed: not
-  linearizable (6.6M states, 191 s; with the controller's zeroing too). The adoption rule assumes
-  the client has not seen the first reply; closing this needs the origin to tell a resend from a
-  late original (e.g. an attempt number in the header) and is left open (docs/protocol.md).
+- ``resend-overtaken`` (checked): a client re-sends a Set while its first attempt is still on
+  its way (a timeout shorter than a delay), and gets the first attempt's reply. A second writer's
+  Set is stamped between the two attempts; the resend reaches the origin first. The rule before
+  adopted the resend's newer version for the same value (the first application was still the
+  origin's last write), so the second write was answered ``STALE`` at the origin while its UPDATE
+  copy made the replica confirm it; a Get routed to the replica before the STALE reply raised
+  origin_ver returned the second value, a later Get at the origin the first one: not
+  linearizable (``BROKEN["adopt-unsettled"]``). Now rule 1 flags a write ``F_SETTLED`` only when
+  no earlier write of the key is on its way to the origin (coherence.write), and only the origin
+  adopts, only a settled repeat (AgentCore.adopts): the resend above is not settled. The other
+  candidates, tried here and rejected: clients taking only their latest attempt's reply
+  (``latest_reply_only``, an attempt number in the header), the switch not stamping a repeat
+  (``unstamped_repeats``: a write whose first attempt was lost is applied at the old version),
+  replicas adopting like the origin and the flag trusted without the stored-version check
+  (``BROKEN``); never adopting (``NEVER_ADOPT``) is linearizable too but leaves more replicas
+  above origin_ver (``Report.ahead_ends``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections import deque
@@ -123,14 +130,17 @@ def _entity(addr: tuple[str, int]) -> int:
 
 @dataclass(frozen=True)
 class Rules:
-    """The switch's coherence rules; the defaults are the real ones (bench/coherence.py)."""
+    """The switch's coherence rules; the defaults are the real ones (bench/coherence.py). And
+    the agent's one rule about versions that is not "newer wins": when a repeated request id moves
+    its first application to the repeat's version (``AgentCore.adopts``, run by the real agent)."""
 
-    write: Callable[..., int] = coherence.write.py_func
+    write: Callable[..., tuple[int, bool]] = coherence.write.py_func
     origin_report: Callable[..., None] = coherence.origin_report.py_func
     confirm: Callable[..., None] = coherence.confirm.py_func
     in_read_set: Callable[..., bool] = coherence.in_read_set.py_func
     sync: Callable[..., int] = coherence.sync.py_func
     replica_reply_passes: Callable[..., bool] = coherence.replica_reply_passes.py_func
+    adopts: Callable[..., bool] = AgentCore.adopts
 
 
 # -- the scenario -----------------------------------------------------------------------------------
@@ -153,6 +163,8 @@ class Scenario:
     # a client times out only when nothing in flight can answer it any more (its request or reply
     # was lost or dropped); eager: at any time, also while the first attempt is still on its way
     eager_retries: bool = False
+    # the clients that may resend (None: every client)
+    retriers: tuple[int, ...] | None = None
     # the controller removes the leaving replica's copy only once no Get sent to it is still on
     # its way (without this, a Get routed before the removal can read a stale copy that an old
     # UPDATE re-created after it: the module docstring's "hotset-undrained")
@@ -169,6 +181,11 @@ class Scenario:
     # (controller/runtime.py repush_lagging), "adopt" that version as origin_ver (the rule for a
     # dead origin's keys, wrong for a live one: the explorer must catch it), or "" nothing
     ahead: str = ""
+    # two candidates for resend-overtaken that were tried and rejected (module docstring):
+    # an attempt number in the header, the client taking only the reply to its latest attempt
+    latest_reply_only: bool = False
+    # the switch does not stamp a repeat (attempt > 1): it goes to the origin unstamped, no copies
+    unstamped_repeats: bool = False
 
     def __post_init__(self) -> None:
         values = [v for prog in self.programs for v in prog if v is not None]
@@ -186,13 +203,17 @@ class Scenario:
         )
         return (
             f"{progs} | {self.replicas} replicas, losses {self.losses}, dups {self.dups}, "
-            f"retries {self.retries}{' (eager)' if self.eager_retries else ''}, sync retries {self.sync_retries}, "
+            f"retries {self.retries}{' (eager)' if self.eager_retries else ''}"
+            + (f" by c{', c'.join(map(str, self.retriers))}" if self.retriers is not None else "")
+            + f", sync retries {self.sync_retries}, "
             f"hot-set change {'on' if self.hotset_change else 'off'}, "
             f"restart {'on' if self.restart else 'off'}"
             + (", removal drains Gets" if self.drain_before_remove else "")
             + (", restart with no write in flight" if self.restart_when_quiet else "")
             + (", STALE is success" if self.stale_is_success else "")
             + (f", a replica above origin_ver: {self.ahead}" if self.ahead else "")
+            + (", clients take only their latest attempt's reply" if self.latest_reply_only else "")
+            + (", repeats go unstamped" if self.unstamped_repeats else "")
         )
 
 
@@ -233,16 +254,45 @@ PRESETS: dict[str, Scenario] = {
     # the same with a resend while the first attempt is still on its way (no loss): the module
     # docstring's "resend-overtaken", found with or without the controller's zeroing
     "resend-overtaken": _scenario(
-        ((b"a1",), (b"a2",), (_G, _G)), replicas=1, retries=1, eager_retries=True
+        ((b"a1",), (b"a2",), (_G, _G)), replicas=1, retries=1, eager_retries=True, retriers=(0,)
     ),
 }
 
 #: The presets the real rules pass (``make test``, ``kvswitch sim explore``).
-CHECKED: tuple[str, ...] = ("writes", "faults", "hotset", "restart", "two-writers", "ahead")
+CHECKED: tuple[str, ...] = (
+    "writes",
+    "faults",
+    "hotset",
+    "restart",
+    "two-writers",
+    "ahead",
+    "resend-overtaken",
+)
 
 
 def _confirm_without_floor(slot, cell, current, ver, floor, slot_ver, valid_ver) -> None:
     coherence.confirm.py_func(slot, cell, current, ver, 0, slot_ver, valid_ver)
+
+
+def _adopts_unsettled(msg: p.Message, seen: Any, stored: Item) -> bool:
+    """The adoption rule before F_SETTLED: whenever the first application is still the key's last
+    write here (preset resend-overtaken's violation)."""
+    return stored.version == (seen.epoch, seen.ver) and msg.version > stored.version
+
+
+def _adopts_unchecked(msg: p.Message, seen: Any, stored: Item) -> bool:
+    """The flag alone: a settled repeat moves whatever is stored to its version, even when another
+    write was applied here since the first application."""
+    origin = msg.op in (p.Op.SET, p.Op.DEL)
+    return origin and bool(msg.flags & p.F_SETTLED) and msg.version > stored.version
+
+
+def _adopts_at_replicas(msg: p.Message, seen: Any, stored: Item) -> bool:
+    """The real rule, and replicas adopting a settled repeat's UPDATE copy as the origin does."""
+    if msg.op in (p.Op.UPDATE, p.Op.UPDATE_DEL):
+        op = p.Op.SET if msg.op == p.Op.UPDATE else p.Op.DEL
+        return AgentCore.adopts(dataclasses.replace(msg, op=op), seen, stored)
+    return AgentCore.adopts(msg, seen, stored)
 
 
 #: Deliberately broken variants of the rules, each of which the check must catch.
@@ -255,7 +305,17 @@ BROKEN: dict[str, Rules] = {
     "no-rule-6": Rules(replica_reply_passes=lambda slot, current, ver, ov: current and ver != 0),
     # the floor ignored: a late confirm from an earlier membership validates the new one
     "no-floor": Rules(confirm=_confirm_without_floor),
+    # a repeat adopted without the switch's F_SETTLED (the rule before resend-overtaken was closed)
+    "adopt-unsettled": Rules(adopts=_adopts_unsettled),
+    # F_SETTLED trusted alone: the stored version is not checked against the first application's
+    "adopt-unchecked": Rules(adopts=_adopts_unchecked),
+    # replicas adopt a settled repeat too: their first copy may be older than the origin's report
+    "adopt-at-replicas": Rules(adopts=_adopts_at_replicas),
 }
+
+#: A repeat never adopted: linearizable too, but more replicas are left above origin_ver (their
+#: replies dropped until the next write or the controller zeroes them); compared, not a failure.
+NEVER_ADOPT = Rules(adopts=lambda msg, seen, stored: False)
 
 
 def parse_program(text: str) -> Program:
@@ -292,9 +352,10 @@ class _Ids(RecentIds):
 class Agents:
     """AgentCore transitions over canonical snapshots, each computed once."""
 
-    def __init__(self) -> None:
+    def __init__(self, adopts: Callable[..., bool] = AgentCore.adopts) -> None:
         self.memo: dict[tuple[Any, ...], tuple[AgentState, tuple, Any]] = {}
         self.calls = 0
+        self.adopts = adopts
 
     @staticmethod
     def initial(item: Item | None) -> AgentState:
@@ -327,6 +388,8 @@ class Agents:
             return memo
         self.calls += 1
         core = self._restore(state)
+        if self.adopts is not AgentCore.adopts:
+            core.adopts = self.adopts  # type: ignore[method-assign]  # a variant under test
         synced = None
         if what[0] == "msg":
             pending = core.pending_syncs.get(KEY)
@@ -364,12 +427,13 @@ class Agents:
 
 # -- messages and states ----------------------------------------------------------------------------
 
-# (hop, dst, src, op, cid, seq, value, status, epoch, ver, flags); hop 0: to the switch (dst is
-# where the switch forwards it: a client, or SW for what it consumes), hop 1: to server dst.
-Msg = tuple[int, int, int, int, int, int, bytes, int, int, int, int]
+# (hop, dst, src, op, cid, seq, value, status, epoch, ver, flags, attempt); hop 0: to the switch
+# (dst is where the switch forwards it: a client, or SW for what it consumes), hop 1: to server
+# dst. attempt: which attempt of a client's request this is or answers (latest_reply_only; else 0).
+Msg = tuple[int, int, int, int, int, int, bytes, int, int, int, int, int]
 # (gver, slot_ver, origin_ver, valid_ver per server, epoch, floor, holders (origin first))
 Switch = tuple[int, int, int, tuple[int, ...], int, int, tuple[int, ...]]
-# (switch, agents, clients (invoked, waiting), messages (sorted), used (loss, dup, retry,
+# (switch, agents, clients (invoked, waiting, attempt: 0 unless latest_reply_only), messages (sorted), used (loss, dup, retry,
 #  sync retry), controller (hot-set phase 0/1/2, restarted 0/1, replicas a running sync will
 #  push to, pushes to make), history)
 State = tuple[Any, ...]
@@ -378,13 +442,13 @@ Record = tuple[int, int, int, int | None, Any]
 
 
 def _raw(m: Msg) -> bytes:
-    _, _, _, op, cid, seq, value, status, epoch, ver, flags = m
+    _, _, _, op, cid, seq, value, status, epoch, ver, flags, _ = m
     return p.Message(op, KEY, value, status, cid, seq, epoch, flags, ver).encode()
 
 
-def _msg(hop: int, dst: int, src: int, raw: bytes) -> Msg:
+def _msg(hop: int, dst: int, src: int, raw: bytes, attempt: int = 0) -> Msg:
     d = p.Message.decode(raw)
-    return (hop, dst, src, d.op, d.cid, d.seq, d.value, d.status, d.epoch, d.ver, d.flags)
+    return (hop, dst, src, d.op, d.cid, d.seq, d.value, d.status, d.epoch, d.ver, d.flags, attempt)
 
 
 def _add(msgs: tuple[Msg, ...], new: Sequence[Msg]) -> tuple[Msg, ...]:
@@ -414,7 +478,7 @@ def _who(e: int) -> str:
 
 
 def describe_msg(m: Msg) -> str:
-    hop, dst, src, op, cid, seq, value, status, epoch, ver, flags = m
+    hop, dst, src, op, cid, seq, value, status, epoch, ver, flags, attempt = m
     text = f"{_op_name(op)} {_who(src)}->{_who(dst) if hop else 'switch'}"
     if hop == 0 and dst != SW:
         text += f"(->{_who(dst)})"
@@ -427,6 +491,10 @@ def describe_msg(m: Msg) -> str:
         text += f" {p.Status(status).name}"
     if flags & p.F_DUP:
         text += " F_DUP"
+    if flags & p.F_SETTLED:
+        text += " F_SETTLED"
+    if attempt:
+        text += f" attempt {attempt}"
     return text
 
 
@@ -454,6 +522,9 @@ class Report:
     histories: int = 0
     agent_calls: int = 0
     seconds: float = 0.0
+    # end states with a replica in the read set above origin_ver: rule 6 drops its replies until
+    # the key's next write or the controller zeroes its cell (what a repeat not adopted costs)
+    ahead_ends: int = 0
     complete: bool = True  # False when max_states stopped the search
     violation: list[str] | None = None  # the trace to the first non-linearizable end state
     history: list[Op] = field(default_factory=list)  # its history
@@ -469,6 +540,7 @@ class Report:
         return (
             f"{self.states} states, {self.transitions} transitions, {self.end_states} end states, "
             f"{self.histories} histories checked, {self.agent_calls} agent transitions, "
+            f"{self.ahead_ends} end states with a replica above origin_ver, "
             f"{self.seconds:.1f} s: {verdict}"
         )
 
@@ -477,7 +549,7 @@ class Explorer:
     def __init__(self, scenario: Scenario, rules: Rules | None = None) -> None:
         self.sc = scenario
         self.rules = rules or Rules()
-        self.agents = Agents()
+        self.agents = Agents(self.rules.adopts)
         self.checked: dict[tuple[Record, ...], bool] = {}
 
     # -- the initial state: the key hot and synced at (1, 1) on every holder -------------------
@@ -487,23 +559,31 @@ class Explorer:
         held = Agents.initial(Item(INITIAL, 1, 1))
         valid = (0,) + (1,) * self.sc.replicas
         switch: Switch = (1, 1, 1, valid, 1, 0, tuple(range(n)))
-        clients = tuple((0, False) for _ in self.sc.programs)
+        clients = tuple((0, False, 0) for _ in self.sc.programs)
         return (switch, (held,) * n, clients, (), (0, 0, 0, 0), (0, 0, None, ()), ())
 
     # -- the switch -------------------------------------------------------------------------------
 
-    def _request(self, sw: Switch, c: int, idx: int) -> Iterator[tuple[Switch, list[Msg], int]]:
-        """A client's request crossing the switch: (switch after, messages, Get's server)."""
+    def _request(
+        self, sw: Switch, c: int, idx: int, attempt: int
+    ) -> Iterator[tuple[Switch, list[Msg], int]]:
+        """A client's request (its ``attempt``-th, from 1) crossing the switch: (switch after,
+        messages, Get's server)."""
         gver, slot_ver, origin_ver, valid, epoch, floor, holders = sw
         value = self.sc.programs[c][idx]
         me, cid, seq = CLIENT0 + c, c + 1, idx + 1
+        att = attempt if self.sc.latest_reply_only else 0
+        set_op = int(p.Op.SET)
+        if value is not None and attempt > 1 and self.sc.unstamped_repeats:
+            yield sw, [(1, ORIGIN, me, set_op, cid, seq, value, 0, 0, 0, 0, att)], None
+            return
         if value is not None:  # rule 1: stamped; to the origin, copies to every replica
             g, sv = [gver], [slot_ver]
-            ver = self.rules.write(SLOT, g, sv)
-            out = [(1, ORIGIN, me, int(p.Op.SET), cid, seq, value, 0, epoch, ver, 0)]
-            out += [
-                (1, r, me, int(p.Op.UPDATE), cid, seq, value, 0, epoch, ver, 0) for r in holders[1:]
-            ]
+            ver, settled = self.rules.write(SLOT, g, sv, [origin_ver])
+            fl = p.F_SETTLED if settled else 0
+            out = [(1, ORIGIN, me, set_op, cid, seq, value, 0, epoch, ver, fl, att)]
+            up = int(p.Op.UPDATE)
+            out += [(1, r, me, up, cid, seq, value, 0, epoch, ver, fl, 0) for r in holders[1:]]
             yield (g[0], sv[0], origin_ver, valid, epoch, floor, holders), out, None
             return
         dests = {ORIGIN}
@@ -511,12 +591,12 @@ class Explorer:
             if self.rules.in_read_set(SLOT, server, [origin_ver], list(valid)):
                 dests.add(server)
         for d in sorted(dests):
-            yield sw, [(1, d, me, int(p.Op.GET), cid, seq, b"", 0, 0, 0, 0)], d
+            yield sw, [(1, d, me, int(p.Op.GET), cid, seq, b"", 0, 0, 0, 0, att)], d
 
     def _at_switch(self, sw: Switch, m: Msg) -> tuple[Switch, list[Msg], bool]:
         """A server's message reaches the switch: (switch after, forwarded messages, whether it
         goes on to its client)."""
-        _, dst, src, op, cid, seq, _value, status, epoch, ver, flags = m
+        _, dst, src, op, cid, seq, _value, status, epoch, ver, flags, _ = m
         gver, slot_ver, origin_ver, valid, cur_epoch, floor, holders = sw
         current = epoch == cur_epoch
         ov = [origin_ver]
@@ -542,7 +622,7 @@ class Explorer:
             g, sv = [gver], [slot_ver]
             stamped = self.rules.sync(SLOT, g, sv, ov)
             e = cur_epoch if stamped else 0
-            back = (1, ORIGIN, SW, int(p.Op.SYNC), cid, seq, b"", 0, e, stamped, flags)
+            back = (1, ORIGIN, SW, int(p.Op.SYNC), cid, seq, b"", 0, e, stamped, flags, 0)
             return (g[0], sv[0], origin_ver, valid, cur_epoch, floor, holders), [back], False
         if op == p.Op.SYNC_DONE:  # rule 2, consumed
             if from_origin and status == p.Status.OK:
@@ -557,19 +637,30 @@ class Explorer:
         sc = self.sc
         loss, dup, retry, sretry = used
         # clients: invoke the next operation, or resend the pending one
-        for c, (invoked, waiting) in enumerate(clients):
+        for c, (invoked, waiting, attempt) in enumerate(clients):
             prog = sc.programs[c]
             if not waiting and invoked < len(prog):
                 rec = (c, invoked, _events(hist), None, None)
-                cl = (*clients[:c], (invoked + 1, True), *clients[c + 1 :])
-                for sw2, out, d in self._request(sw, c, invoked):
+                first = 1 if sc.latest_reply_only else 0
+                cl = (*clients[:c], (invoked + 1, True, first), *clients[c + 1 :])
+                for sw2, out, d in self._request(sw, c, invoked, 1):
                     label = ("invoke", c, invoked, prog[invoked], d)
                     yield label, (sw2, agents, cl, _add(msgs, out), used, ctl, (*hist, rec))
-            if waiting and retry < sc.retries and (sc.eager_retries or self._silent(msgs, c)):
+            may_retry = sc.retriers is None or c in sc.retriers
+            if (
+                waiting
+                and may_retry
+                and retry < sc.retries
+                and (sc.eager_retries or self._silent(msgs, c))
+            ):
                 u = (loss, dup, retry + 1, sretry)
-                for sw2, out, d in self._request(sw, c, invoked - 1):
+                cl = clients
+                if sc.latest_reply_only:
+                    cl = (*clients[:c], (invoked, True, attempt + 1), *clients[c + 1 :])
+                # the attempt number only matters to the candidates that read it
+                for sw2, out, d in self._request(sw, c, invoked - 1, max(attempt, 1) + 1):
                     label = ("retry", c, invoked - 1, prog[invoked - 1], d)
-                    yield label, (sw2, agents, clients, _add(msgs, out), u, ctl, hist)
+                    yield label, (sw2, agents, cl, _add(msgs, out), u, ctl, hist)
         # messages: deliver, lose or duplicate any one
         for m in dict.fromkeys(msgs):
             rest = _remove(msgs, m)
@@ -602,7 +693,8 @@ class Explorer:
         hop, dst, src = m[0], m[1], m[2]
         if hop == 1:  # a server handles it: the real agent
             st, out, synced = self.agents.handle(agents[dst], _raw(m), src)
-            new = [_msg(0, to, dst, raw) for raw, to in out]  # to the switch or a client
+            # to the switch or a client (a reply answers the request's attempt)
+            new = [_msg(0, to, dst, raw, m[11] if to >= CLIENT0 else 0) for raw, to in out]
             ag = (*agents[:dst], st, *agents[dst + 1 :])
             phase, restarted, sync_for, pushes = ctl
             if synced is not None and sync_for is not None:
@@ -617,10 +709,11 @@ class Explorer:
             yield ("deliver", m), (sw2, agents, clients, msgs, used, ctl, hist)
             return
         c = dst - CLIENT0
-        invoked, waiting = clients[c]
+        invoked, waiting, attempt = clients[c]
         cl, h = clients, hist
-        if waiting and (m[4], m[5]) == (c + 1, invoked):  # the pending request's reply
-            cl = (*clients[:c], (invoked, False), *clients[c + 1 :])
+        # the pending request's reply (latest_reply_only: to its latest attempt)
+        if waiting and (m[4], m[5], m[11]) == (c + 1, invoked, attempt):
+            cl = (*clients[:c], (invoked, False, attempt), *clients[c + 1 :])
             h = self._returned(hist, c, invoked - 1, m)
         yield ("deliver", m), (sw2, agents, cl, msgs, used, ctl, h)
         loss, dup, retry, sretry = used
@@ -736,7 +829,7 @@ class Explorer:
     def finished(self, s: State) -> bool:
         """Every client has its last reply: nothing later can change the history."""
         return all(
-            not w and i == len(prog) for (i, w), prog in zip(s[2], self.sc.programs, strict=True)
+            not w and i == len(prog) for (i, w, _), prog in zip(s[2], self.sc.programs, strict=True)
         )
 
     def history(self, hist: tuple[Record, ...]) -> list[Op]:
@@ -794,6 +887,8 @@ class Explorer:
                 end = not moved
             if end:
                 rep.end_states += 1
+                sw = s[0]
+                rep.ahead_ends += any(sw[3][r] > sw[2] for r in sw[6][1:])
                 if not self.linearizable(s[6]):
                     rep.violation = self._trace(parent, s)
                     rep.history = self.history(s[6])

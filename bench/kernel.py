@@ -167,7 +167,7 @@ def _hot_write(slot, o, due, mg_of_slot, mg_members, mg_size, off, slot_ver, ori
                valid_ver, base, floor, gver, load, q, qpos):  # fmt: skip
     """Rule 1: stamp a fresh version, send to the origin and the multicast group; the replies
     and confirms are queued for ``due``."""
-    g = coherence.write(slot, gver, slot_ver)
+    g, _ = coherence.write(slot, gver, slot_ver, origin_ver)
     load[o] += 1
     _enqueue(due, slot, -1, g, q, qpos, slot_ver, origin_ver, valid_ver, base, floor)
     grp = mg_of_slot[slot]

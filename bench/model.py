@@ -404,7 +404,7 @@ class ReferencePipeline:
         m.hot_cnt[slot] += 1
         if is_write:
             m.hot_wr[slot] += 1
-            ver = coherence.write(slot, m.gver, m.slot_ver)
+            ver, _ = coherence.write(slot, m.gver, m.slot_ver, m.origin_ver)
             m.load[o] += 1
             self.pending.append((now + m.lag, slot, -1, ver))
             for port, rid in t.groups.get(t.multigroup.get(kid, -1), ()):

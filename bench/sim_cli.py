@@ -212,6 +212,10 @@ def _explore_args(parser: argparse.ArgumentParser) -> None:
     for name in ("replicas", "losses", "dups", "retries", "sync-retries"):
         parser.add_argument(f"--{name}", type=t.nonneg_int, help="bound (default: the preset's)")
     parser.add_argument(
+        "--retriers",
+        help="the clients that may resend, e.g. 0,2, or 'all' (default: the preset's)",
+    )
+    parser.add_argument(
         "--ahead",
         choices=("zero", "adopt", "none"),
         help="the controller's answer to a replica above origin_ver: zero its cell (the real "
@@ -224,6 +228,8 @@ def _explore_args(parser: argparse.ArgumentParser) -> None:
         ("drain-before-remove", "remove a replica's copy only once no Get is on its way to it"),
         ("restart-when-quiet", "restart the switch only while no write is on its way"),
         ("stale-is-success", "a Set answered STALE counts as done (the clients before StaleWrite)"),
+        ("latest-reply-only", "a client takes only its latest attempt's reply (rejected fix)"),
+        ("unstamped-repeats", "the switch does not stamp a repeated request (rejected fix)"),
     ):
         parser.add_argument(
             f"--{name}", action=argparse.BooleanOptionalAction, default=None, help=text
@@ -235,6 +241,15 @@ def _explore_args(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="stop after this many states (the check is then not exhaustive)",
     )
+
+
+def _retriers(text: str) -> tuple[int, ...] | None:
+    if text == "all":
+        return None
+    try:
+        return tuple(int(c) for c in text.split(","))
+    except ValueError:
+        raise ValueError(f"--retriers: client numbers like 0,2 or 'all', not {text!r}") from None
 
 
 def cmd_explore(ns: argparse.Namespace) -> int:
@@ -253,10 +268,14 @@ def cmd_explore(ns: argparse.Namespace) -> int:
         "drain_before_remove",
         "restart_when_quiet",
         "stale_is_success",
+        "latest_reply_only",
+        "unstamped_repeats",
     )
     for name in flags:
         if getattr(ns, name) is not None:
             overrides[name] = getattr(ns, name)
+    if ns.retriers is not None:
+        overrides["retriers"] = _retriers(ns.retriers)
     if ns.ahead is not None:
         overrides["ahead"] = "" if ns.ahead == "none" else ns.ahead
     rules = ex.BROKEN[ns.broken] if ns.broken else None

@@ -35,8 +35,12 @@ F_DUP = 0x0002
 #: flags bit 2 (requests): the switch redirected this Get to a replica in the key's read set (rule
 #: 4); an agent serves a key it does not own only then (docs/protocol.md "Membership").
 F_REDIRECT = 0x0004
+#: flags bit 3 (stamped writes and their copies): the switch stamped this write while no earlier
+#: write of the key was on its way to the origin (rule 1); only such a repeat of a request id may
+#: move the first application's value to its version (docs/protocol.md "Agent rules").
+F_SETTLED = 0x0008
 #: Every flag bit defined by the protocol; the others must be 0.
-FLAGS_KNOWN = F_TCP | F_DUP | F_REDIRECT
+FLAGS_KNOWN = F_TCP | F_DUP | F_REDIRECT | F_SETTLED
 #: Default number of virtual nodes per server on the consistent-hash ring.
 DEFAULT_VNODES = 64
 

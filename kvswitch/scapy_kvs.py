@@ -32,7 +32,7 @@ class KVS(Packet):
         IntField("cid", 0),
         IntField("seq", 0),
         ShortField("epoch", 0),
-        FlagsField("flags", 0, 16, ["F_TCP"]),
+        FlagsField("flags", 0, 16, ["F_TCP", "F_DUP", "F_REDIRECT", "F_SETTLED"]),
         IntField("ver", 0),
         StrFixedLenField("key", b"\0" * p.KEY_LEN, length=p.KEY_LEN),
     ]

@@ -9,7 +9,8 @@ Rules implemented here:
 - ``GET`` → ``GET_REPLY`` with the value and its stored (epoch, ver), or ``NOT_FOUND``.
 - ``SET``/``DEL`` (client → origin) and ``UPDATE``/``UPDATE_DEL`` (switch → replica): a request id
   ``(cid, seq)`` is applied at most once (a repeat is answered with the first result, flag
-  ``F_DUP``, or with the repeat's newer version when nothing was written since); a versioned write (``ver != 0``) applies only if (epoch, ver) is newer than the stored
+  ``F_DUP``, or with the repeat's newer version when nothing was written since and the switch
+  flagged the repeat ``F_SETTLED``); a versioned write (``ver != 0``) applies only if (epoch, ver) is newer than the stored
   version (``STALE`` otherwise); an unversioned write always applies and keeps the stored version. A
   delete leaves a tombstone while the key has a version, so an older write cannot resurrect it.
 - ``UPDATE``/``UPDATE_DEL`` get no reply; the replica sends ``CONFIRM`` with the version it
@@ -184,8 +185,8 @@ class AgentCore:
             if msg.ver | msg.epoch:
                 self.stats["tcp_version_ignored"] += 1
                 msg = dataclasses.replace(msg, epoch=0, ver=0)
-            if msg.flags & p.F_REDIRECT:  # the switch redirects UDP Gets only
-                msg = dataclasses.replace(msg, flags=msg.flags & ~p.F_REDIRECT)
+            if msg.flags & (p.F_REDIRECT | p.F_SETTLED):  # the switch sets them over UDP only
+                msg = dataclasses.replace(msg, flags=msg.flags & ~(p.F_REDIRECT | p.F_SETTLED))
         reply_op = _REPLY_OP.get(op)
         problem = self._check(msg)
         if problem is not None:
@@ -271,26 +272,43 @@ class AgentCore:
         status too, so a retried Delete still tells whether the key existed), flagged ``F_DUP``.
 
         A duplicate that crossed the switch again carries a newer version, and the switch now waits
-        for that version (docs/protocol.md, rule 2). If the first application was this server's
-        last write of the key (the stored version is still the one it produced), the stored value
-        is exactly the duplicate's, so the server adopts the newer version: the origin's reply
-        then acknowledges it and the replicas' confirms of it count. Otherwise (a newer write came
-        in between, or the first attempt was ``STALE``) nothing changes and the key's replicas wait
-        for its next write.
+        for that version (docs/protocol.md, rule 2). When :meth:`adopts` says so, the stored value
+        is exactly the duplicate's and no other write's version lies between the two, so the
+        server moves it to the newer version: the origin's reply then acknowledges it and the
+        replicas' confirms of it count. Otherwise nothing changes and the key's replicas wait for
+        its next write.
         """
-        applied = seen.status in (p.Status.OK, p.Status.NOT_FOUND)
-        if msg.ver != 0 and applied:
+        if msg.ver != 0 and seen.status in (p.Status.OK, p.Status.NOT_FOUND):
             stored = self.backend.get(msg.key)
-            if (
-                stored is not None
-                and stored.version == (seen.epoch, seen.ver)
-                and msg.version > stored.version
-            ):
+            if stored is not None and self.adopts(msg, seen, stored):
                 self.backend.put(msg.key, Item(stored.value, *msg.version, live=stored.live))
                 seen = _Result(seen.status, msg.epoch, msg.ver)
                 self.ids.add(client, msg.seq, seen)
                 self.stats["duplicate_version_adopted"] += 1
         return _Result(seen.status, seen.epoch, seen.ver, dup=True)
+
+    @staticmethod
+    def adopts(msg: p.Message, seen: _Result, stored: Item) -> bool:
+        """Whether a versioned repeat ``msg`` of a request id first applied with result ``seen``
+        moves the ``stored`` item to its version (docs/protocol.md "Agent rules", found by the
+        explorer, preset ``resend-overtaken``). Only at the key's origin (a ``SET``/``DEL``, not
+        an ``UPDATE`` copy), only when the switch flagged the repeat ``F_SETTLED`` (every earlier
+        write of the key had been reported by the origin when it was stamped), and only when the
+        first application is still the key's last write here (the stored version is the one it
+        produced, and the stored item is the write's: an unversioned write over TCP keeps the
+        version). Then the origin held the first application's version when the repeat was
+        stamped, so no other write's version lies between the two. A replica knows no such thing
+        (its first copy may be older than what the origin reported), nor does an unflagged
+        repeat: a second writer's write stamped in between may be visible at a replica, and moving
+        the first value past it would reorder the two after both were seen."""
+        return (
+            msg.op in (p.Op.SET, p.Op.DEL)
+            and bool(msg.flags & p.F_SETTLED)
+            and stored.version == (seen.epoch, seen.ver)
+            and msg.version > stored.version
+            and stored.live == (msg.op == p.Op.SET)
+            and (not stored.live or stored.value == msg.value)
+        )
 
     def _apply_write(self, msg: p.Message) -> _Result:
         key = msg.key

@@ -155,10 +155,14 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout standard_meta
         // slot_ver, rules 1 and 5: a write always takes the fresh version; a SYNC only when no
         // write is on its way to the origin (slot_ver <= origin_ver). Stamped after such a write,
         // it could reach the origin first and give the old value the newer version; instead it is
-        // reflected unstamped (ver 0) and the origin asks again later.
+        // reflected unstamped (ver 0) and the origin asks again later. A write stamped while no
+        // write is on its way is flagged F_SETTLED: no other write's version lies between the
+        // origin's last report and this one, so a repeat of a request id may adopt it (the agent
+        // rules; the explorer's resend-overtaken).
         bit<32> sv;
         slot_ver.read(sv, slot);
-        bool stamp = write || (sync && sv <= ov);
+        bool settled = sv <= ov;
+        bool stamp = write || (sync && settled);
         if (stamp) {
             slot_ver.write(slot, gv);
         }
@@ -238,6 +242,9 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout standard_meta
             hdr.kvs.epoch = cur_epoch;
             hdr.kvs.ver = gv;
             meta.l4_dirty = true;
+        }
+        if (write && settled) {
+            hdr.kvs.flags = hdr.kvs.flags | KVS_F_SETTLED;  // copied into the UPDATEs too
         }
     }
 }

@@ -164,7 +164,8 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout kvs_fwd_t fwd
         }
         ov = origin_ver_max.execute(slot);
         bit<32> sv = slot_ver_stamp.execute(slot);
-        bool stamp = write || (sync && sv <= ov);
+        bool settled = sv <= ov;  // no write on its way to the origin (F_SETTLED, replicas.p4)
+        bool stamp = write || (sync && settled);
 
         if (op == KvsOp.GET) {
             bit<32> vv = 0;
@@ -223,6 +224,9 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout kvs_fwd_t fwd
             hdr.kvs.epoch = cur_epoch;
             hdr.kvs.ver = gv;
             meta.l4_dirty = true;
+        }
+        if (write && settled) {
+            hdr.kvs.flags = hdr.kvs.flags | KVS_F_SETTLED;
         }
     }
 }

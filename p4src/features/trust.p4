@@ -13,9 +13,9 @@
 //                RING_GET (which asks a server for its ring and touches no switch state) only.
 //                Anything else from a client over UDP (a server-only op, an unknown op) is dropped.
 //   V (versions) every UDP request (GET, SET, DEL) leaves here with epoch = ver = 0 and the flag
-//                bits F_TCP/F_DUP/F_REDIRECT cleared: versions and redirects come from the switch
-//                alone. Replicas (rule 1) stamps a hot SET/DEL afterwards; a cold one reaches its
-//                origin unversioned.
+//                bits F_TCP/F_DUP/F_REDIRECT/F_SETTLED cleared: versions, redirects and the
+//                settled flag come from the switch alone. Replicas (rule 1) stamps a hot SET/DEL
+//                afterwards; a cold one reaches its origin unversioned.
 //   (TCP: a segment may start in the middle of a message, so O and V leave TCP alone; the agent
 //   ignores versions on TCP requests and takes PUSH/REMOVE from its control channel only.)
 // A dropped packet also has meta.kvs_ok cleared, so no later control reads or writes state for it.
@@ -89,11 +89,12 @@ control Trust(inout headers_t hdr, inout kvs_meta_t meta, in PortId_t ingress_po
                 }
 #endif
 #ifndef KVS_TEST_NO_TRUST_ZERO_VERSIONS
-                bit<16> authority = hdr.kvs.flags & (KVS_F_TCP | KVS_F_DUP | KVS_F_REDIRECT);
+                bit<16> switch_flags = KVS_F_TCP | KVS_F_DUP | KVS_F_REDIRECT | KVS_F_SETTLED;
+                bit<16> authority = hdr.kvs.flags & switch_flags;
                 if (request && (hdr.kvs.epoch != 0 || hdr.kvs.ver != 0 || authority != 0)) {
                     hdr.kvs.epoch = 0;
                     hdr.kvs.ver = 0;
-                    hdr.kvs.flags = hdr.kvs.flags & ~(KVS_F_TCP | KVS_F_DUP | KVS_F_REDIRECT);
+                    hdr.kvs.flags = hdr.kvs.flags & ~switch_flags;
                     meta.l4_dirty = true;
                 }
 #endif

@@ -19,6 +19,10 @@ const bit<16> KVS_F_DUP = 0x0002;  // reply repeats the first result of a reques
 // `flags` bit 2 (requests): the switch redirected this Get to a replica in the key's read set
 // (rule 4); an agent serves a key it does not own only then (docs/protocol.md "Membership").
 const bit<16> KVS_F_REDIRECT = 0x0004;
+// `flags` bit 3 (stamped writes and their copies): no earlier write of the key was on its way to
+// the origin when this one was stamped (rule 1); only such a repeat of a request id may move the
+// first application's value to its version (docs/protocol.md "Agent rules").
+const bit<16> KVS_F_SETTLED = 0x0008;
 
 // Operation codes (`op`, 8 bits).
 enum bit<8> KvsOp {

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 
 import pytest
 
@@ -70,6 +71,68 @@ def test_adopting_the_version_of_a_replica_above_a_live_origin_is_caught() -> No
     checked); taking its version as origin_ver, as for a dead origin's keys, is not linearizable."""
     rep = ex.explore(dataclasses.replace(ex.PRESETS["ahead"], ahead="adopt"))
     print(f"adopt: {rep.summary()}")
+    assert rep.violation is not None
+
+
+def test_explorer_passes_the_settled_flag() -> None:
+    """Rule 1's F_SETTLED reaches the origin and the copies: set while nothing is on its way."""
+    ex_ = ex.Explorer(SMALL)
+    sw = ex_.initial()[0]
+    ((sw2, out, _),) = ex_._request(sw, 0, 0, 1)
+    assert {m[10] for m in out} == {p.F_SETTLED}
+    ((_, out2, _),) = ex_._request(sw2, 0, 0, 2)  # the first write is still on its way
+    assert {m[10] for m in out2} == {0}
+
+
+def test_switch_not_stamping_a_repeat_loses_a_write() -> None:
+    """Rejected fix for resend-overtaken: a repeat goes to the origin unstamped and uncopied. When
+    the first attempt died on its way to the origin, the repeat is applied at the old version and
+    the replicas keep serving the value before it after the write was acknowledged."""
+    scenario = dataclasses.replace(ex.PRESETS["faults"], unstamped_repeats=True)
+    rep = ex.explore(scenario)
+    print(f"unstamped repeats: {rep.summary()}")
+    assert rep.violation is not None
+    assert ex.explore(ex.PRESETS["faults"]).ok
+
+
+HEAVY = pytest.mark.skipif(
+    not os.environ.get("KVS_EXPLORE_HEAVY"),
+    reason="minutes per run (figures in docs/protocol.md): set KVS_EXPLORE_HEAVY=1",
+)
+
+
+@HEAVY
+@pytest.mark.parametrize("variant", ["adopt-unsettled", "adopt-unchecked", "adopt-at-replicas"])
+def test_adoption_variant_caught(variant: str) -> None:
+    """The adoption rule's tempting wrong variants, each in a scenario the real rules pass:
+    adopting without F_SETTLED (the rule before: preset resend-overtaken), F_SETTLED trusted
+    without the stored-version check (a second writer's write applied and reported between the
+    attempts: preset ahead's clients with an eager resend), replicas adopting like the origin (a
+    third write reported after a replica moved its older copy up)."""
+    scenario = {
+        "adopt-unsettled": ex.PRESETS["resend-overtaken"],
+        "adopt-unchecked": ex.PRESETS["resend-overtaken"],
+        "adopt-at-replicas": dataclasses.replace(
+            ex.PRESETS["resend-overtaken"], programs=((b"a1",), (b"a2", b"a3"), (G,))
+        ),
+    }[variant]
+    rep = ex.explore(scenario, ex.BROKEN[variant])
+    print(f"{variant}: {rep.summary()}")
+    assert rep.violation is not None
+
+
+@HEAVY
+def test_latest_attempt_reply_only_is_caught() -> None:
+    """Rejected fix: an attempt number in the header, a client taking only its latest attempt's
+    reply, the old adoption rule. The adoption still re-writes the first value after a second
+    writer's: a reader sees the first value, the second, then the first again."""
+    scenario = dataclasses.replace(
+        ex.PRESETS["resend-overtaken"],
+        programs=((b"a1",), (b"a2",), (G, G, G)),
+        latest_reply_only=True,
+    )
+    rep = ex.explore(scenario, ex.BROKEN["adopt-unsettled"])
+    print(f"latest reply only: {rep.summary()}")
     assert rep.violation is not None
 
 

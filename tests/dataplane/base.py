@@ -73,6 +73,7 @@ class P4Protocol:
     status: type[IntEnum]
     kvs_port: int
     f_tcp: int
+    f_settled: int
     hp_seeds: tuple[int, ...]
     hp_tag_seed: int
 
@@ -84,6 +85,7 @@ def proto() -> P4Protocol:
         status=IntEnum("KvsStatus", _p4_enum("KvsStatus")),  # type: ignore[misc]
         kvs_port=_p4_const("KVS_PORT"),
         f_tcp=_p4_const("KVS_F_TCP"),
+        f_settled=_p4_const("KVS_F_SETTLED"),
         hp_seeds=tuple(_p4_const(f"HP_SEED_{s}") for s in range(8)),
         hp_tag_seed=_p4_const("HP_TAG_SEED"),
     )

@@ -44,8 +44,9 @@ def test_tcp_set_with_options_multicast_as_udp(dp: Dataplane) -> None:
         bytes(tcp_packet(CLIENT, ORIGIN.ip, kvs(op.SET, KEY, value, seq=3), options=OPTIONS))
     )
     assert pkt[TCP].dataofs > 5
-    stamped = kvs(op.SET, KEY, value, seq=3, epoch=EPOCH, ver=1)
-    update = kvs(op.UPDATE, KEY, value, seq=3, epoch=EPOCH, ver=1, flags=proto().f_tcp)
+    settled = proto().f_settled
+    stamped = kvs(op.SET, KEY, value, seq=3, epoch=EPOCH, ver=1, flags=settled)
+    update = kvs(op.UPDATE, KEY, value, seq=3, epoch=EPOCH, ver=1, flags=proto().f_tcp | settled)
 
     def as_udp_copy(to: int) -> Ether:
         server = SERVERS[to]

@@ -292,20 +292,61 @@ def test_unstamped_sync_reflection_is_asked_again() -> None:
     assert one(core, msg(p.Op.GET, seq=2)).value == b"b"
 
 
-def test_duplicate_write_adopts_newer_version_only_if_nothing_came_between() -> None:
+def test_duplicate_write_adopts_newer_version_only_if_settled_and_nothing_came_between() -> None:
     """A re-sent write crosses the switch again with a newer version. If the first application is
-    still the key's last write, the server adopts the newer version (its reply then acknowledges it,
-    rule 2); if another write came between, nothing changes."""
+    still the key's last write and the switch flagged the repeat F_SETTLED (no other write of the
+    key was on its way to the origin when it was stamped), the server adopts the newer version (its
+    reply then acknowledges it, rule 2); if another write came between, or the flag is missing (a
+    second writer's write may have been stamped in between: the explorer's resend-overtaken),
+    nothing changes."""
     core = AgentCore(MemoryBackend(), SWITCH)
+    settled = p.F_SETTLED
     assert one(core, msg(p.Op.SET, b"a", cid=3, seq=1, epoch=1, ver=5)).status == p.Status.OK
-    again = one(core, msg(p.Op.SET, b"a", cid=3, seq=1, epoch=1, ver=6))
-    assert (again.status, again.flags, again.ver) == (p.Status.OK, p.F_DUP, 6)
-    assert core.backend.get(K).version == (1, 6)
-    one(core, msg(p.Op.SET, b"b", cid=4, seq=1, epoch=1, ver=7))
-    late = one(core, msg(p.Op.SET, b"a", cid=3, seq=1, epoch=1, ver=8))
-    assert (late.status, late.flags, late.ver) == (p.Status.OK, p.F_DUP, 6)
+    unsettled = one(core, msg(p.Op.SET, b"a", cid=3, seq=1, epoch=1, ver=6))
+    assert (unsettled.status, unsettled.flags, unsettled.ver) == (p.Status.OK, p.F_DUP, 5)
+    assert core.backend.get(K).version == (1, 5)
+    again = one(core, msg(p.Op.SET, b"a", cid=3, seq=1, epoch=1, ver=7, flags=settled))
+    assert (again.status, again.flags, again.ver) == (p.Status.OK, p.F_DUP, 7)
     assert core.backend.get(K).version == (1, 7)
+    one(core, msg(p.Op.SET, b"b", cid=4, seq=1, epoch=1, ver=8))
+    late = one(core, msg(p.Op.SET, b"a", cid=3, seq=1, epoch=1, ver=9, flags=settled))
+    assert (late.status, late.flags, late.ver) == (p.Status.OK, p.F_DUP, 7)
+    assert core.backend.get(K).version == (1, 8)
     assert one(core, msg(p.Op.GET, seq=2)).value == b"b"
+
+
+def test_replica_adopts_no_settled_repeat() -> None:
+    """A replica's first copy of a request id may be older than what the origin had reported when
+    the repeat was stamped (a second writer's copy still on its way to the replica), so the flag
+    says nothing about it: an UPDATE repeat changes nothing; the replica confirms what it holds."""
+    core = AgentCore(MemoryBackend(), SWITCH)
+    assert core.handle(msg(p.Op.UPDATE, b"a", cid=3, seq=1, epoch=1, ver=5), CLIENT)
+    out = core.handle(
+        msg(p.Op.UPDATE, b"a", cid=3, seq=1, epoch=1, ver=7, flags=p.F_SETTLED), CLIENT
+    )
+    assert [p.Message.decode(raw).version for raw, _ in out] == [(1, 5)]
+    assert core.backend.get(K) == Item(b"a", 1, 5)
+
+
+def test_settled_duplicate_adopts_nothing_over_a_tcp_write() -> None:
+    """An unversioned write over TCP keeps the stored version: the stored version is still the
+    first application's, but the value is not; a settled repeat must not move it to the repeat's
+    version (the replicas got the repeat's value at that version)."""
+    core = AgentCore(MemoryBackend(), SWITCH)
+    one(core, msg(p.Op.SET, b"a", cid=3, seq=1, epoch=1, ver=5))
+    core.handle(msg(p.Op.SET, b"tcp", cid=4, seq=1), ("10.0.0.9", 5000), tcp=True)
+    assert core.backend.get(K) == Item(b"tcp", 1, 5)
+    again = one(core, msg(p.Op.SET, b"a", cid=3, seq=1, epoch=1, ver=6, flags=p.F_SETTLED))
+    assert (again.flags, again.ver) == (p.F_DUP, 5)
+    assert core.backend.get(K) == Item(b"tcp", 1, 5)
+
+
+def test_settled_flag_over_tcp_is_ignored() -> None:
+    core = AgentCore(MemoryBackend(), SWITCH)
+    raw = msg(p.Op.SET, b"a", cid=3, seq=1, epoch=1, ver=5, flags=p.F_SETTLED)
+    ((reply, _),) = core.handle(raw, ("10.0.0.9", 5000), tcp=True)
+    assert p.Message.decode(reply).status == p.Status.OK
+    assert core.stats["tcp_version_ignored"] == 1 and core.backend.get(K).version == (0, 0)
 
 
 def test_duplicate_of_a_stale_write_adopts_nothing() -> None:

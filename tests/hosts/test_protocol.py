@@ -153,6 +153,15 @@ def test_scapy_layer_reads_every_vector_message() -> None:
         assert bytes(pkt) == bytes.fromhex(vec["bytes_hex"])
 
 
+def test_scapy_layer_names_every_flag() -> None:
+    from kvswitch.scapy_kvs import KVS
+
+    for name in ("F_TCP", "F_DUP", "F_REDIRECT", "F_SETTLED"):
+        pkt = KVS(bytes(KVS(flags=getattr(p, name))))
+        assert pkt.sprintf("%flags%") == name
+    assert p.FLAGS_KNOWN == p.F_TCP | p.F_DUP | p.F_REDIRECT | p.F_SETTLED
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="sniffing on lo needs root (CAP_NET_RAW)")
 def test_capture_on_loopback_decodes() -> None:
     """Real agent traffic captured on lo dissects as KVS: request and reply of each op."""

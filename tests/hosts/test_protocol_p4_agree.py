@@ -51,6 +51,7 @@ def test_constants_agree() -> None:
         "KVS_F_TCP": p.F_TCP,
         "KVS_F_DUP": p.F_DUP,
         "KVS_F_REDIRECT": p.F_REDIRECT,
+        "KVS_F_SETTLED": p.F_SETTLED,
     }
     missing = sorted(set(expected) - set(consts))
     assert not missing, f"protocol.p4 does not declare {missing}"

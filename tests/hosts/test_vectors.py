@@ -151,6 +151,10 @@ def _example_messages() -> list[tuple[str, p.Message]]:
             "update_from_tcp",
             p.Message(p.Op.UPDATE, k, v, cid=cid, seq=3, epoch=1, flags=p.F_TCP, ver=12),
         ),
+        (
+            "set_settled",
+            p.Message(p.Op.SET, k, v, cid=cid, seq=4, epoch=1, flags=p.F_SETTLED, ver=16),
+        ),
         ("update_del", p.Message(p.Op.UPDATE_DEL, k, cid=cid, seq=seq + 2, epoch=1, ver=13)),
         ("confirm", p.Message(p.Op.CONFIRM, k, epoch=1, ver=13)),
         ("push", p.Message(p.Op.PUSH, k, v, epoch=1, ver=14)),
@@ -219,6 +223,12 @@ def build_messages() -> dict[str, Any]:
         "max_value": p.MAX_VALUE,
         "ops": {op.name: int(op) for op in p.Op},
         "statuses": {s.name: int(s) for s in p.Status},
+        "flags": {
+            "F_TCP": p.F_TCP,
+            "F_DUP": p.F_DUP,
+            "F_REDIRECT": p.F_REDIRECT,
+            "F_SETTLED": p.F_SETTLED,
+        },
         "messages": messages,
         "malformed": [{"name": n, "bytes_hex": b.hex()} for n, b in _malformed()],
     }

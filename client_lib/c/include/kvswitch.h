@@ -43,6 +43,8 @@ extern "C" {
 #define KVS_F_TCP          0x0001u /* flags bit 0: the switch rewrote this copy from TCP to UDP */
 #define KVS_F_DUP          0x0002u /* flags bit 1: a reply repeating the first result of a request id */
 #define KVS_F_REDIRECT     0x0004u /* flags bit 2: set by the switch on a Get it redirected to a replica */
+#define KVS_F_SETTLED      0x0008u /* flags bit 3: set by the switch on a write stamped while no earlier
+                                      write of the key was on its way to its origin (rule 1) */
 
 /* FNV-1a 64 and the splitmix64 finaliser used for the ring. */
 #define KVS_FNV_OFFSET 0xcbf29ce484222325ULL

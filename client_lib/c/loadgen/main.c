@@ -48,7 +48,9 @@ struct options {
     shift_kind shift;
     double shift_every;
     size_t shift_keys;
-    unsigned timeout_ms;
+    unsigned timeout_ms; /* the library's per-attempt timeout (closed loop), >= 1 */
+    uint64_t timeout_ns; /* the loadgen's own (open loop, window): --timeout-ms or --timeout-us */
+    unsigned resends;    /* a request that timed out is sent again (same seq) up to this often */
     unsigned vnodes;
     int closed;
     unsigned window;
@@ -89,7 +91,7 @@ struct stats {
     hdr_hist total, interval, gets, sets;
     uint64_t received, ok, not_found, errors, duplicates, unmatched;
     /* membership: resends for MOVED, for RETRY, for UNAVAILABLE or a timeout (a new origin) */
-    uint64_t moved, retried, rerouted;
+    uint64_t moved, retried, rerouted, resent;
     uint64_t *per_server; /* replies by answering server id; [ids] = unknown */
     struct interval *intervals;
     size_t nintervals, cap_intervals;
@@ -170,6 +172,10 @@ static void usage(FILE *f)
             "  --shift-keys N     keys moved per shift (default 200)\n"
             "  --arrivals A       uniform or poisson spacing of open-loop sends (default uniform)\n"
             "  --timeout-ms T     a reply later than this counts as lost (default 1000)\n"
+            "  --timeout-us T     the same in microseconds (the closed loop's library calls\n"
+            "                     round it up to whole ms; the window loop keeps it exact)\n"
+            "  --resends N        a request that timed out is sent again, same request id, up\n"
+            "                     to N times (closed loop and window; default 0: lost)\n"
             "  --preload          Set every key once (closed loop) before the measured run\n"
             "  --key-prefix P     keys are P<id> (default \"key\"; at most 16 bytes in all)\n"
             "  --vnodes V         virtual nodes per server on the ring (default %d)\n"
@@ -244,6 +250,8 @@ static int parse_args(int argc, char **argv, struct options *o)
         {"shift-keys", required_argument, 0, 'K'},
         {"arrivals", required_argument, 0, 'a'},
         {"timeout-ms", required_argument, 0, 't'},
+        {"timeout-us", required_argument, 0, 'u'},
+        {"resends", required_argument, 0, 'R'},
         {"preload", no_argument, 0, 'p'},
         {"key-prefix", required_argument, 0, 'P'},
         {"vnodes", required_argument, 0, 'V'},
@@ -262,6 +270,7 @@ static int parse_args(int argc, char **argv, struct options *o)
                           .shift_every = 10,
                           .shift_keys = 200,
                           .timeout_ms = 1000,
+                          .timeout_ns = 1000000000u,
                           .seed = 1,
                           .prefix = "key",
                           .window = 1};
@@ -296,6 +305,16 @@ static int parse_args(int argc, char **argv, struct options *o)
         case 't':
             bad = parse_size(optarg, &tmp) || tmp == 0 || tmp > 60000;
             o->timeout_ms = (unsigned)tmp;
+            o->timeout_ns = (uint64_t)tmp * 1000000u;
+            break;
+        case 'u':
+            bad = parse_size(optarg, &tmp) || tmp == 0 || tmp > 60000000u;
+            o->timeout_ms = (unsigned)((tmp + 999) / 1000);
+            o->timeout_ns = (uint64_t)tmp * 1000u;
+            break;
+        case 'R':
+            bad = parse_size(optarg, &tmp) || tmp > 1000;
+            o->resends = (unsigned)tmp;
             break;
         case 'p': o->preload = 1; break;
         case 'P': o->prefix = optarg; break;
@@ -549,7 +568,7 @@ static int wait_ms(const struct delayed *d, uint64_t now, int cap_ms)
  * go to a new origin. Slots are visited in seq order from *scan. */
 static void open_timeouts(struct run *r, uint32_t *scan, uint64_t now)
 {
-    uint64_t timeout_ns = (uint64_t)r->o->timeout_ms * 1000000u;
+    uint64_t timeout_ns = r->o->timeout_ns;
     uint32_t last = atomic_load_explicit(&r->last_seq, memory_order_acquire);
     while (last != 0 && (int32_t)(last - *scan) >= 0) {
         struct slot *s = &r->slots[*scan & r->mask];
@@ -578,7 +597,7 @@ static void *receiver(void *arg)
         uint64_t now = now_ns();
         tick(r, &tk, now, atomic_load(&r->sent), 0);
         if (atomic_load(&r->sending_done) &&
-            (now >= r->end_ns + (uint64_t)r->o->timeout_ms * 1000000u ||
+            (now >= r->end_ns + r->o->timeout_ns ||
              st->received + st->unmatched >= atomic_load(&r->sent)))
             break;
         uint32_t seq;
@@ -609,7 +628,7 @@ static void *receiver(void *arg)
             st->duplicates++;
             continue;
         }
-        if (t - sched > (uint64_t)r->o->timeout_ms * 1000000u) {
+        if (t - sched > r->o->timeout_ns) {
             st->unmatched++; /* later than the timeout: counted as lost */
             continue;
         }
@@ -627,7 +646,7 @@ static void *receiver(void *arg)
 static int run_open(struct run *r, rng *g, const uint8_t *value)
 {
     struct options *o = r->o;
-    size_t want = (size_t)(o->rate * (o->timeout_ms / 1000.0 + 1) * 2) + 1;
+    size_t want = (size_t)(o->rate * (o->timeout_ns / 1e9 + 1) * 2) + 1;
     size_t size = 1024;
     while (size < want && size < (1u << 22)) /* at most 4 M slots (128 MiB, touched lazily) */
         size <<= 1;
@@ -708,6 +727,8 @@ static int run_closed(struct run *r, rng *g, const uint8_t *value)
         r->st.moved += info.moved;
         r->st.retried += info.retried;
         r->st.rerouted += info.rerouted;
+        unsigned followed = 1 + info.moved + info.retried + info.rerouted;
+        r->st.resent += info.attempts > followed ? info.attempts - followed : 0; /* --resends */
         if (e == KVS_ERR_TIMEOUT || e == KVS_ERR_SYSTEM || e == KVS_ERR_INVALID_ARGUMENT)
             continue; /* no reply: counted as lost (sent - received) */
         kvs_header h = {.op = kvs_reply_op(op), .status = info.status};
@@ -725,6 +746,7 @@ struct inflight {
     uint8_t key[KVS_KEY_SIZE];
     uint64_t t0;       /* first send: latency */
     uint64_t deadline; /* the current attempt's timeout */
+    unsigned resends;  /* --resends left */
     kvs_follow f;
 };
 
@@ -744,7 +766,7 @@ static int run_window(struct run *r, rng *g, const uint8_t *value)
     static uint8_t rvalue[KVS_MAX_VALUE];
     if (fl == NULL)
         return -1;
-    uint64_t timeout_ns = (uint64_t)o->timeout_ms * 1000000u, sent = 0;
+    uint64_t timeout_ns = o->timeout_ns, sent = 0;
     uint32_t seq = 0;
     size_t n = 0;
     start_clock(r, now_ns());
@@ -764,6 +786,7 @@ static int run_window(struct run *r, rng *g, const uint8_t *value)
             make_key(o, draw_key(r, g, now), f->key);
             f->t0 = now_ns();
             f->deadline = f->t0 + timeout_ns;
+            f->resends = o->resends;
             kvs_follow_start(r->client, &f->f, f->key);
             if (kvs_follow_send(r->client, &f->f, f->op, f->key, value,
                                 f->op == KVS_OP_SET ? o->value_size : 0, seq) != KVS_OK) {
@@ -787,6 +810,12 @@ static int run_window(struct run *r, rng *g, const uint8_t *value)
             } else if (kvs_follow_timeout(r->client, &fl[i].f, fl[i].key, &err) ==
                        KVS_NEXT_RESEND) {
                 r->st.rerouted++;
+                fl[i].deadline = now + timeout_ns;
+                resend(r, &fl[i].f, fl[i].op, fl[i].key, fl[i].seq);
+                i++;
+            } else if (fl[i].resends > 0) { /* --resends: the same request id again */
+                fl[i].resends--;
+                r->st.resent++;
                 fl[i].deadline = now + timeout_ns;
                 resend(r, &fl[i].f, fl[i].op, fl[i].key, fl[i].seq);
                 i++;
@@ -879,8 +908,8 @@ static void print_summary(struct run *r, double elapsed)
         printf(" %" PRIu64 " (last: unknown address)\n", st->per_server[r->ids]);
         printf("membership: ring_version=%" PRIu32 " ring_changes=%" PRIu64
                " moved_resends=%" PRIu64 " retry_resends=%" PRIu64 " reroute_resends=%" PRIu64
-               "\n",
-               ring_version, ring_changes, st->moved, st->retried, st->rerouted);
+               " timeout_resends=%" PRIu64 "\n",
+               ring_version, ring_changes, st->moved, st->retried, st->rerouted, st->resent);
         return;
     }
     printf("{\"mode\": \"%s\", \"window\": %u, \"target_rate\": %.1f, \"duration_s\": %.3f, "
@@ -898,8 +927,8 @@ static void print_summary(struct run *r, double elapsed)
            (uint64_t)atomic_load(&r->send_errors), tput, sent / send_s, send_s);
     printf("\"ring_version\": %" PRIu32 ", \"ring_changes\": %" PRIu64
            ", \"moved_resends\": %" PRIu64 ", \"retry_resends\": %" PRIu64
-           ", \"reroute_resends\": %" PRIu64 ", ",
-           ring_version, ring_changes, st->moved, st->retried, st->rerouted);
+           ", \"reroute_resends\": %" PRIu64 ", \"timeout_resends\": %" PRIu64 ", ",
+           ring_version, ring_changes, st->moved, st->retried, st->rerouted, st->resent);
     printf("\"latency_us\": {\"p50\": %.3f, \"p99\": %.3f, \"p999\": %.3f, \"max\": %.3f, "
            "\"mean\": %.3f, \"get_p99\": %.3f, \"set_p99\": %.3f}, ",
            us[0], us[1], us[2], us[3], us[4], us[5], hdr_percentile(&st->sets, 99) / 1e3);
@@ -952,7 +981,7 @@ int main(int argc, char **argv)
                       .nservers = o.nservers,
                       .vnodes = o.vnodes,
                       .timeout_ms = o.timeout_ms,
-                      .retries = 0};
+                      .retries = o.resends};
     r.client = kvs_client_new(&cfg, &err);
     if (r.client == NULL) {
         fprintf(stderr, "kvswitch-loadgen: client: %s\n", kvs_strerror(err));

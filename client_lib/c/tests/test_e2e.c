@@ -234,6 +234,28 @@ static void test_loadgen_against_agent(void **state)
     assert_int_equal(not_found, 0); /* every key was preloaded */
 }
 
+/* --resends with a timeout far below the round trip: requests are sent again with the same request
+ * id while the first attempt is on its way; the agent answers repeats with the first result. */
+static void test_loadgen_resends_below_the_round_trip(void **state)
+{
+    struct agent *a = *state;
+    const char *bin = getenv("KVS_LOADGEN");
+    if (a == NULL || bin == NULL)
+        skip();
+    char servers[32];
+    snprintf(servers, sizeof servers, "127.0.0.1:%u", a->port);
+    char *argv[] = {(char *)bin, "--servers",   servers, "--window",     "4",      "--duration",
+                    "1",         "--keys",      "20",    "--write-ratio", "0.5",   "--timeout-us",
+                    "200",       "--resends",   "100",     "--json",        "--quiet", NULL};
+    static char out[1 << 16];
+    assert_int_equal(run_capture(argv, out, sizeof out), 0);
+    long received = json_long(out, "received"), resent = json_long(out, "timeout_resends");
+    long errors = json_long(out, "errors");
+    print_message("loadgen resending after 200 us: %ld replies, %ld resends\n", received, resent);
+    assert_true(received > 100 && resent > 100);
+    assert_int_equal(errors, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -241,6 +263,7 @@ int main(void)
         cmocka_unit_test(test_tcp),
         cmocka_unit_test(test_two_clients),
         cmocka_unit_test(test_loadgen_against_agent),
+        cmocka_unit_test(test_loadgen_resends_below_the_round_trip),
     };
     return cmocka_run_group_tests(tests, start_agent, stop_agent);
 }

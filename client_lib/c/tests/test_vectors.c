@@ -239,6 +239,10 @@ static void test_messages(void **state)
                 {"op_RING_REPLY", KVS_OP_RING_REPLY},
                 {"status_MOVED", KVS_STATUS_MOVED},
                 {"status_RETRY", KVS_STATUS_RETRY},
+                {"flag_F_TCP", KVS_F_TCP},
+                {"flag_F_DUP", KVS_F_DUP},
+                {"flag_F_REDIRECT", KVS_F_REDIRECT},
+                {"flag_F_SETTLED", KVS_F_SETTLED},
             };
             int found = 0;
             for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {

@@ -57,6 +57,8 @@ def main(argv: list[str]) -> int:
             out.append(f"const op_{name} {value}")
         for name, value in data["statuses"].items():
             out.append(f"const status_{name} {value}")
+        for name, value in data.get("flags", {}).items():
+            out.append(f"const flag_{name} {value}")
         for m in data["messages"]:
             fields = " ".join(
                 str(m[k]) for k in ("op", "status", "vlen", "cid", "seq", "epoch", "flags", "ver")
