@@ -601,13 +601,15 @@ class Rack:
         from the agents, docs/protocol.md "Membership")."""
         return ",".join(f"{s.ip}:{KVS_PORT}" for s in self.servers if s.name not in self.spares)
 
-    def loadgen_args(self, w: Workload, client_index: int) -> list[str]:
+    def loadgen_args(self, w: Workload, client_index: int, extra: bool = True) -> list[str]:
+        """The loadgen's command line (``extra``: with the --loadgen-arg ones; the preload is
+        set-up, not workload, and goes without them)."""
         return [
             str(find_loadgen()), "--servers", self.server_list(),
             "--rate", str(max(1, w.rate // self.loadgen_count(w))),
             "--duration", str(w.duration + w.read_tail), "--zipf", str(w.zipf),
             "--keys", str(w.keys), "--write-ratio", str(w.write_ratio), "--timeout-ms", "500",
-            "--seed", str(w.seed), "--json", "--quiet", *w.loadgen_args,
+            "--seed", str(w.seed), "--json", "--quiet", *(w.loadgen_args if extra else ()),
         ]  # fmt: skip
 
     def loadgen_count(self, w: Workload) -> int:
@@ -624,7 +626,7 @@ class Rack:
         ]  # fmt: skip
 
     def preload(self, w: Workload) -> None:
-        args = self.loadgen_args(w, 0)
+        args = self.loadgen_args(w, 0, extra=False)
         args[args.index("--duration") + 1] = "1"
         args[args.index("--rate") + 1] = "1"
         p = self.popen(self.clients[0].name, [*args, "--preload"], "preload.log")
