@@ -49,7 +49,7 @@ class FabricSimConfig:
     spine: bool = True  # the spine level on (False: every rack balances alone)
     fabric_bound: float = 0.05
     fabric_tolerance: float = 0.005
-    holder_share: float = 0.5
+    holder_share: float = 0.1
     # replicas per server the racks leave to the fabric (of base.max_replicas_per_server)
     fabric_replicas: int = 8
 
@@ -75,6 +75,7 @@ class _Leaf:
         self.local = local
         self.controller: Controller | None = None
         self.queries = 0
+        self.cold: list[float] = [0.0] * cfg.servers  # its controller's last cold estimate
 
 
 def simulate_fabric(
@@ -317,7 +318,8 @@ def _control(
         )
         before = dict(fabric.spine_of)
         started = time.perf_counter()
-        report = fabric.decide(observed, writes, list(loads), list(leaf_replicas), floors)
+        cold = [x for leaf in leaves for x in leaf.cold]
+        report = fabric.decide(observed, writes, list(loads), list(leaf_replicas), floors, cold)
         row["fabric_plan_seconds"] = time.perf_counter() - started
         for s, spine in enumerate(spines):
             spine.apply(report.ops[s])
@@ -347,4 +349,6 @@ def _control(
         mine = own + expected[shape.servers_of(r)]
         report = ctrl.decide(hot, pipe, [int(x) for x in mine], hot_writes, floor)
         leaf.model.apply(report.ops)
+        # what the leaf cannot move, without the fabric's share (the fabric plans that itself)
+        leaf.cold = list(np.maximum(0.0, np.asarray(report.cold) - expected[shape.servers_of(r)]))
     return fabric

@@ -94,7 +94,7 @@ class FabricConfig:
     tolerance: float = 0.005  # stop once the busiest rack is within this of the mean
     # a fabric-hot key has enough holders that each serves at most this share of a server's
     # mean load in reads: the rack controllers can then still balance around it
-    holder_share: float = 0.5
+    holder_share: float = 0.1
     max_replicas_per_server: int | None = None  # fabric and rack replicas together
     write_ratio: float = 0.0  # assumed for keys without a measured write share
 
@@ -140,13 +140,17 @@ def place_fabric(
     holder_share: float = 0.5,
     room: Sequence[int] | None = None,
     previous: Mapping[K, Sequence[int]] | None = None,
+    fixed: Sequence[float] | None = None,
 ) -> list[tuple[int, ...]]:
     """Holders (fabric server ids, origin first) of each of ``keys`` (key, predicted load);
     a single holder means the key stays in its home rack.
 
     ``base``: each server's load without these keys'; ``room``: replicas each server may still
     take (default unbounded); ``previous``: each key's holders last period, preferred within a
-    rack so that a key's holders change only where the racks' loads did."""
+    rack so that a key's holders change only where the racks' loads did; ``fixed``: the load on
+    each server its rack controller cannot move (its cold keys), by which servers are chosen
+    inside a rack (default ``base``): a rack balances around a fabric holder only by moving its
+    own hot keys off that server."""
     total = shape.total
     if len(origins) != len(keys):
         raise ValueError("one origin per key")
@@ -163,12 +167,16 @@ def place_fabric(
         raise ValueError("one replica budget per server of the fabric")
     prev = previous or {}
     server = [float(x) for x in base]
+    stuck = [float(x) for x in (fixed if fixed is not None else base)]
+    if len(stuck) != total:
+        raise ValueError("one fixed load per server of the fabric")
     rack = [sum(server[s] for s in shape.servers_of(r)) for r in range(shape.racks)]
     holders: list[list[int]] = [[o] for o in origins]
     for (_, load), o in zip(keys, origins, strict=True):
         if not 0 <= o < total:
             raise ValueError(f"origin {o} outside the fabric")
         server[o] += load
+        stuck[o] += load  # a key's share at its origin is its holder load there, as elsewhere
         rack[shape.rack_of(o)] += load
     whole = sum(rack)
     if whole <= 0:
@@ -177,12 +185,8 @@ def place_fabric(
     server_mean = mean / shape.servers
     unit = server_mean * 1e-3
     heaps: list[list[tuple[float, int]]] = [[] for _ in range(shape.racks)]
-    had = [len(prev.get(key, ())) > 1 for key, _ in keys]
-
     def priority(i: int, n: int) -> float:
-        # a key that had holders in other racks is looked at first (it may keep them)
-        bonus = 4.0 if n == 1 and had[i] else 1.0
-        return bonus * _priority(keys[i][1], write_ratios[i], n, unit)
+        return _priority(keys[i][1], write_ratios[i], n, unit)
 
     for i, ((_, load), o) in enumerate(zip(keys, origins, strict=True)):
         if load >= threshold:
@@ -269,7 +273,7 @@ def place_fabric(
                 return s
         return min(
             (s for s in shape.servers_of(r) if s not in mine and free[s] > 0),
-            key=lambda s: (server[s], -free[s], s),
+            key=lambda s: (stuck[s], -free[s], s),
         )
 
     def grow(i: int, servers: Sequence[int]) -> None:
@@ -278,6 +282,7 @@ def place_fabric(
         before, after = holder_load(load, n, w), holder_load(load, n + len(servers), w)
         for s in holders[i]:
             server[s] += after - before
+            stuck[s] += after - before
             rack[shape.rack_of(s)] += after - before
         for s in servers:
             r = shape.rack_of(s)
@@ -287,20 +292,19 @@ def place_fabric(
             if free[s] == 0:
                 with_room[r] -= 1
             server[s] += after
+            stuck[s] += after
             rack[r] += after
         for r in {shape.rack_of(s) for s in holders[i]}:
             heapq.heappush(heaps[r], (-priority(i, len(holders[i])), i))
 
-    def kept(i: int, top: int) -> list[int] | None:
-        """Key i's holders of last period, if they still lower the top rack (a key keeps its
-        holders while the loads allow: each change costs pushes and table writes)."""
-        old = prev.get(keys[i][0], ())
-        if len(holders[i]) != 1 or len(old) < 2:
-            return None
-        servers = [s for s in old[1:] if free[s] > 0 and s not in holders[i]]
-        if not servers or not lowers(i, [shape.rack_of(s) for s in servers], top):
-            return None
-        return servers
+    # warm start: a key keeps last period's holders (each change costs pushes and table
+    # writes, and a plan from scratch would move keys back and forth between the levels) unless
+    # its holders became too many for its load (each serves under a quarter of its share)
+    for i in sorted(range(len(keys)), key=lambda i: -keys[i][1]):
+        old = [s for s in prev.get(keys[i][0], ())[1:] if free[s] > 0 and s not in holders[i]]
+        load, w = keys[i][1], write_ratios[i]
+        if old and load * (1.0 - w) / (len(old) + 1) >= holder_share * server_mean / 4:
+            grow(i, old)
 
     for _ in range(total * 4):
         top = max(range(shape.racks), key=rack.__getitem__)
@@ -313,16 +317,14 @@ def place_fabric(
             if in_rack(i, top) == 0 or -neg != priority(i, len(holders[i])):
                 heapq.heappop(heap)  # stale
                 continue
-            again = kept(i, top)
-            if again is None:
-                racks = smallest(i, top)
-                if racks is None:
-                    heapq.heappop(heap)  # this key cannot lower the top rack any more
-                    continue
-                again = []
-                for r in racks:
-                    again.append(pick(i, r, again))
-            grow(i, again)
+            racks = smallest(i, top)
+            if racks is None:
+                heapq.heappop(heap)  # this key cannot lower the top rack any more
+                continue
+            chosen: list[int] = []
+            for r in racks:
+                chosen.append(pick(i, r, chosen))
+            grow(i, chosen)
             moved = True
         if not moved:
             break
@@ -370,12 +372,14 @@ class FabricController:
         loads: Sequence[float],
         replicas: Sequence[int] | None = None,
         floors: Sequence[int] | None = None,
+        fixed: Sequence[float] | None = None,
     ) -> FabricReport:
         """One period. ``observed``: queries of every candidate the leaves and spines counted
         (hot-key counters and HashPipe, merged); ``writes``: Sets and Deletes of the keys whose
         writes were counted; ``loads``: packets each server of the fabric received;
         ``replicas``: each server's replicas of rack-hot keys (their controllers' plans);
-        ``floors``: each spine's ``global_ver`` read before this plan (plan.diff)."""
+        ``floors``: each spine's ``global_ver`` read before this plan (plan.diff); ``fixed``:
+        each server's cold load as its rack controller estimated it (see :func:`place_fabric`)."""
         shape, cfg = self.shape, self.config
         if len(loads) != shape.total:
             raise ValueError("one load per server of the fabric")
@@ -414,6 +418,7 @@ class FabricController:
             holder_share=cfg.holder_share,
             room=room,
             previous=current,
+            fixed=fixed,
         )
         chosen = {key: hs for (key, _), hs in zip(predicted, placed, strict=True) if len(hs) > 1}
         spine_of = self._assign_spines(chosen, dict(predicted))
