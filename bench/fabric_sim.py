@@ -115,10 +115,14 @@ def simulate_fabric(
         # each switch's lag in its own queries: b.lag of a mean rack's stream
         per_rack = total / cfg.racks
         for leaf in leaves:
-            leaf.model.lag = max(1, round(b.lag * leaf.queries / per_rack)) if leaf.queries else b.lag
+            leaf.model.lag = (
+                max(1, round(b.lag * leaf.queries / per_rack)) if leaf.queries else b.lag
+            )
             leaf.queries = 0
         for s, spine in enumerate(spines):
-            spine.lag = max(1, round(b.lag * spine_queries[s] / per_rack)) if spine_queries[s] else b.lag
+            spine.lag = (
+                max(1, round(b.lag * spine_queries[s] / per_rack)) if spine_queries[s] else b.lag
+            )
             spine_queries[s] = 0
         counts[:] = 0
         done = 0
@@ -289,7 +293,11 @@ def _control(
     if spines:
         floors = []
         for s, spine in enumerate(spines):
-            hot, per_slot, floor = spine.read_hot_counters(), spine.read_hot_writes(), spine.read_version()
+            hot, per_slot, floor = (
+                spine.read_hot_counters(),
+                spine.read_hot_writes(),
+                spine.read_version(),
+            )
             spine.reset_counters()
             floors.append(floor)
             observed.update(hot)

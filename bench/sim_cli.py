@@ -168,29 +168,42 @@ def cmd_figures(ns: argparse.Namespace) -> int:
 
 
 def cmd_racks(ns: argparse.Namespace) -> int:
-    from kvswitch.bench.suite import run_racks
+    from kvswitch.bench.fabric_sim import FabricSimConfig, simulate_fabric
+    from kvswitch.bench.simulator import summary as mean_of
 
-    cfg = _config(ns)
-    started = time.perf_counter()
-    rows, periods = run_racks(
-        cfg, ns.racks, ns.warmup, ns.workers, progress=lambda line: print(line, flush=True)
+    base = _config(ns)
+    cfg = FabricSimConfig(
+        base,
+        racks=ns.racks,
+        spines=ns.spines,
+        spine=ns.spine,
+        fabric_bound=ns.fabric_bound,
+        fabric_tolerance=ns.fabric_tolerance,
+        holder_share=ns.holder_share,
+        fabric_replicas=ns.fabric_replicas,
     )
-    for p in periods:
-        print(
-            f"period {p['period'] + 1}/{cfg.periods}: lambda over {p['servers']} servers="
-            f"{p['imbalance']:.4f} max/mean={p['max_over_mean']:.3f} "
-            f"mean rack lambda={p['rack_imbalance_mean']:.4f}"
-        )
-    steady = [p for p in periods if p["steady"]] or periods
-    mean = sum(p["imbalance"] for p in steady) / len(steady)
     print(
-        f"{ns.racks} racks x {cfg.servers} servers, {cfg.label()}: lambda={mean:.4f} over the "
-        f"last {len(steady)} periods; replicas/server <= {max(p['replicas_max'] for p in steady)}; "
+        f"{cfg.racks} racks x {base.servers} servers, {cfg.label()}, {base.periods} periods of "
+        f"{base.queries * cfg.racks} queries ({base.queries} per rack)",
+        flush=True,
+    )
+    started = time.perf_counter()
+    rows = simulate_fabric(cfg, progress=lambda line: print(line, flush=True))
+    s = mean_of(rows, ns.warmup)
+    print(
+        f"summary over the last {s['periods']} of {base.periods} periods: lambda over "
+        f"{s['servers']:.0f} servers={s['imbalance']:.4f} (original {s['original_imbalance']:.4f}), "
+        f"inside racks mean={s['rack_imbalance_mean']:.4f} max={s['rack_imbalance_max']:.4f}, "
+        f"busiest rack/mean={s['rack_max_over_mean']:.3f}, throughput="
+        f"{s['throughput_qps'] / 1e6:.1f} MQPS ({s['throughput_qps'] / s['original_qps']:.2f} x "
+        f"original {s['original_qps'] / 1e6:.1f}), replicas/server max={s['replicas_max']:.0f} "
+        f"mean={s['replicas_mean']:.2f}, fabric-hot keys={s['fabric_keys']:.0f} "
+        f"(holders {s['fabric_holders']:.0f}), requests through a spine="
+        f"{s['cross_rack_share']:.3f}, spine packets/query={s['spine_packets_per_query']:.3f}; "
         f"{time.perf_counter() - started:.0f} s"
     )
     if ns.csv:
-        write_csv(periods, Path(ns.csv))
-        write_csv(rows, Path(ns.csv).with_suffix(".racks.csv"))
+        write_csv(rows, Path(ns.csv))
         print(f"wrote {ns.csv}")
     return 0
 
@@ -301,16 +314,38 @@ def main(argv: list[str] | None = None) -> int:
     )
     run.add_argument("--csv", help="write every period's metrics here")
     run.set_defaults(func=cmd_run)
-    racks = sub.add_parser("racks", help="several racks, one switch each; imbalance over all")
+    racks = sub.add_parser(
+        "racks", help="a leaf-spine fabric of racks, spines balancing across them (docs/fabric.md)"
+    )
     _config_args(racks)
-    racks.add_argument("--racks", type=t.positive_int, default=32, help="racks simulated (32)")
+    racks.add_argument("--racks", type=t.positive_int, default=32, help="racks (leaves; 32)")
+    racks.add_argument("--spines", type=t.positive_int, default=4, help="spine switches (4)")
     racks.add_argument(
-        "--warmup", type=t.nonneg_int, default=3, help="periods left out of the summary"
+        "--spine",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="the spine level (--no-spine: every rack balances alone)",
     )
     racks.add_argument(
-        "--workers", type=t.positive_int, default=None, help="processes (default: one per CPU)"
+        "--fabric-bound", type=t.nonneg_float, default=0.05, help="busiest rack over the mean "
+        "above which the spine threshold shrinks (0.05)",
+    )  # fmt: skip
+    racks.add_argument(
+        "--fabric-tolerance", type=t.nonneg_float, default=0.005,
+        help="the fabric stops once the busiest rack is within this of the mean (0.005)",
+    )  # fmt: skip
+    racks.add_argument(
+        "--holder-share", type=t.positive_float, default=0.1,
+        help="a fabric holder's reads, at most this share of a server's mean load (0.1)",
+    )  # fmt: skip
+    racks.add_argument(
+        "--fabric-replicas", type=t.nonneg_int, default=8,
+        help="replicas per server the racks leave to the fabric, of --max-replicas (8)",
+    )  # fmt: skip
+    racks.add_argument(
+        "--warmup", type=t.nonneg_int, default=5, help="periods left out of the summary (5)"
     )
-    racks.add_argument("--csv", help="write the per-period totals here (and racks to *.racks.csv)")
+    racks.add_argument("--csv", help="write every period's metrics here")
     racks.set_defaults(func=cmd_racks)
     figs = sub.add_parser("figures", help="the paper's figures (CSV, PNG, markdown table)")
     figs.add_argument("--out", default="results", help="output folder (default results)")

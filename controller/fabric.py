@@ -185,6 +185,7 @@ def place_fabric(
     server_mean = mean / shape.servers
     unit = server_mean * 1e-3
     heaps: list[list[tuple[float, int]]] = [[] for _ in range(shape.racks)]
+
     def priority(i: int, n: int) -> float:
         return _priority(keys[i][1], write_ratios[i], n, unit)
 
