@@ -79,9 +79,12 @@ class _Leaf:
 
 
 def simulate_fabric(
-    cfg: FabricSimConfig, progress: Callable[[str], None] | None = None
+    cfg: FabricSimConfig,
+    progress: Callable[[str], None] | None = None,
+    check: Callable[[list[Model], list[Model]], None] | None = None,
 ) -> list[dict]:
-    """Run ``cfg.base.periods`` periods; one row of metrics per period."""
+    """Run ``cfg.base.periods`` periods; one row of metrics per period. ``check(leaves,
+    spines)`` (tests) sees every switch model after each period's batches are applied."""
     b = cfg.base
     shape = FabricShape(cfg.racks, b.servers, cfg.spines)
     ids = np.arange(b.keys, dtype=np.int64)
@@ -158,6 +161,8 @@ def simulate_fabric(
         else:
             for leaf in leaves:
                 leaf.model.reset_counters()
+        if check is not None:
+            check([leaf.model for leaf in leaves], spines)
         row["seconds"] = time.perf_counter() - started
         rows.append(row)
         if progress is not None:

@@ -246,7 +246,8 @@ def place_fabric(
             room_each = holder_share * server_mean
             first = max(1, math.ceil(load * (1.0 - w) / room_each) - 1) if room_each > 0 else 1
         limit = sum(max(0, with_room[r] - in_rack(i, r)) for r in range(shape.racks))
-        if first > limit:
+        first = min(first, limit)  # a goal: with fewer servers, as many as there are
+        if first < 1:
             return None
         hi, found = first, fits(i, first, top)
         while found is None and hi < limit:
