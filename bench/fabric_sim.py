@@ -51,7 +51,7 @@ class FabricSimConfig:
     fabric_tolerance: float = 0.005
     holder_share: float = 0.1
     # replicas per server the racks leave to the fabric (of base.max_replicas_per_server)
-    fabric_replicas: int = 8
+    fabric_replicas: int = 16
 
     def __post_init__(self) -> None:
         if self.racks <= 0 or self.spines <= 0:
@@ -322,17 +322,17 @@ def _control(
                     t0=max(1.0, b.t0_fraction * mean),
                     tolerance=cfg.fabric_tolerance,
                     holder_share=cfg.holder_share,
-                    max_replicas_per_server=b.max_replicas_per_server,
+                    # the racks keep the rest of the budget (_leaf_cap): together within it
+                    max_replicas_per_server=(
+                        cfg.fabric_replicas if b.max_replicas_per_server is not None else None
+                    ),
                 ),
                 lambda key: int(origin[key_id(key)]),
             )
-        leaf_replicas = np.concatenate(
-            [np.asarray(leaf.controller.plan.replicas_per_server()) for leaf in leaves]  # type: ignore[union-attr]
-        )
         before = dict(fabric.spine_of)
         started = time.perf_counter()
         cold = [x for leaf in leaves for x in leaf.cold]
-        report = fabric.decide(observed, writes, list(loads), list(leaf_replicas), floors, cold)
+        report = fabric.decide(observed, writes, list(loads), None, floors, cold)
         row["fabric_plan_seconds"] = time.perf_counter() - started
         for s, spine in enumerate(spines):
             spine.apply(report.ops[s])

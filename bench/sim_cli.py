@@ -339,8 +339,8 @@ def main(argv: list[str] | None = None) -> int:
         help="a fabric holder's reads, at most this share of a server's mean load (0.1)",
     )  # fmt: skip
     racks.add_argument(
-        "--fabric-replicas", type=t.nonneg_int, default=8,
-        help="replicas per server the racks leave to the fabric, of --max-replicas (8)",
+        "--fabric-replicas", type=t.nonneg_int, default=16,
+        help="replicas per server the racks leave to the fabric, of --max-replicas (16)",
     )  # fmt: skip
     racks.add_argument(
         "--warmup", type=t.nonneg_int, default=5, help="periods left out of the summary (5)"

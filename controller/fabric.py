@@ -242,9 +242,13 @@ def place_fabric(
         load, w = keys[i][1], write_ratios[i]
         n = len(holders[i])
         first = 1
-        if n == 1:  # becoming fabric-hot: each holder's reads within holder_share of a server
-            room_each = holder_share * server_mean
-            first = max(1, math.ceil(load * (1.0 - w) / room_each) - 1) if room_each > 0 else 1
+        room_each = holder_share * server_mean
+        wanted = math.ceil(load * (1.0 - w) / room_each) if room_each > 0 else 1
+        if n == 1 and wanted * w < 1.0:
+            # becoming fabric-hot: each holder's reads within holder_share of a server, unless
+            # those holders' write copies would add up to more than the key's own load (every
+            # holder receives every write): then the smallest count that lowers the top rack
+            first = max(1, wanted - 1)
         limit = sum(max(0, with_room[r] - in_rack(i, r)) for r in range(shape.racks))
         first = min(first, limit)  # a goal: with fewer servers, as many as there are
         if first < 1:
@@ -299,13 +303,12 @@ def place_fabric(
         for r in {shape.rack_of(s) for s in holders[i]}:
             heapq.heappush(heaps[r], (-priority(i, len(holders[i])), i))
 
-    # warm start: a key keeps last period's holders (each change costs pushes and table
-    # writes, and a plan from scratch would move keys back and forth between the levels) unless
-    # its holders became too many for its load (each serves under a quarter of its share)
+    # warm start: a key still above the threshold keeps last period's holders (each change
+    # costs pushes and table writes, and a plan from scratch moves keys back and forth between
+    # the levels, which the racks' controllers then chase)
     for i in sorted(range(len(keys)), key=lambda i: -keys[i][1]):
         old = [s for s in prev.get(keys[i][0], ())[1:] if free[s] > 0 and s not in holders[i]]
-        load, w = keys[i][1], write_ratios[i]
-        if old and load * (1.0 - w) / (len(old) + 1) >= holder_share * server_mean / 4:
+        if old and keys[i][1] >= threshold:
             grow(i, old)
 
     for _ in range(total * 4):
