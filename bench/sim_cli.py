@@ -168,6 +168,8 @@ def cmd_figures(ns: argparse.Namespace) -> int:
 
 
 def cmd_racks(ns: argparse.Namespace) -> int:
+    if ns.sweep:
+        return _racks_sweep(ns)
     from kvswitch.bench.fabric_sim import FabricSimConfig, simulate_fabric
     from kvswitch.bench.simulator import summary as mean_of
 
@@ -205,6 +207,44 @@ def cmd_racks(ns: argparse.Namespace) -> int:
     if ns.csv:
         write_csv(rows, Path(ns.csv))
         print(f"wrote {ns.csv}")
+    return 0
+
+
+def _racks_sweep(ns: argparse.Namespace) -> int:
+    """Every racks count of ``--sweep``, with the spine level and with the racks alone: one summary
+    line each, a CSV and the figure of docs/results.md."""
+    from kvswitch.bench.fabric_sim import FabricSimConfig, simulate_fabric
+    from kvswitch.bench.figures import plot_racks
+    from kvswitch.bench.simulator import summary as mean_of
+
+    base = _config(ns)
+    counts = sorted({int(x) for x in ns.sweep.split(",") if x.strip()})
+    if not counts or counts[0] < 1:
+        raise ValueError("--sweep takes racks counts >= 1, e.g. 1,2,4,8,16,32")
+    started = time.perf_counter()
+    summaries = []
+    for racks in counts:
+        for spine in (True, False):
+            cfg = FabricSimConfig(
+                base, racks=racks, spines=ns.spines, spine=spine,
+                fabric_bound=ns.fabric_bound, fabric_tolerance=ns.fabric_tolerance,
+                holder_share=ns.holder_share, fabric_replicas=ns.fabric_replicas,
+            )  # fmt: skip
+            s = mean_of(simulate_fabric(cfg), ns.warmup)
+            summaries.append(s)
+            print(
+                f"{racks:3d} racks, {cfg.label():>22}: lambda all={s['imbalance']:.4f} inside "
+                f"racks={s['rack_imbalance_mean']:.4f} busiest rack/mean="
+                f"{s['rack_max_over_mean']:.3f} {s['throughput_qps'] / 1e6:.1f} MQPS "
+                f"(original {s['original_qps'] / 1e6:.1f}) replicas/server<="
+                f"{s['replicas_max']:.0f} ({time.perf_counter() - started:.0f} s)",
+                flush=True,
+            )
+    if ns.csv:
+        write_csv(summaries, Path(ns.csv))
+        print(f"wrote {ns.csv}")
+    if ns.plot:
+        print(f"wrote {plot_racks(summaries, Path(ns.plot))}")
     return 0
 
 
@@ -345,7 +385,12 @@ def main(argv: list[str] | None = None) -> int:
     racks.add_argument(
         "--warmup", type=t.nonneg_int, default=5, help="periods left out of the summary (5)"
     )
-    racks.add_argument("--csv", help="write every period's metrics here")
+    racks.add_argument("--csv", help="write every period's metrics here (with --sweep: summaries)")
+    racks.add_argument(
+        "--sweep", metavar="RACKS", help="run these racks counts (e.g. 1,2,4,8,16,32), with the "
+        "spine level and without, and summarise each",
+    )  # fmt: skip
+    racks.add_argument("--plot", help="with --sweep: write the figure here (PNG)")
     racks.set_defaults(func=cmd_racks)
     figs = sub.add_parser("figures", help="the paper's figures (CSV, PNG, markdown table)")
     figs.add_argument("--out", default="results", help="output folder (default results)")
