@@ -340,6 +340,29 @@ def cmd_explore(ns: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def cmd_explore_fabric(ns: argparse.Namespace) -> int:
+    from kvswitch.bench import explore as ex
+    from kvswitch.bench import explore_fabric as exf
+
+    failed = 0
+    for preset in ns.preset or exf.CHECKED:
+        fabric = replace(exf.PRESETS[preset], steering=ns.steering)
+        print(f"{preset}: {fabric.describe()}", flush=True)
+        rep = exf.explore_fabric(fabric, max_states=ns.max_states)
+        print(f"  {rep.summary()}", flush=True)
+        if rep.violation is not None:
+            failed += 1
+            print("  counterexample (message by message):")
+            for i, line in enumerate(rep.violation, 1):
+                print(f"    {i:2d}. {line}")
+            print("  history:")
+            for line in ex.format_history(rep.history):
+                print(f"    {line}")
+        elif not rep.complete:
+            failed += 1
+    return 1 if failed else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = t.Parser(
         prog="kvswitch sim",
@@ -420,6 +443,21 @@ def main(argv: list[str] | None = None) -> int:
     )
     _explore_args(explore)
     explore.set_defaults(func=cmd_explore)
+    from kvswitch.bench.explore_fabric import PRESETS as FABRIC_PRESETS
+
+    fabric = sub.add_parser(
+        "explore-fabric",
+        help="the exhaustive check of a fabric-hot key's write path (clients in the origin's rack)",
+    )
+    fabric.add_argument("--preset", action="append", choices=sorted(FABRIC_PRESETS))
+    fabric.add_argument(
+        "--steering",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="the home leaf steers the key through its spine (--no-steering: the broken rule)",
+    )
+    fabric.add_argument("--max-states", type=t.positive_int, default=None)
+    fabric.set_defaults(func=cmd_explore_fabric)
     ns = parser.parse_args(sys.argv[1:] if argv is None else argv)
     try:
         return int(ns.func(ns))
