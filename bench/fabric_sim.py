@@ -29,11 +29,11 @@ import numpy as np
 
 from kvswitch.bench import kernel, metrics
 from kvswitch.bench.model import Model
-from kvswitch.bench.simulator import SimConfig
+from kvswitch.bench.simulator import SimConfig, controller_config
 from kvswitch.bench.workload import Workload, rack_of
 from kvswitch.controller.fabric import FabricConfig, FabricController, FabricShape
 from kvswitch.controller.hashring import key_id, origins_of_ids
-from kvswitch.controller.period import Controller, ControllerConfig
+from kvswitch.controller.period import Controller
 from kvswitch.controller.plan import rack_setup
 from kvswitch.controller.predictor import merge_observations
 from kvswitch.controller.rack import Rack
@@ -276,16 +276,7 @@ def _control(
         if leaf.controller is None:
             t0 = max(1.0, b.t0_fraction * loads[shape.servers_of(r)].mean())
             leaf.controller = Controller(
-                ControllerConfig(
-                    k=b.k,
-                    alpha=b.alpha,
-                    bound=b.bound,
-                    gamma=b.gamma,
-                    t0=t0,
-                    policy=b.policy,
-                    max_replicas_per_server=_leaf_cap(cfg),
-                    tolerance=b.tolerance,
-                ),
+                controller_config(b, t0, _leaf_cap(cfg)),
                 lambda key, local=leaf.local: int(local[key_id(key)]),
                 leaf.rack,
                 b.slots,

@@ -15,11 +15,16 @@ import sys
 import time
 from dataclasses import fields, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kvswitch import argtypes as t
 from kvswitch.bench.simulator import MODES, SimConfig, simulate, summary
 from kvswitch.bench.workload import SHIFTS
 from kvswitch.controller.placement import POLICIES
+
+if TYPE_CHECKING:
+    from kvswitch.bench.explore import Report
+    from kvswitch.bench.fabric_sim import FabricSimConfig
 
 QUICK = {"keys": 20_000, "k": 200, "servers": 8, "queries": 200_000, "periods": 5, "stages": 4}
 
@@ -167,23 +172,31 @@ def cmd_figures(ns: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_racks(ns: argparse.Namespace) -> int:
-    if ns.sweep:
-        return _racks_sweep(ns)
-    from kvswitch.bench.fabric_sim import FabricSimConfig, simulate_fabric
-    from kvswitch.bench.simulator import summary as mean_of
+def _fabric_config(
+    ns: argparse.Namespace, base: SimConfig, racks: int, spine: bool
+) -> FabricSimConfig:
+    from kvswitch.bench.fabric_sim import FabricSimConfig
 
-    base = _config(ns)
-    cfg = FabricSimConfig(
+    return FabricSimConfig(
         base,
-        racks=ns.racks,
+        racks=racks,
         spines=ns.spines,
-        spine=ns.spine,
+        spine=spine,
         fabric_bound=ns.fabric_bound,
         fabric_tolerance=ns.fabric_tolerance,
         holder_share=ns.holder_share,
         fabric_replicas=ns.fabric_replicas,
     )
+
+
+def cmd_racks(ns: argparse.Namespace) -> int:
+    if ns.sweep:
+        return _racks_sweep(ns)
+    from kvswitch.bench.fabric_sim import simulate_fabric
+    from kvswitch.bench.simulator import summary as mean_of
+
+    base = _config(ns)
+    cfg = _fabric_config(ns, base, ns.racks, ns.spine)
     print(
         f"{cfg.racks} racks x {base.servers} servers, {cfg.label()}, {base.periods} periods of "
         f"{base.queries * cfg.racks} queries ({base.queries} per rack)",
@@ -213,7 +226,7 @@ def cmd_racks(ns: argparse.Namespace) -> int:
 def _racks_sweep(ns: argparse.Namespace) -> int:
     """Every racks count of ``--sweep``, with the spine level and with the racks alone: one summary
     line each, a CSV and the figure of docs/results.md."""
-    from kvswitch.bench.fabric_sim import FabricSimConfig, simulate_fabric
+    from kvswitch.bench.fabric_sim import simulate_fabric
     from kvswitch.bench.figures import plot_racks
     from kvswitch.bench.simulator import summary as mean_of
 
@@ -225,11 +238,7 @@ def _racks_sweep(ns: argparse.Namespace) -> int:
     summaries = []
     for racks in counts:
         for spine in (True, False):
-            cfg = FabricSimConfig(
-                base, racks=racks, spines=ns.spines, spine=spine,
-                fabric_bound=ns.fabric_bound, fabric_tolerance=ns.fabric_tolerance,
-                holder_share=ns.holder_share, fabric_replicas=ns.fabric_replicas,
-            )  # fmt: skip
+            cfg = _fabric_config(ns, base, racks, spine)
             s = mean_of(simulate_fabric(cfg), ns.warmup)
             summaries.append(s)
             print(
@@ -325,41 +334,34 @@ def cmd_explore(ns: argparse.Namespace) -> int:
                 flush=True,
             )
 
-        rep = ex.explore(scenario, rules, ns.max_states, progress)
-        print(f"  {rep.summary()}", flush=True)
-        if rep.violation is not None:
-            failed += 1
-            print("  counterexample (message by message):")
-            for i, line in enumerate(rep.violation, 1):
-                print(f"    {i:2d}. {line}")
-            print("  history:")
-            for line in ex.format_history(rep.history):
-                print(f"    {line}")
-        elif not rep.complete:
-            failed += 1
+        failed += _explored(ex.explore(scenario, rules, ns.max_states, progress))
     return 1 if failed else 0
 
 
-def cmd_explore_fabric(ns: argparse.Namespace) -> int:
+def _explored(rep: Report) -> int:
+    """Print an explorer's report (and its counterexample); 1 if it failed, else 0."""
     from kvswitch.bench import explore as ex
+
+    print(f"  {rep.summary()}", flush=True)
+    if rep.violation is not None:
+        print("  counterexample (message by message):")
+        for i, line in enumerate(rep.violation, 1):
+            print(f"    {i:2d}. {line}")
+        print("  history:")
+        for line in ex.format_history(rep.history):
+            print(f"    {line}")
+        return 1
+    return 0 if rep.complete else 1
+
+
+def cmd_explore_fabric(ns: argparse.Namespace) -> int:
     from kvswitch.bench import explore_fabric as exf
 
     failed = 0
     for preset in ns.preset or exf.CHECKED:
         fabric = replace(exf.PRESETS[preset], steering=ns.steering)
         print(f"{preset}: {fabric.describe()}", flush=True)
-        rep = exf.explore_fabric(fabric, max_states=ns.max_states)
-        print(f"  {rep.summary()}", flush=True)
-        if rep.violation is not None:
-            failed += 1
-            print("  counterexample (message by message):")
-            for i, line in enumerate(rep.violation, 1):
-                print(f"    {i:2d}. {line}")
-            print("  history:")
-            for line in ex.format_history(rep.history):
-                print(f"    {line}")
-        elif not rep.complete:
-            failed += 1
+        failed += _explored(exf.explore_fabric(fabric, max_states=ns.max_states))
     return 1 if failed else 0
 
 
