@@ -9,7 +9,8 @@ rack, planned here). Each period the fabric controller
    next period's load of each (the rack controllers' predictor, over the whole fabric);
 2. adapts its threshold T_f on the racks' loads: T_f <- gamma * T_f while the busiest rack
    carries more than (1 + bound) times the mean; keys below T_f stay in their rack;
-3. water-fills the racks (:func:`place_fabric`): every candidate starts at its home rack; while
+3. water-fills the racks (:func:`place_fabric`): every candidate starts at its home rack, a key
+   still above T_f with last period's holders (warm start); then, while
    the busiest rack is above (1 + tolerance) times the mean, the key on it whose next holder
    lowers the rack most per write copy it adds gets the fewest extra holders, on servers of the
    least loaded racks, that bring the busiest rack down without lifting another one to its level;
