@@ -451,14 +451,24 @@ def main(argv: list[str] | None = None) -> int:
         "explore-fabric",
         help="the exhaustive check of a fabric-hot key's write path (clients in the origin's rack)",
     )
-    fabric.add_argument("--preset", action="append", choices=sorted(FABRIC_PRESETS))
+    fabric.add_argument(
+        "--preset",
+        action="append",
+        choices=sorted(FABRIC_PRESETS),
+        help="a named fabric scenario (repeatable; default: all)",
+    )
     fabric.add_argument(
         "--steering",
         action=argparse.BooleanOptionalAction,
         default=True,
         help="the home leaf steers the key through its spine (--no-steering: the broken rule)",
     )
-    fabric.add_argument("--max-states", type=t.positive_int, default=None)
+    fabric.add_argument(
+        "--max-states",
+        type=t.positive_int,
+        default=None,
+        help="stop after this many states (the check is then not exhaustive)",
+    )
     fabric.set_defaults(func=cmd_explore_fabric)
     ns = parser.parse_args(sys.argv[1:] if argv is None else argv)
     try:
