@@ -152,3 +152,32 @@ def plot_all(summaries: list[dict], periods: list[dict], out: Path) -> list[Path
     ax.legend(fontsize=7)
     paths.append(_save(fig, out, "fig9c_scale.png"))
     return paths
+
+
+def plot_racks(summaries: list[dict], path: Path) -> Path:
+    """λ over all servers (solid) and inside racks (dotted) against the number of racks, with the
+    spine level and with the racks alone; the paper's claim (λ < 0.018 over 32 x 32) shaded."""
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    ax.axhspan(0, 0.018, color="tab:green", alpha=0.12, label="paper's claim: λ < 0.018")
+    for label, color, marker in (
+        ("balance+spine", "tab:red", "D"),
+        ("balance (racks alone)", "tab:blue", "^"),
+        ("original", "tab:gray", "o"),
+    ):
+        points = sorted((r["racks"], r["imbalance"], r["rack_imbalance_mean"])
+                        for r in summaries if r["policy"] == label)  # fmt: skip
+        if not points:
+            continue
+        xs, ys, inside = zip(*points, strict=True)
+        ax.plot(xs, ys, color=color, marker=marker, label=f"{label}: over all servers")
+        if label != "original":
+            ax.plot(xs, inside, color=color, marker=marker, linestyle=":", alpha=0.7,
+                    label=f"{label}: inside racks (mean)")  # fmt: skip
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("racks of 32 servers (Zipf 0.99, 1M keys, K = 10 000 per switch)")
+    ax.set_ylabel("imbalance λ")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return _save(fig, path.parent, path.name)

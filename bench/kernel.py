@@ -217,6 +217,45 @@ def process(kids, origins, writes, count, start, lag, ht_keys, ht_vals, nhold, s
         load[dst] += 1
 
 
+@njit(cache=True, inline="always")
+def _draw(x, b, write_ratio, alias, head, p_head, rank_info, counts, kids, origins, writes):
+    """Draw ``b`` queries into ``kids``/``origins``/``writes`` (see :func:`run_sampled`) with the
+    xorshift64* state ``x``; returns the new state."""
+    tail = alias.shape[0] - head
+    for j in range(b):
+        x ^= x >> np.uint64(12)
+        x ^= x << np.uint64(25)
+        x ^= x >> np.uint64(27)
+        u = ((x * np.uint64(0x2545F4914F6CDD1D)) >> np.uint64(11)) * TO_UNIT
+        if u < p_head:
+            first, size = 0, head
+            u = u / p_head * size
+        else:
+            first, size = head, tail
+            u = (u - p_head) / (1.0 - p_head) * size
+        r = int(u)
+        if r >= size:
+            r = size - 1
+        a = alias[first + r]
+        if int((u - r) * 4294967296.0) >= (a >> 31):
+            r = a & 0x7FFFFFFF
+        else:
+            r += first
+        counts[r] += 1
+        info = rank_info[r]
+        kids[j] = info & 0xFFFFFFFF
+        origins[j] = info >> 32
+    if write_ratio > 0.0:
+        for j in range(b):
+            x ^= x >> np.uint64(12)
+            x ^= x << np.uint64(25)
+            x ^= x >> np.uint64(27)
+            writes[j] = (
+                (x * np.uint64(0x2545F4914F6CDD1D)) >> np.uint64(11)
+            ) * TO_UNIT < write_ratio
+    return x
+
+
 @njit(cache=True)
 def run_sampled(n, seed, start, write_ratio, alias, head, p_head, rank_info, counts, lag,
                 ht_keys, ht_vals, nhold, smap, vidx, base, floor, off, mg_of_slot, mg_members,
@@ -233,7 +272,6 @@ def run_sampled(n, seed, start, write_ratio, alias, head, p_head, rank_info, cou
     table look-ups of a batch are independent of each other, so the processor overlaps their cache
     misses; the pipeline then runs over the batch in order."""
     x = np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15) | np.uint64(1)
-    tail = alias.shape[0] - head
     batch = 512
     kids = np.empty(batch, np.int64)
     origins = np.empty(batch, np.int64)
@@ -241,42 +279,36 @@ def run_sampled(n, seed, start, write_ratio, alias, head, p_head, rank_info, cou
     done = 0
     while done < n:
         b = min(batch, n - done)
-        for j in range(b):
-            x ^= x >> np.uint64(12)
-            x ^= x << np.uint64(25)
-            x ^= x >> np.uint64(27)
-            u = ((x * np.uint64(0x2545F4914F6CDD1D)) >> np.uint64(11)) * TO_UNIT
-            if u < p_head:
-                first, size = 0, head
-                u = u / p_head * size
-            else:
-                first, size = head, tail
-                u = (u - p_head) / (1.0 - p_head) * size
-            r = int(u)
-            if r >= size:
-                r = size - 1
-            a = alias[first + r]
-            if int((u - r) * 4294967296.0) >= (a >> 31):
-                r = a & 0x7FFFFFFF
-            else:
-                r += first
-            counts[r] += 1
-            info = rank_info[r]
-            kids[j] = info & 0xFFFFFFFF
-            origins[j] = info >> 32
-        if write_ratio > 0.0:
-            for j in range(b):
-                x ^= x >> np.uint64(12)
-                x ^= x << np.uint64(25)
-                x ^= x >> np.uint64(27)
-                writes[j] = (
-                    (x * np.uint64(0x2545F4914F6CDD1D)) >> np.uint64(11)
-                ) * TO_UNIT < write_ratio
+        x = _draw(x, b, write_ratio, alias, head, p_head, rank_info, counts, kids, origins, writes)
         process(kids, origins, writes, b, start + done, lag, ht_keys, ht_vals, nhold, smap, vidx,
                 base, floor, off, mg_of_slot, mg_members, mg_size, rr, slot_ver, origin_ver,
                 valid_ver, gver, hot_cnt, hot_wr, hp_key, hp_cnt, prefixes, table, load, q,
                 qpos)  # fmt: skip
         done += b
+
+
+@njit(cache=True)
+def sample(seed, write_ratio, alias, head, p_head, rank_info, counts, kids, origins, writes):
+    """Draw ``kids.size`` queries into the arrays without processing them (the fabric simulator
+    routes them to several switch models); the same draws as :func:`run_sampled`'s."""
+    x = np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15) | np.uint64(1)
+    _draw(x, kids.size, write_ratio, alias, head, p_head, rank_info, counts, kids, origins, writes)
+
+
+@njit(cache=True)
+def group(ids, groups, order, starts):
+    """Counting sort: ``order`` lists the positions of ``ids`` (each in 0 .. groups-1) group by
+    group, each group's in their original order; group g is ``order[starts[g]:starts[g + 1]]``."""
+    starts[:] = 0
+    for i in range(ids.size):
+        starts[ids[i] + 1] += 1
+    for g in range(groups):
+        starts[g + 1] += starts[g]
+    fill = starts[:groups].copy()
+    for i in range(ids.size):
+        g = ids[i]
+        order[fill[g]] = i
+        fill[g] += 1
 
 
 def pack_alias(prob: np.ndarray, alias: np.ndarray) -> np.ndarray:

@@ -140,7 +140,8 @@ class Model(Driver):
     def apply(self, ops: Sequence[Operation]) -> None:
         try:
             for op in ops:
-                self._compiled = None  # a push in the batch reads the tables as they are now
+                if not isinstance(op, PushRequest | RemoveRequest | RegisterWrite):
+                    self._compiled = None  # a push in the batch reads the tables as they are now
                 self._apply_one(op)
         finally:
             self._compiled = None

@@ -15,11 +15,16 @@ import sys
 import time
 from dataclasses import fields, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kvswitch import argtypes as t
 from kvswitch.bench.simulator import MODES, SimConfig, simulate, summary
 from kvswitch.bench.workload import SHIFTS
 from kvswitch.controller.placement import POLICIES
+
+if TYPE_CHECKING:
+    from kvswitch.bench.explore import Report
+    from kvswitch.bench.fabric_sim import FabricSimConfig
 
 QUICK = {"keys": 20_000, "k": 200, "servers": 8, "queries": 200_000, "periods": 5, "stages": 4}
 
@@ -167,31 +172,88 @@ def cmd_figures(ns: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_racks(ns: argparse.Namespace) -> int:
-    from kvswitch.bench.suite import run_racks
+def _fabric_config(
+    ns: argparse.Namespace, base: SimConfig, racks: int, spine: bool
+) -> FabricSimConfig:
+    from kvswitch.bench.fabric_sim import FabricSimConfig
 
-    cfg = _config(ns)
-    started = time.perf_counter()
-    rows, periods = run_racks(
-        cfg, ns.racks, ns.warmup, ns.workers, progress=lambda line: print(line, flush=True)
+    return FabricSimConfig(
+        base,
+        racks=racks,
+        spines=ns.spines,
+        spine=spine,
+        fabric_bound=ns.fabric_bound,
+        fabric_tolerance=ns.fabric_tolerance,
+        holder_share=ns.holder_share,
+        fabric_replicas=ns.fabric_replicas,
     )
-    for p in periods:
-        print(
-            f"period {p['period'] + 1}/{cfg.periods}: lambda over {p['servers']} servers="
-            f"{p['imbalance']:.4f} max/mean={p['max_over_mean']:.3f} "
-            f"mean rack lambda={p['rack_imbalance_mean']:.4f}"
-        )
-    steady = [p for p in periods if p["steady"]] or periods
-    mean = sum(p["imbalance"] for p in steady) / len(steady)
+
+
+def cmd_racks(ns: argparse.Namespace) -> int:
+    if ns.sweep:
+        return _racks_sweep(ns)
+    from kvswitch.bench.fabric_sim import simulate_fabric
+    from kvswitch.bench.simulator import summary as mean_of
+
+    base = _config(ns)
+    cfg = _fabric_config(ns, base, ns.racks, ns.spine)
     print(
-        f"{ns.racks} racks x {cfg.servers} servers, {cfg.label()}: lambda={mean:.4f} over the "
-        f"last {len(steady)} periods; replicas/server <= {max(p['replicas_max'] for p in steady)}; "
+        f"{cfg.racks} racks x {base.servers} servers, {cfg.label()}, {base.periods} periods of "
+        f"{base.queries * cfg.racks} queries ({base.queries} per rack)",
+        flush=True,
+    )
+    started = time.perf_counter()
+    rows = simulate_fabric(cfg, progress=lambda line: print(line, flush=True))
+    s = mean_of(rows, ns.warmup)
+    print(
+        f"summary over the last {s['periods']} of {base.periods} periods: lambda over "
+        f"{s['servers']:.0f} servers={s['imbalance']:.4f} (original {s['original_imbalance']:.4f}), "
+        f"inside racks mean={s['rack_imbalance_mean']:.4f} max={s['rack_imbalance_max']:.4f}, "
+        f"busiest rack/mean={s['rack_max_over_mean']:.3f}, throughput="
+        f"{s['throughput_qps'] / 1e6:.1f} MQPS ({s['throughput_qps'] / s['original_qps']:.2f} x "
+        f"original {s['original_qps'] / 1e6:.1f}), replicas/server max={s['replicas_max']:.0f} "
+        f"mean={s['replicas_mean']:.2f}, fabric-hot keys={s['fabric_keys']:.0f} "
+        f"(holders {s['fabric_holders']:.0f}), requests through a spine="
+        f"{s['cross_rack_share']:.3f}, spine packets/query={s['spine_packets_per_query']:.3f}; "
         f"{time.perf_counter() - started:.0f} s"
     )
     if ns.csv:
-        write_csv(periods, Path(ns.csv))
-        write_csv(rows, Path(ns.csv).with_suffix(".racks.csv"))
+        write_csv(rows, Path(ns.csv))
         print(f"wrote {ns.csv}")
+    return 0
+
+
+def _racks_sweep(ns: argparse.Namespace) -> int:
+    """Every racks count of ``--sweep``, with the spine level and with the racks alone: one summary
+    line each, a CSV and the figure of docs/results.md."""
+    from kvswitch.bench.fabric_sim import simulate_fabric
+    from kvswitch.bench.figures import plot_racks
+    from kvswitch.bench.simulator import summary as mean_of
+
+    base = _config(ns)
+    counts = sorted({int(x) for x in ns.sweep.split(",") if x.strip()})
+    if not counts or counts[0] < 1:
+        raise ValueError("--sweep takes racks counts >= 1, e.g. 1,2,4,8,16,32")
+    started = time.perf_counter()
+    summaries = []
+    for racks in counts:
+        for spine in (True, False):
+            cfg = _fabric_config(ns, base, racks, spine)
+            s = mean_of(simulate_fabric(cfg), ns.warmup)
+            summaries.append(s)
+            print(
+                f"{racks:3d} racks, {cfg.label():>22}: lambda all={s['imbalance']:.4f} inside "
+                f"racks={s['rack_imbalance_mean']:.4f} busiest rack/mean="
+                f"{s['rack_max_over_mean']:.3f} {s['throughput_qps'] / 1e6:.1f} MQPS "
+                f"(original {s['original_qps'] / 1e6:.1f}) replicas/server<="
+                f"{s['replicas_max']:.0f} ({time.perf_counter() - started:.0f} s)",
+                flush=True,
+            )
+    if ns.csv:
+        write_csv(summaries, Path(ns.csv))
+        print(f"wrote {ns.csv}")
+    if ns.plot:
+        print(f"wrote {plot_racks(summaries, Path(ns.plot))}")
     return 0
 
 
@@ -291,18 +353,34 @@ def cmd_explore(ns: argparse.Namespace) -> int:
                 flush=True,
             )
 
-        rep = ex.explore(scenario, rules, ns.max_states, progress)
-        print(f"  {rep.summary()}", flush=True)
-        if rep.violation is not None:
-            failed += 1
-            print("  counterexample (message by message):")
-            for i, line in enumerate(rep.violation, 1):
-                print(f"    {i:2d}. {line}")
-            print("  history:")
-            for line in ex.format_history(rep.history):
-                print(f"    {line}")
-        elif not rep.complete:
-            failed += 1
+        failed += _explored(ex.explore(scenario, rules, ns.max_states, progress))
+    return 1 if failed else 0
+
+
+def _explored(rep: Report) -> int:
+    """Print an explorer's report (and its counterexample); 1 if it failed, else 0."""
+    from kvswitch.bench import explore as ex
+
+    print(f"  {rep.summary()}", flush=True)
+    if rep.violation is not None:
+        print("  counterexample (message by message):")
+        for i, line in enumerate(rep.violation, 1):
+            print(f"    {i:2d}. {line}")
+        print("  history:")
+        for line in ex.format_history(rep.history):
+            print(f"    {line}")
+        return 1
+    return 0 if rep.complete else 1
+
+
+def cmd_explore_fabric(ns: argparse.Namespace) -> int:
+    from kvswitch.bench import explore_fabric as exf
+
+    failed = 0
+    for preset in ns.preset or exf.CHECKED:
+        fabric = replace(exf.PRESETS[preset], steering=ns.steering)
+        print(f"{preset}: {fabric.describe()}", flush=True)
+        failed += _explored(exf.explore_fabric(fabric, max_states=ns.max_states))
     return 1 if failed else 0
 
 
@@ -320,16 +398,43 @@ def main(argv: list[str] | None = None) -> int:
     )
     run.add_argument("--csv", help="write every period's metrics here")
     run.set_defaults(func=cmd_run)
-    racks = sub.add_parser("racks", help="several racks, one switch each; imbalance over all")
+    racks = sub.add_parser(
+        "racks", help="a leaf-spine fabric of racks, spines balancing across them (docs/fabric.md)"
+    )
     _config_args(racks)
-    racks.add_argument("--racks", type=t.positive_int, default=32, help="racks simulated (32)")
+    racks.add_argument("--racks", type=t.positive_int, default=32, help="racks (leaves; 32)")
+    racks.add_argument("--spines", type=t.positive_int, default=4, help="spine switches (4)")
     racks.add_argument(
-        "--warmup", type=t.nonneg_int, default=3, help="periods left out of the summary"
+        "--spine",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="the spine level (--no-spine: every rack balances alone)",
     )
     racks.add_argument(
-        "--workers", type=t.positive_int, default=None, help="processes (default: one per CPU)"
+        "--fabric-bound", type=t.nonneg_float, default=0.05, help="busiest rack over the mean "
+        "above which the spine threshold shrinks (0.05)",
+    )  # fmt: skip
+    racks.add_argument(
+        "--fabric-tolerance", type=t.nonneg_float, default=0.005,
+        help="the fabric stops once the busiest rack is within this of the mean (0.005)",
+    )  # fmt: skip
+    racks.add_argument(
+        "--holder-share", type=t.positive_float, default=0.1,
+        help="a fabric holder's reads, at most this share of a server's mean load (0.1)",
+    )  # fmt: skip
+    racks.add_argument(
+        "--fabric-replicas", type=t.nonneg_int, default=16,
+        help="replicas per server the racks leave to the fabric, of --max-replicas (16)",
+    )  # fmt: skip
+    racks.add_argument(
+        "--warmup", type=t.nonneg_int, default=5, help="periods left out of the summary (5)"
     )
-    racks.add_argument("--csv", help="write the per-period totals here (and racks to *.racks.csv)")
+    racks.add_argument("--csv", help="write every period's metrics here (with --sweep: summaries)")
+    racks.add_argument(
+        "--sweep", metavar="RACKS", help="run these racks counts (e.g. 1,2,4,8,16,32), with the "
+        "spine level and without, and summarise each",
+    )  # fmt: skip
+    racks.add_argument("--plot", help="with --sweep: write the figure here (PNG)")
     racks.set_defaults(func=cmd_racks)
     figs = sub.add_parser("figures", help="the paper's figures (CSV, PNG, markdown table)")
     figs.add_argument("--out", default="results", help="output folder (default results)")
@@ -359,6 +464,31 @@ def main(argv: list[str] | None = None) -> int:
     )
     _explore_args(explore)
     explore.set_defaults(func=cmd_explore)
+    from kvswitch.bench.explore_fabric import PRESETS as FABRIC_PRESETS
+
+    fabric = sub.add_parser(
+        "explore-fabric",
+        help="the exhaustive check of a fabric-hot key's write path (clients in the origin's rack)",
+    )
+    fabric.add_argument(
+        "--preset",
+        action="append",
+        choices=sorted(FABRIC_PRESETS),
+        help="a named fabric scenario (repeatable; default: all)",
+    )
+    fabric.add_argument(
+        "--steering",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="the home leaf steers the key through its spine (--no-steering: the broken rule)",
+    )
+    fabric.add_argument(
+        "--max-states",
+        type=t.positive_int,
+        default=None,
+        help="stop after this many states (the check is then not exhaustive)",
+    )
+    fabric.set_defaults(func=cmd_explore_fabric)
     ns = parser.parse_args(sys.argv[1:] if argv is None else argv)
     try:
         return int(ns.func(ns))

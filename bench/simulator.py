@@ -87,6 +87,20 @@ class SimConfig:
         return self.policy if self.mode == "kvswitch" else self.mode
 
 
+def controller_config(cfg: SimConfig, t0: float, max_replicas: int | None) -> ControllerConfig:
+    """The rack controller of a simulated rack (T0 from its first period's loads)."""
+    return ControllerConfig(
+        k=cfg.k,
+        alpha=cfg.alpha,
+        bound=cfg.bound,
+        gamma=cfg.gamma,
+        t0=t0,
+        policy=cfg.policy,
+        max_replicas_per_server=max_replicas,
+        tolerance=cfg.tolerance,
+    )
+
+
 def _baseline_loads(
     mode: str,
     key_counts: np.ndarray,
@@ -182,16 +196,7 @@ def simulate(cfg: SimConfig, progress: Callable[[str], None] | None = None) -> l
             if controller is None:
                 t0 = max(1.0, cfg.t0_fraction * loads.sum() / cfg.servers)
                 controller = Controller(
-                    ControllerConfig(
-                        k=cfg.k,
-                        alpha=cfg.alpha,
-                        bound=cfg.bound,
-                        gamma=cfg.gamma,
-                        t0=t0,
-                        policy=cfg.policy,
-                        max_replicas_per_server=cfg.max_replicas_per_server,
-                        tolerance=cfg.tolerance,
-                    ),
+                    controller_config(cfg, t0, cfg.max_replicas_per_server),
                     lambda key: int(origin[key_id(key)]),
                     rack,
                     cfg.slots,

@@ -12,10 +12,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, replace
 
-import numpy as np
-
 from kvswitch.bench.simulator import SimConfig, simulate, summary
-from kvswitch.controller.threshold import imbalance, max_over_mean
 
 SKEWS = (0.0, 0.9, 0.95, 0.99, 1.2, 1.5)
 KS = (1000, 2000, 5000, 10_000)
@@ -99,50 +96,3 @@ def run_suite(
                 f"replicas/server<={s['replicas_max']:.0f}"
             )
     return periods, summaries
-
-
-def run_racks(
-    base: SimConfig,
-    racks: int,
-    warmup: int,
-    workers: int | None = None,
-    progress: Callable[[str], None] = print,
-) -> tuple[list[dict], list[dict]]:
-    """``racks`` racks of ``base.servers`` servers, each with its own switch and controller, the
-    keys spread over the racks by ``rack_of``; every rack sees ``base.queries`` queries per period
-    and its loads are scaled by its share of the whole workload. Returns (every rack's period rows,
-    one row per period with the imbalance over all servers)."""
-    runs = [Run("racks", "rack", replace(base, racks=racks, rack=r)) for r in range(racks)]
-    rows: list[dict] = []
-    workers = workers or min(racks, os.cpu_count() or 1)
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        for future in as_completed([pool.submit(_run, run) for run in runs]):
-            run, got = future.result()
-            rows += got
-            progress(
-                f"rack {run.config.rack + 1}/{racks} done: share={got[0]['rack_share']:.4f} "
-                f"lambda(last period)={got[-1]['imbalance']:.4f}"
-            )
-    periods = []
-    for period in range(base.periods):
-        mine = [r for r in rows if r["period"] == period]
-        loads = np.concatenate(
-            [
-                np.array(r["server_loads"].split(), float) / r["queries"] * r["rack_share"]
-                for r in sorted(mine, key=lambda r: r["rack"])
-            ]
-        )
-        periods.append(
-            {
-                "period": period,
-                "racks": racks,
-                "servers": loads.size,
-                "policy": base.label(),
-                "imbalance": imbalance(list(loads)),
-                "max_over_mean": max_over_mean(list(loads)),
-                "rack_imbalance_mean": float(np.mean([r["imbalance"] for r in mine])),
-                "replicas_max": max(r["replicas_max"] for r in mine),
-                "steady": period >= warmup,
-            }
-        )
-    return rows, periods

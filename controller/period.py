@@ -6,7 +6,7 @@ real switch and in the simulator.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from kvswitch.controller.driver import Driver
@@ -60,12 +60,15 @@ def cold_load_estimate(
     observed: Mapping[bytes, int],
     origin_of: Callable[[bytes], int],
     write_ratios: Mapping[bytes, float] | None = None,
+    gone: Collection[bytes] = (),
 ) -> list[float]:
     """Per-server load of the keys that will be cold next period, from this period's counters.
 
     A hot key's queries are taken as split over its holders by round-robin (with writes, its own
     share ``write_ratios[key]``: the model of :func:`placement.holder_load`); keys that leave the
-    hot set return to their origin, keys that join it leave their origin's cold load.
+    hot set return to their origin, except those in ``gone`` (another switch serializes them
+    next period: their load goes where that switch's plan puts it), keys that join it leave their
+    origin's cold load.
     """
     ratios = write_ratios or {}
     base = [float(x) for x in loads]
@@ -75,7 +78,7 @@ def cold_load_estimate(
         each = holder_load(count, len(kp.holders), ratios.get(key, 0.0))
         for s in kp.holders:
             base[s] -= each
-        if key not in wanted:
+        if key not in wanted and key not in gone:
             base[kp.origin] += count
     for key, _ in predicted:
         if key not in plan.keys:
@@ -141,6 +144,8 @@ class Controller:
         # the ring's members (docs/protocol.md "Membership"): hot keys are placed on them only;
         # None: every server of the rack
         self.members: tuple[int, ...] | None = None
+        # keys another switch serializes (a spine of the fabric, docs/fabric.md): never hot here
+        self.foreign: frozenset[bytes] = frozenset()
 
     def step(self, driver: Driver) -> PeriodReport:
         hot = driver.read_hot_counters()
@@ -182,6 +187,8 @@ class Controller:
         cfg = self.config
         observed = merge_observations(hot, pipe)
         predicted = self.predictor.update(observed)
+        if self.foreign:
+            predicted = [(key, load) for key, load in predicted if key not in self.foreign]
         # the load of a server down during this period (0, or a part: its requests were refused)
         # says nothing about the balance, nor about its cold load next period; nor does that of a
         # server outside the ring's, or of one that joined it during the period (keys moved to it
@@ -196,7 +203,7 @@ class Controller:
         measured = key_write_ratios(hot, writes or {})
         cold = self._stand_in_cold(
             cold_load_estimate(
-                loads, hot, self.plan, predicted, observed, self.origin_of, measured
+                loads, hot, self.plan, predicted, observed, self.origin_of, measured, self.foreign
             ),
             absent,
             members,

@@ -88,9 +88,12 @@ def test_sim_racks_reports_the_imbalance_over_all_servers(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     args = ["racks", "--racks", "2", "--keys", "4000", "--k", "50", "--servers", "4"]
-    assert main([*args, "--queries", "40000", "--periods", "3", "--workers", "1"]) == 0
+    args += ["--queries", "40000", "--periods", "3", "--policy", "balance", "--warmup", "1"]
+    assert main(args) == 0
     out = capsys.readouterr().out
-    assert "lambda over 8 servers" in out and "2 racks x 4 servers" in out
+    assert "lambda over 8 servers" in out and "2 racks x 4 servers, balance+spine" in out
+    assert main([*args, "--no-spine"]) == 0
+    assert "2 racks x 4 servers, balance (racks alone)" in capsys.readouterr().out
 
 
 def test_figures_only_reruns_one_experiment_and_keeps_the_rest(tmp_path: Path) -> None:

@@ -1,0 +1,469 @@
+"""Spine-level planning for a leaf-spine fabric of KVSwitch racks (docs/fabric.md). Pure: no I/O.
+
+Every hot key has exactly one switch that version-stamps it (docs/protocol.md "Many racks"):
+its home leaf (a *rack-hot* key, holders in its own rack, planned by that rack's
+:class:`~kvswitch.controller.period.Controller`) or one spine (a *fabric-hot* key, holders in any
+rack, planned here). Each period the fabric controller
+
+1. merges what the leaves and the spines counted (candidates and their writes) and predicts the
+   next period's load of each (the rack controllers' predictor, over the whole fabric);
+2. adapts its threshold T_f on the racks' loads: T_f <- gamma * T_f while the busiest rack
+   carries more than (1 + bound) times the mean; keys below T_f stay in their rack;
+3. water-fills the racks (:func:`place_fabric`): every candidate starts at its home rack, a key
+   still above T_f with last period's holders (warm start); then, while
+   the busiest rack is above (1 + tolerance) times the mean, the key on it whose next holder
+   lowers the rack most per write copy it adds gets the fewest extra holders, on servers of the
+   least loaded racks, that bring the busiest rack down without lifting another one to its level;
+4. gives each fabric-hot key a spine (it keeps its spine while it stays fabric-hot; a new one
+   goes to the spine with the fewest keys) and turns each spine's holders into a
+   :class:`~kvswitch.controller.plan.Plan` and the ordered operations of :func:`plan.diff`, the
+   same tables, registers and pushes as a rack switch (a spine runs the rack's rules over the
+   servers of the whole fabric).
+
+The rack controllers keep balancing inside their racks: they measure every packet their servers
+receive (the spine's redirected Gets and write copies included) and leave out the fabric-hot
+keys (``Controller.foreign``); :attr:`FabricReport.expected` is the load the new fabric plan puts
+on each server, which the caller may hand to them so they plan with it at once.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from kvswitch.controller.ops import Operation
+from kvswitch.controller.period import key_write_ratios, overall_write_ratio
+from kvswitch.controller.placement import holder_load
+from kvswitch.controller.plan import Plan, build_plan, diff
+from kvswitch.controller.predictor import Predictor
+from kvswitch.controller.rack import Rack, ServerAddress
+from kvswitch.controller.threshold import Threshold
+
+K = TypeVar("K", bound=Hashable)
+
+
+@dataclass(frozen=True)
+class FabricShape:
+    """``racks`` leaves of ``servers`` servers each, under ``spines`` spines. Servers of the fabric
+    are numbered rack by rack: server ``j`` of rack ``r`` is ``r * servers + j``."""
+
+    racks: int
+    servers: int
+    spines: int = 4
+
+    def __post_init__(self) -> None:
+        if self.racks <= 0 or self.servers <= 0 or self.spines <= 0:
+            raise ValueError("racks, servers per rack and spines must be > 0")
+
+    @property
+    def total(self) -> int:
+        return self.racks * self.servers
+
+    def rack_of(self, server: int) -> int:
+        return server // self.servers
+
+    def servers_of(self, rack: int) -> range:
+        return range(rack * self.servers, (rack + 1) * self.servers)
+
+    def addresses(self) -> Rack:
+        """The fabric's servers as a spine's tables name them: 10.<rack>.<j // 250>.<j % 250 + 1>.
+        ``port`` is unique per server (a spine reaches a rack through one leaf port and tells the
+        rack's servers apart by the multicast replication id; docs/fabric.md)."""
+        return Rack(
+            tuple(
+                ServerAddress(
+                    ip=0x0A000000 | (r << 16) | ((j // 250) << 8) | (j % 250 + 1),
+                    mac=0x020000000000 | (r << 16) | (j + 1),
+                    port=r * self.servers + j + 1,
+                )
+                for r in range(self.racks)
+                for j in range(self.servers)
+            )
+        )
+
+
+@dataclass
+class FabricConfig:
+    k: int = 10_000  # hot-key slots per spine
+    alpha: float = 0.5
+    bound: float = 0.05  # T_f shrinks while the busiest rack is above (1 + bound) x the mean
+    gamma: float = 0.8
+    t0: float | None = None  # None: the mean server load of the first period
+    tolerance: float = 0.005  # stop once the busiest rack is within this of the mean
+    # a fabric-hot key has enough holders that each serves at most this share of a server's
+    # mean load in reads: the rack controllers can then still balance around it
+    holder_share: float = 0.1
+    max_replicas_per_server: int | None = None  # fabric and rack replicas together
+    write_ratio: float = 0.0  # assumed for keys without a measured write share
+
+    def __post_init__(self) -> None:
+        if self.k <= 0:
+            raise ValueError("k must be > 0")
+        if self.holder_share <= 0.0:
+            raise ValueError("holder share must be > 0")
+        if self.tolerance < 0:
+            raise ValueError("tolerance must be >= 0")
+
+
+@dataclass
+class FabricReport:
+    predicted: list[tuple[bytes, float]]
+    threshold: float
+    rack_loads: list[float]
+    plans: list[Plan]  # one per spine
+    ops: list[list[Operation]]  # one batch per spine
+    spine_of: dict[bytes, int]  # the fabric-hot keys and their spines (the leaves' steering)
+    expected: list[float] = field(default_factory=list)  # fabric load per server next period
+    promoted: int = 0  # keys that became fabric-hot this period
+    demoted: int = 0  # keys that stopped being fabric-hot
+
+
+def _priority(load: float, writes: float, n: int, unit: float) -> float:
+    """How much one more holder lowers each holder's load, per unit of load it adds to the
+    fabric (its write copies; ``unit`` stands in for a read-only key's zero cost)."""
+    return (holder_load(load, n, writes) - holder_load(load, n + 1, writes)) / (
+        load * writes + unit
+    )
+
+
+def place_fabric(
+    keys: Sequence[tuple[K, float]],
+    origins: Sequence[int],
+    shape: FabricShape,
+    base: Sequence[float],
+    threshold: float,
+    *,
+    write_ratios: Sequence[float] | float = 0.0,
+    tolerance: float = 0.005,
+    holder_share: float = 0.5,
+    room: Sequence[int] | None = None,
+    previous: Mapping[K, Sequence[int]] | None = None,
+    fixed: Sequence[float] | None = None,
+) -> list[tuple[int, ...]]:
+    """Holders (fabric server ids, origin first) of each of ``keys`` (key, predicted load);
+    a single holder means the key stays in its home rack.
+
+    ``base``: each server's load without these keys'; ``room``: replicas each server may still
+    take (default unbounded); ``previous``: each key's holders last period, preferred within a
+    rack so that a key's holders change only where the racks' loads did; ``fixed``: the load on
+    each server its rack controller cannot move (its cold keys), by which servers are chosen
+    inside a rack (default ``base``): a rack balances around a fabric holder only by moving its
+    own hot keys off that server."""
+    total = shape.total
+    if len(origins) != len(keys):
+        raise ValueError("one origin per key")
+    if len(base) != total:
+        raise ValueError("one base load per server of the fabric")
+    if isinstance(write_ratios, int | float):
+        write_ratios = [float(write_ratios)] * len(keys)
+    if len(write_ratios) != len(keys):
+        raise ValueError("one write ratio per key")
+    if threshold <= 0:
+        raise ValueError("threshold must be > 0")
+    free = list(room) if room is not None else [len(keys)] * total
+    if len(free) != total:
+        raise ValueError("one replica budget per server of the fabric")
+    prev = previous or {}
+    server = [float(x) for x in base]
+    stuck = [float(x) for x in (fixed if fixed is not None else base)]
+    if len(stuck) != total:
+        raise ValueError("one fixed load per server of the fabric")
+    rack = [sum(server[s] for s in shape.servers_of(r)) for r in range(shape.racks)]
+    holders: list[list[int]] = [[o] for o in origins]
+    for (_, load), o in zip(keys, origins, strict=True):
+        if not 0 <= o < total:
+            raise ValueError(f"origin {o} outside the fabric")
+        server[o] += load
+        stuck[o] += load  # a key's share at its origin is its holder load there, as elsewhere
+        rack[shape.rack_of(o)] += load
+    whole = sum(rack)
+    if whole <= 0:
+        return [tuple(h) for h in holders]
+    mean = whole / shape.racks
+    server_mean = mean / shape.servers
+    unit = server_mean * 1e-3
+    heaps: list[list[tuple[float, int]]] = [[] for _ in range(shape.racks)]
+
+    def priority(i: int, n: int) -> float:
+        return _priority(keys[i][1], write_ratios[i], n, unit)
+
+    for i, ((_, load), o) in enumerate(zip(keys, origins, strict=True)):
+        if load >= threshold:
+            heaps[shape.rack_of(o)].append((-priority(i, 1), i))
+    for heap in heaps:
+        heapq.heapify(heap)
+
+    # holders of each key per rack, and servers of each rack with replica budget left
+    per_rack: list[dict[int, int]] = [{shape.rack_of(o): 1} for o in origins]
+    with_room = [sum(1 for s in shape.servers_of(r) if free[s] > 0) for r in range(shape.racks)]
+
+    def in_rack(i: int, r: int) -> int:
+        return per_rack[i].get(r, 0)
+
+    def spread(i: int, extra: int, each: float) -> list[int] | None:
+        """Racks of ``extra`` new holders of key i, each on the least loaded rack (as filled so
+        far) that still has a server without the key and with budget; None if there are not
+        that many."""
+        spare = [with_room[r] - in_rack(i, r) for r in range(shape.racks)]
+        order = [(rack[r], r) for r in range(shape.racks) if spare[r] > 0]
+        heapq.heapify(order)
+        chosen: list[int] = []
+        while len(chosen) < extra and order:
+            level, r = heapq.heappop(order)
+            chosen.append(r)
+            spare[r] -= 1
+            if spare[r] > 0:
+                heapq.heappush(order, (level + each, r))
+        return chosen if len(chosen) == extra else None
+
+    def lowers(i: int, racks: Sequence[int], top: int) -> bool:
+        """Whether new holders of key i in ``racks`` (one each) bring the top rack down without
+        lifting a rack to its level."""
+        load, w = keys[i][1], write_ratios[i]
+        n = len(holders[i])
+        before, after = holder_load(load, n, w), holder_load(load, n + len(racks), w)
+        change = {r: in_rack(i, r) * (after - before) for r in range(shape.racks)}
+        for r in racks:
+            change[r] += after
+        level = rack[top]
+        return rack[top] + change[top] < level and all(
+            rack[r] + change[r] < level for r in set(racks)
+        )
+
+    def fits(i: int, extra: int, top: int) -> list[int] | None:
+        load, w = keys[i][1], write_ratios[i]
+        racks = spread(i, extra, holder_load(load, len(holders[i]) + extra, w))
+        return racks if racks is not None and lowers(i, racks, top) else None
+
+    def smallest(i: int, top: int) -> list[int] | None:
+        """The fewest extra holders that fit (doubling, then bisection)."""
+        load, w = keys[i][1], write_ratios[i]
+        n = len(holders[i])
+        first = 1
+        room_each = holder_share * server_mean
+        wanted = math.ceil(load * (1.0 - w) / room_each) if room_each > 0 else 1
+        if n == 1 and wanted * w < 1.0:
+            # becoming fabric-hot: each holder's reads within holder_share of a server, unless
+            # those holders' write copies would add up to more than the key's own load (every
+            # holder receives every write): then the smallest count that lowers the top rack
+            first = max(1, wanted - 1)
+        limit = sum(max(0, with_room[r] - in_rack(i, r)) for r in range(shape.racks))
+        first = min(first, limit)  # a goal: with fewer servers, as many as there are
+        if first < 1:
+            return None
+        hi, found = first, fits(i, first, top)
+        while found is None and hi < limit:
+            hi = min(limit, hi * 2)
+            found = fits(i, hi, top)
+        if found is None:
+            return None
+        lo = max(first, hi // 2)
+        while lo < hi:  # the smallest count in [lo, hi] that fits
+            mid = (lo + hi) // 2
+            got = fits(i, mid, top)
+            if got is not None:
+                hi, found = mid, got
+            else:
+                lo = mid + 1
+        return found
+
+    def pick(i: int, r: int, chosen: Sequence[int]) -> int:
+        """A server of rack r for a new holder of key i (besides ``chosen``): one of its holders
+        last period, else the least loaded one with replica budget left."""
+        mine = set(holders[i]) | set(chosen)
+        old = [s for s in prev.get(keys[i][0], ()) if shape.rack_of(s) == r]
+        for s in old:
+            if s not in mine and free[s] > 0:
+                return s
+        return min(
+            (s for s in shape.servers_of(r) if s not in mine and free[s] > 0),
+            key=lambda s: (stuck[s], -free[s], s),
+        )
+
+    def grow(i: int, servers: Sequence[int]) -> None:
+        load, w = keys[i][1], write_ratios[i]
+        n = len(holders[i])
+        before, after = holder_load(load, n, w), holder_load(load, n + len(servers), w)
+        for s in holders[i]:
+            server[s] += after - before
+            stuck[s] += after - before
+            rack[shape.rack_of(s)] += after - before
+        for s in servers:
+            r = shape.rack_of(s)
+            holders[i].append(s)
+            per_rack[i][r] = in_rack(i, r) + 1
+            free[s] -= 1
+            if free[s] == 0:
+                with_room[r] -= 1
+            server[s] += after
+            stuck[s] += after
+            rack[r] += after
+        for r in {shape.rack_of(s) for s in holders[i]}:
+            heapq.heappush(heaps[r], (-priority(i, len(holders[i])), i))
+
+    # warm start: a key still above the threshold keeps last period's holders (each change
+    # costs pushes and table writes, and a plan from scratch moves keys back and forth between
+    # the levels, which the racks' controllers then chase)
+    for i in sorted(range(len(keys)), key=lambda i: -keys[i][1]):
+        old = [s for s in prev.get(keys[i][0], ())[1:] if free[s] > 0 and s not in holders[i]]
+        if old and keys[i][1] >= threshold:
+            grow(i, old)
+
+    for _ in range(total * 4):
+        top = max(range(shape.racks), key=rack.__getitem__)
+        if rack[top] <= mean * (1.0 + tolerance):
+            break
+        heap = heaps[top]
+        moved = False
+        while heap and not moved:
+            neg, i = heap[0]
+            if in_rack(i, top) == 0 or -neg != priority(i, len(holders[i])):
+                heapq.heappop(heap)  # stale
+                continue
+            racks = smallest(i, top)
+            if racks is None:
+                heapq.heappop(heap)  # this key cannot lower the top rack any more
+                continue
+            chosen: list[int] = []
+            for r in racks:
+                chosen.append(pick(i, r, chosen))
+            grow(i, chosen)
+            moved = True
+        if not moved:
+            break
+    return [tuple(h) for h in holders]
+
+
+class FabricController:
+    """The spine-level controller's planning state (docs/fabric.md "Controllers")."""
+
+    def __init__(
+        self,
+        shape: FabricShape,
+        config: FabricConfig,
+        origin_of: Callable[[bytes], int],
+    ) -> None:
+        self.shape = shape
+        self.config = config
+        self.origin_of = origin_of  # key -> fabric server id of its origin
+        self.addresses = shape.addresses()
+        # candidates: every spine's slots, twice (as the rack predictor keeps 2K candidates)
+        self.predictor = Predictor(config.alpha, 2 * config.k * shape.spines)
+        self.threshold = Threshold(config.bound, config.gamma, config.t0)
+        self.plans = [Plan(shape.total, config.k) for _ in range(shape.spines)]
+        self.spine_of: dict[bytes, int] = {}
+
+    def holders(self) -> dict[bytes, tuple[int, ...]]:
+        return {key: kp.holders for plan in self.plans for key, kp in plan.keys.items()}
+
+    def fabric_load(
+        self, counts: Mapping[bytes, float], ratios: Mapping[bytes, float]
+    ) -> list[float]:
+        """Each server's load from the fabric-hot keys of the current plans, for ``counts``
+        queries of each key."""
+        out = [0.0] * self.shape.total
+        for key, hs in self.holders().items():
+            each = holder_load(float(counts.get(key, 0.0)), len(hs), ratios.get(key, 0.0))
+            for s in hs:
+                out[s] += each
+        return out
+
+    def decide(
+        self,
+        observed: Mapping[bytes, int],
+        writes: Mapping[bytes, int],
+        loads: Sequence[float],
+        replicas: Sequence[int] | None = None,
+        floors: Sequence[int] | None = None,
+        fixed: Sequence[float] | None = None,
+    ) -> FabricReport:
+        """One period. ``observed``: queries of every candidate the leaves and spines counted
+        (hot-key counters and HashPipe, merged); ``writes``: Sets and Deletes of the keys whose
+        writes were counted; ``loads``: packets each server of the fabric received;
+        ``replicas``: each server's replicas of rack-hot keys (their controllers' plans);
+        ``floors``: each spine's ``global_ver`` read before this plan (plan.diff); ``fixed``:
+        each server's cold load as its rack controller estimated it (see :func:`place_fabric`)."""
+        shape, cfg = self.shape, self.config
+        if len(loads) != shape.total:
+            raise ValueError("one load per server of the fabric")
+        racks = [sum(loads[s] for s in shape.servers_of(r)) for r in range(shape.racks)]
+        threshold = self.threshold.update([x / shape.servers for x in racks])
+        predicted = self.predictor.update(observed)
+        measured = key_write_ratios(observed, writes)
+        default = overall_write_ratio(observed, writes, cfg.write_ratio)
+        ratios = [measured.get(key, default) for key, _ in predicted]
+        # every candidate's measured load out of the base: the fabric-hot ones where the plan
+        # put them, the others at their origin (a rack-hot key's replicas are in its rack)
+        base = [float(x) for x in loads]
+        current = self.holders()
+        for key, count in observed.items():
+            hs = current.get(key)
+            if hs is None:
+                base[self.origin_of(key)] -= count
+                continue
+            each = holder_load(float(count), len(hs), measured.get(key, default))
+            for s in hs:
+                base[s] -= each
+        base = [max(0.0, x) for x in base]
+        room = None
+        if cfg.max_replicas_per_server is not None:
+            used = list(replicas) if replicas is not None else [0] * shape.total
+            room = [max(0, cfg.max_replicas_per_server - u) for u in used]
+        origins = [self.origin_of(key) for key, _ in predicted]
+        placed = place_fabric(
+            predicted,
+            origins,
+            shape,
+            base,
+            threshold,
+            write_ratios=ratios,
+            tolerance=cfg.tolerance,
+            holder_share=cfg.holder_share,
+            room=room,
+            previous=current,
+            fixed=fixed,
+        )
+        chosen = {key: hs for (key, _), hs in zip(predicted, placed, strict=True) if len(hs) > 1}
+        spine_of = self._assign_spines(chosen, dict(predicted))
+        per_spine: list[list[tuple[bytes, tuple[int, ...]]]] = [[] for _ in self.plans]
+        for key, hs in chosen.items():
+            if key in spine_of:
+                per_spine[spine_of[key]].append((key, hs))
+        plans, ops = [], []
+        for s, old in enumerate(self.plans):
+            new = build_plan(per_spine[s], old, shape.total, cfg.k)
+            floor = floors[s] if floors is not None else 0
+            ops.append(diff(old, new, self.addresses, floor))
+            plans.append(new)
+        promoted = sum(1 for key in spine_of if key not in self.spine_of)
+        demoted = sum(1 for key in self.spine_of if key not in spine_of)
+        self.plans, self.spine_of = plans, spine_of
+        load_of = dict(predicted)
+        ratio_of = {key: r for (key, _), r in zip(predicted, ratios, strict=True)}
+        expected = self.fabric_load(load_of, ratio_of)
+        return FabricReport(
+            predicted, threshold, racks, plans, ops, spine_of, expected, promoted, demoted
+        )
+
+    def _assign_spines(
+        self, chosen: Mapping[bytes, tuple[int, ...]], loads: Mapping[bytes, float]
+    ) -> dict[bytes, int]:
+        """A spine for every chosen key: the one it had, else the spine with the fewest keys
+        (heaviest keys first). A key no spine has a slot for stays in its rack."""
+        out: dict[bytes, int] = {}
+        used = [0] * self.shape.spines
+        for key in chosen:
+            s = self.spine_of.get(key)
+            if s is not None:
+                out[key] = s
+                used[s] += 1
+        for key in sorted((k for k in chosen if k not in out), key=lambda k: -loads[k]):
+            s = min(range(self.shape.spines), key=lambda x: (used[x], x))
+            if used[s] >= self.config.k:
+                continue
+            out[key] = s
+            used[s] += 1
+        return out

@@ -1,0 +1,199 @@
+"""The fabric controller's planning (controller/fabric.py, docs/fabric.md): racks balanced by
+holders in other racks, one spine per fabric-hot key, the rack controllers leaving those keys."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvswitch.controller import names
+from kvswitch.controller.fabric import (
+    FabricConfig,
+    FabricController,
+    FabricShape,
+    place_fabric,
+)
+from kvswitch.controller.hashring import key16
+from kvswitch.controller.ops import PushRequest, TableEntry
+from kvswitch.controller.period import Controller, ControllerConfig, cold_load_estimate
+from kvswitch.controller.placement import holder_load
+from kvswitch.controller.plan import Plan, build_plan
+from kvswitch.controller.rack import Rack
+
+SHAPE = FabricShape(racks=4, servers=4, spines=2)
+
+
+def rack_loads(shape: FabricShape, base, keys, holders, ratios=None) -> list[float]:
+    server = list(base)
+    for i, ((_, load), hs) in enumerate(zip(keys, holders, strict=True)):
+        w = ratios[i] if ratios else 0.0
+        for s in hs:
+            server[s] += holder_load(load, len(hs), w)
+    return [sum(server[s] for s in shape.servers_of(r)) for r in range(shape.racks)]
+
+
+def test_a_hot_key_gets_holders_in_other_racks_until_the_racks_are_level() -> None:
+    base = [100.0] * SHAPE.total
+    keys = [("hot", 1200.0), ("warm", 300.0), ("cool", 40.0)]
+    origins = [1, 5, 9]  # racks 0, 1, 2
+    holders = place_fabric(keys, origins, SHAPE, base, threshold=50.0, tolerance=0.01)
+    assert [h[0] for h in holders] == origins  # origin first
+    assert len({SHAPE.rack_of(s) for s in holders[0]}) == SHAPE.racks  # the hot key everywhere
+    assert holders[2] == (9,)  # below the threshold: stays in its rack
+    racks = rack_loads(SHAPE, base, keys, holders)
+    assert max(racks) <= sum(racks) / SHAPE.racks * 1.02  # holders come whole
+    before = rack_loads(SHAPE, base, keys, [(o,) for o in origins])
+    assert max(before) > 1.5 * sum(before) / SHAPE.racks  # it was not level to begin with
+    for hs in holders:
+        assert len(set(hs)) == len(hs)
+
+
+def test_each_holder_of_a_fabric_key_serves_at_most_its_share_of_a_server() -> None:
+    base = [100.0] * SHAPE.total
+    keys = [("hot", 1200.0)]
+    holders = place_fabric(keys, [0], SHAPE, base, threshold=10.0, holder_share=0.5)
+    server_mean = (sum(base) + 1200.0) / SHAPE.total
+    assert 1200.0 / len(holders[0]) <= 0.5 * server_mean
+
+
+def test_the_replica_budget_of_each_server_is_kept() -> None:
+    base = [100.0] * SHAPE.total
+    keys = [(f"k{i}", 600.0 - 50 * i) for i in range(6)]
+    origins = [0, 1, 2, 3, 4, 5]  # racks 0 and 1 carry everything
+    room = [1] * SHAPE.total
+    holders = place_fabric(keys, origins, SHAPE, base, threshold=10.0, room=room)
+    used = [0] * SHAPE.total
+    for hs in holders:
+        for s in hs[1:]:
+            used[s] += 1
+    assert max(used) <= 1
+    assert sum(used) > 0
+
+
+def test_write_copies_count_and_a_write_heavy_key_gets_fewer_holders() -> None:
+    base = [100.0] * SHAPE.total
+    keys = [("read", 1200.0), ("write", 1200.0)]
+    reads = place_fabric(keys[:1], [0], SHAPE, base, threshold=10.0, write_ratios=0.0)
+    writes = place_fabric(keys[1:], [0], SHAPE, base, threshold=10.0, write_ratios=0.3)
+    assert len(writes[0]) < len(reads[0])
+
+
+def test_a_key_keeps_its_holders_when_the_loads_did_not_change() -> None:
+    base = [100.0] * SHAPE.total
+    keys = [("hot", 1200.0), ("warm", 500.0)]
+    origins = [1, 6]
+    first = place_fabric(keys, origins, SHAPE, base, threshold=10.0)
+    previous = {key: hs for (key, _), hs in zip(keys, first, strict=True)}
+    again = place_fabric(keys, origins, SHAPE, base, threshold=10.0, previous=previous)
+    assert [set(h) for h in again] == [set(h) for h in first]
+
+
+def test_servers_are_chosen_by_the_load_their_rack_cannot_move() -> None:
+    base = [100.0] * SHAPE.total
+    fixed = [50.0] * SHAPE.total
+    fixed[SHAPE.servers_of(2)[0]] = 95.0  # rack 2's first server: cold keys its leaf cannot move
+    holders = place_fabric(
+        [("hot", 1200.0)], [0], SHAPE, base, threshold=10.0, holder_share=2.0, fixed=fixed
+    )
+    in_rack2 = [s for s in holders[0] if SHAPE.rack_of(s) == 2]
+    assert in_rack2 and SHAPE.servers_of(2)[0] not in in_rack2
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"origins": [99]},
+        {"base": [1.0]},
+        {"room": [1]},
+        {"write_ratios": [0.1, 0.2]},
+        {"threshold": 0.0},
+    ],
+)
+def test_bad_input_is_refused(change: dict) -> None:
+    args = {
+        "keys": [("a", 10.0)],
+        "origins": [0],
+        "shape": SHAPE,
+        "base": [1.0] * SHAPE.total,
+        "threshold": 1.0,
+    }
+    args.update(change)
+    with pytest.raises(ValueError):
+        place_fabric(**args)
+
+
+def origin_of(key: bytes) -> int:
+    return int.from_bytes(key, "big") % SHAPE.total
+
+
+def test_the_controller_gives_each_fabric_key_one_spine_and_a_plan_there() -> None:
+    fc = FabricController(SHAPE, FabricConfig(k=8, t0=5.0), origin_of)
+    hot, warm = key16(1), key16(2)  # origins 1 and 2: both in rack 0
+    observed = {hot: 1200, warm: 500, key16(7): 20}
+    loads = [100.0] * SHAPE.total
+    loads[1] += 1200
+    loads[2] += 500
+    loads[7] += 20
+    rep = fc.decide(observed, {}, loads, floors=[0, 0])
+    assert set(rep.spine_of) >= {hot}
+    for key, spine in rep.spine_of.items():
+        assert key in rep.plans[spine].keys
+        assert all(key not in plan.keys for s, plan in enumerate(rep.plans) if s != spine)
+        assert rep.plans[spine].keys[key].origin == origin_of(key)
+    # the spine's batch installs the key and pushes it to the holders of other racks
+    batch = rep.ops[rep.spine_of[hot]]
+    installed = [
+        op for op in batch if isinstance(op, TableEntry) and op.table == names.HOTKEY_TABLE
+    ]
+    assert installed
+    pushes = [op for op in batch if isinstance(op, PushRequest) and op.key == hot]
+    assert pushes and pushes[0].origin == origin_of(hot)
+    assert {SHAPE.rack_of(s) for s in pushes[0].replicas} - {0}
+    assert sum(rep.expected) == pytest.approx(sum(observed[k] for k in rep.spine_of) * 0.5)
+    # the next period: same loads (as the spine measured them), the key keeps its spine
+    spine_before = dict(rep.spine_of)
+    rep2 = fc.decide(observed, {}, loads, floors=[0, 0])
+    for key in spine_before:
+        if key in rep2.spine_of:
+            assert rep2.spine_of[key] == spine_before[key]
+    # a key no longer seen anywhere leaves the fabric
+    rep3 = fc.decide({key16(7): 20}, {}, [100.0] * SHAPE.total, floors=[0, 0])
+    assert hot not in rep3.spine_of and rep3.demoted >= 1
+
+
+def test_spines_are_filled_evenly_and_never_over_their_slots() -> None:
+    fc = FabricController(SHAPE, FabricConfig(k=1, t0=1.0), origin_of)
+    keys = [key16(i * SHAPE.total) for i in range(1, 4)]  # all at server 0 (rack 0)
+    observed = {k: 900 - 100 * i for i, k in enumerate(keys)}
+    loads = [100.0] * SHAPE.total
+    loads[0] += sum(observed.values())
+    rep = fc.decide(observed, {}, loads, floors=[0, 0])
+    assert sorted(rep.spine_of.values()) == list(range(len(rep.spine_of)))
+    assert len(rep.spine_of) <= SHAPE.spines  # one slot per spine
+
+
+def test_shape_and_config_refuse_nonsense() -> None:
+    with pytest.raises(ValueError):
+        FabricShape(0, 4)
+    with pytest.raises(ValueError):
+        FabricConfig(holder_share=0.0)
+    addresses = SHAPE.addresses()
+    assert len(addresses) == SHAPE.total
+    assert len({a.ip for a in addresses.servers}) == SHAPE.total
+
+
+def test_a_rack_controller_never_makes_a_foreign_key_hot() -> None:
+    rack = Rack.synthetic(4)
+    ctl = Controller(ControllerConfig(k=4, t0=1.0, policy="balance"), lambda k: 0, rack, 8)
+    hot = {key16(1): 500, key16(2): 300}
+    ctl.foreign = frozenset({key16(1)})
+    rep = ctl.decide(hot, [], [800, 10, 10, 10])
+    assert key16(1) not in rep.plan.keys and key16(2) in rep.plan.keys
+
+
+def test_a_key_leaving_for_the_fabric_takes_its_load_with_it() -> None:
+    plan = build_plan([(key16(1), (0, 1))], Plan(2, 4), 2, 4)
+    loads = [300.0, 300.0]
+    back = cold_load_estimate(loads, {key16(1): 400}, plan, [], {}, lambda k: 0)
+    gone = cold_load_estimate(loads, {key16(1): 400}, plan, [], {}, lambda k: 0, gone=[key16(1)])
+    assert back == [500.0, 100.0]  # it returns to its origin
+    assert gone == [100.0, 100.0]  # a spine serializes it next period
