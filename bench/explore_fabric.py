@@ -83,15 +83,18 @@ class FabricExplorer(Explorer):
     def _bypass(self, c: int) -> bool:
         return c in self.fabric.local and not self.fabric.steering
 
-    def _request(self, sw: Switch, c: int, idx: int) -> Iterator[tuple[Switch, list[Msg], int]]:
+    def _request(
+        self, sw: Switch, c: int, idx: int, attempt: int
+    ) -> Iterator[tuple[Switch, list[Msg], int]]:
         if not self._bypass(c):
-            yield from super()._request(sw, c, idx)
+            yield from super()._request(sw, c, idx, attempt)
             return
         # the home leaf forwards it as plain IP: to the origin, unstamped, no copies
         value = self.sc.programs[c][idx]
         op = p.Op.GET if value is None else p.Op.SET
         me, cid, seq = CLIENT0 + c, c + 1, idx + 1
-        yield sw, [(1, ORIGIN, me, int(op), cid, seq, value or b"", 0, 0, 0, 0)], ORIGIN
+        att = attempt if self.sc.latest_reply_only else 0
+        yield sw, [(1, ORIGIN, me, int(op), cid, seq, value or b"", 0, 0, 0, 0, att)], ORIGIN
 
     def _at_switch(self, sw: Switch, m: Msg) -> tuple[Switch, list[Msg], bool]:
         dst, src = m[1], m[2]
