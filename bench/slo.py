@@ -57,6 +57,8 @@ def build_parser() -> t.Parser:
     a("--sim-seeds", type=t.nonneg_int, default=3, help="simulator seeds per configuration (3)")
     a("--out", type=Path, help="keep each run's files, slo.json and slo.png here")
     a("--plot", type=Path, help="where the plot goes (default OUT/slo.png)")
+    a("--replot", type=Path, action="append", default=[], metavar="SLO.JSON",
+      help="run nothing: plot the results of earlier runs (repeatable) into --plot")  # fmt: skip
     return ap
 
 
@@ -123,7 +125,9 @@ def ramp(
     return rows
 
 
-def plot(results: dict[str, Any], bound: dict[str, float], path: Path) -> None:
+def plot(results: dict[str, Any], path: Path) -> None:
+    """Throughput vs p99 per mode, one panel per target and configuration; a point that lost
+    >= 1 % in the second half of its load (or failed) is hollow and off the line."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -134,11 +138,17 @@ def plot(results: dict[str, Any], bound: dict[str, float], path: Path) -> None:
     nrows = (len(panels) + cols - 1) // cols
     fig, axes = plt.subplots(nrows, cols, figsize=(4.6 * cols, 3.6 * nrows), squeeze=False)
     for ax, (target, label, res) in zip(axes.flat, panels, strict=False):
-        for mode, style in zip(MODES, ("o-", "s--"), strict=True):
+        for mode, (marker, ls, color) in zip(
+            MODES, (("o", "-", "tab:blue"), ("s", "--", "tab:orange")), strict=True
+        ):
             rows = [r for r in res["rows"].get(mode, []) if "error" not in r]
-            ax.plot([r["throughput"] for r in rows], [r[P99] for r in rows], style,
-                    label=f"{mode}: {res['sustained'][mode]:.0f}/s")  # fmt: skip
-        ax.axhline(bound[target], color="grey", lw=0.8, ls=":")
+            kept = [r for r in rows if r["late_loss"] < 0.01]
+            lossy = [r for r in rows if r["late_loss"] >= 0.01]
+            ax.plot([r["throughput"] for r in kept], [r[P99] for r in kept], marker=marker,
+                    ls=ls, color=color, label=f"{mode}: {res['sustained'][mode]:.0f}/s")  # fmt: skip
+            ax.plot([r["throughput"] for r in lossy], [r[P99] for r in lossy], marker=marker,
+                    ls="none", mfc="none", color=color)  # fmt: skip
+        ax.axhline(res["bound_ms"], color="grey", lw=0.8, ls=":")
         ax.set_yscale("log")
         ax.set_title(f"{target}, {label}: ratio {res['ratio']:.2f}", fontsize=9)
         ax.set_xlabel("throughput (replies/s)")
@@ -152,8 +162,33 @@ def plot(results: dict[str, Any], bound: dict[str, float], path: Path) -> None:
     plt.close(fig)
 
 
+def replot(files: list[Path], path: Path) -> int:
+    """The plot of earlier runs' ``slo.json`` files, merged; their summary lines printed again."""
+    results: dict[str, dict[str, Any]] = {}
+    for file in files:
+        try:
+            loaded = json.loads(file.read_text())
+        except (OSError, ValueError) as exc:
+            print(f"kvswitch bench slo: {file}: {exc}")
+            return 2
+        for target, confs in loaded.items():
+            results.setdefault(target, {}).update(confs)
+    for target, confs in results.items():
+        for label, res in confs.items():
+            best = res["sustained"]
+            sims = ", ".join(f"{r:.2f}" for r in res["sim_ratios"])
+            print(f"{target} {label}: p99 < {res['bound_ms']:.1f} ms: balanced "
+                  f"{best['balanced']:.0f}/s, unbalanced {best['unbalanced']:.0f}/s, ratio "
+                  f"{res['ratio']:.2f}; simulator {sims}")  # fmt: skip
+    plot(results, path)
+    print(f"plot: {path}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    if args.replot:
+        return replot(args.replot, args.plot or Path("slo.png"))
     script = rack_script()
     if script is None:
         print("kvswitch bench slo: needs the source checkout (mininet/rack.py)")
@@ -217,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
     (base / "slo.json").write_text(json.dumps(results, indent=1) + "\n")
     if results:
         path = args.plot or base / "slo.png"
-        plot(results, bounds, path)
+        plot(results, path)
         print(f"plot: {path}")
     print(f"files: {base}; {time.monotonic() - started:.0f} s")
     return 0
