@@ -62,22 +62,24 @@ def build_parser() -> t.Parser:
     return ap
 
 
-def simulated(servers: int, keys: int, skew: float, write_ratio: float, seeds: int) -> list[float]:
-    """The simulator's throughput ratio balance / Original for the rack's shape, one per seed:
-    the busiest server's load decides the throughput (docs/results.md)."""
+def simulated(
+    servers: int, keys: int, skew: float, write_ratio: float, seeds: int, capacity: float,
+    bound_ms: float,
+) -> tuple[list[float], list[float]]:  # fmt: skip
+    """The simulator's ratios balance / Original for the rack's shape, one per seed: of the
+    throughput (the busiest server at its capacity, docs/results.md) and of the throughput at
+    p99 <= the bound (M/M/1 servers of ``capacity``: the simulator's "MQPS at SLO")."""
     from kvswitch.bench.simulator import SimConfig, simulate, summary
 
-    ratios = []
+    cap, slo = [], []
     for seed in range(1, seeds + 1):
         base = {"servers": servers, "keys": keys, "k": 64, "skew": skew, "bound": 0.1}
         base |= {"gamma": 0.5, "write_ratio": write_ratio, "queries": 50_000, "periods": 8}
-        base |= {"policy": "balance", "seed": seed}
-        qps = [
-            summary(simulate(SimConfig(mode=mode, **base)), 3)["throughput_qps"]
-            for mode in ("kvswitch", "original")
-        ]
-        ratios.append(qps[0] / qps[1])
-    return ratios
+        base |= {"policy": "balance", "seed": seed, "capacity": capacity, "slo": bound_ms / 1000}
+        runs = [summary(simulate(SimConfig(mode=m, **base)), 3) for m in ("kvswitch", "original")]
+        cap.append(runs[0]["throughput_qps"] / runs[1]["throughput_qps"])
+        slo.append(runs[0]["slo_throughput_qps"] / runs[1]["slo_throughput_qps"])
+    return cap, slo
 
 
 def workload_flags(
@@ -162,6 +164,16 @@ def plot(results: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
+def sim_text(res: dict[str, Any]) -> str:
+    def ratios(name: str) -> str:
+        return ", ".join(f"{r:.2f}" for r in res.get(name, [])) or "not run"
+
+    return (
+        f"simulator ratio at the same p99 bound {ratios('sim_slo_ratios')}, at capacity "
+        f"{ratios('sim_ratios')} (seeds 1-{len(res.get('sim_ratios', []))})"
+    )
+
+
 def replot(files: list[Path], path: Path) -> int:
     """The plot of earlier runs' ``slo.json`` files, merged; their summary lines printed again."""
     results: dict[str, dict[str, Any]] = {}
@@ -176,10 +188,9 @@ def replot(files: list[Path], path: Path) -> int:
     for target, confs in results.items():
         for label, res in confs.items():
             best = res["sustained"]
-            sims = ", ".join(f"{r:.2f}" for r in res["sim_ratios"])
             print(f"{target} {label}: p99 < {res['bound_ms']:.1f} ms: balanced "
                   f"{best['balanced']:.0f}/s, unbalanced {best['unbalanced']:.0f}/s, ratio "
-                  f"{res['ratio']:.2f}; simulator {sims}")  # fmt: skip
+                  f"{res['ratio']:.2f}; {sim_text(res)}")  # fmt: skip
     plot(results, path)
     print(f"plot: {path}")
     return 0
@@ -240,14 +251,16 @@ def main(argv: list[str] | None = None) -> int:
                 rows = ramp(script, target, tag, flags, rates, bounds[target], args, base)
                 best = {mode: sustained(rows.get(mode, []), bounds[target], P99) for mode in MODES}
                 ratio = best["balanced"] / best["unbalanced"] if best["unbalanced"] else 0.0
-                sim = simulated(args.servers, args.keys, skew, write, args.sim_seeds)
+                sim, sim_slo = simulated(
+                    args.servers, args.keys, skew, write, args.sim_seeds, args.capacity,
+                    bounds[target],
+                )  # fmt: skip
                 res = {"rows": rows, "sustained": best, "ratio": ratio, "sim_ratios": sim,
-                       "bound_ms": bounds[target], "idle": idle}  # fmt: skip
+                       "sim_slo_ratios": sim_slo, "bound_ms": bounds[target], "idle": idle}  # fmt: skip
                 results.setdefault(target, {})[label] = res
-                sims = ", ".join(f"{r:.2f}" for r in sim) or "not run"
                 print(f"{target} {label}: sustained at p99 < {bounds[target]:.1f} ms: balanced "
                       f"{best['balanced']:.0f}/s, unbalanced {best['unbalanced']:.0f}/s, ratio "
-                      f"{ratio:.2f}; simulator ratio (seeds 1-{len(sim)}): {sims}", flush=True)  # fmt: skip
+                      f"{ratio:.2f}; {sim_text(res)}", flush=True)  # fmt: skip
     (base / "slo.json").parent.mkdir(parents=True, exist_ok=True)
     (base / "slo.json").write_text(json.dumps(results, indent=1) + "\n")
     if results:
