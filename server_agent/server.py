@@ -173,10 +173,14 @@ class AgentServer:
         """Handle ``data`` and pass its outputs to ``answer``: now, or (bounded capacity, a
         request that costs service) when its service ends. False if the queue was full (dropped,
         counted in ``queue_dropped``; ``answer`` is never called)."""
+
+        def handle() -> None:  # over UDP process() is called as before this queue: (data, src)
+            answer(self.process(data, src, tcp=True) if tcp else self.process(data, src))
+
         if self.queue is None or not data or data[0] not in _SERVED_OPS:
-            answer(self.process(data, src, tcp))
+            handle()
             return True
-        return self.queue.submit(lambda: answer(self.process(data, src, tcp)))
+        return self.queue.submit(handle)
 
     def serve_now(self, data: bytes, src: Addr) -> list[Output] | None:
         """A TCP request's outputs once served (waiting for its service with a bounded
