@@ -29,6 +29,10 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
         "kvswitch.bench.rack_ramp",
         "the Mininet rack at rising rates on each target: p99, and the rate it sustains",
     ),
+    "slo": (
+        "kvswitch.bench.slo",
+        "bounded servers: throughput at a p99 bound, balanced vs not, against the simulator",
+    ),
 }
 
 

@@ -9,6 +9,7 @@ import sys
 from kvswitch import argtypes as t
 from kvswitch import protocol as p
 from kvswitch.agent.backends import BackendError, make_backend
+from kvswitch.agent.capacity import SERVICES
 from kvswitch.agent.core import TEST_NO_TRUST, AgentCore, RecentIds
 from kvswitch.agent.server import AgentConfig, AgentServer
 
@@ -57,6 +58,24 @@ def build_parser() -> t.Parser:
         "--ids-clients", type=t.positive_int, default=1024, help="clients whose ids are kept"
     )
     ap.add_argument(
+        "--capacity",
+        type=t.positive_float,
+        help="serve at most this many requests/s, the rest waiting FIFO (default: unbounded)",
+    )
+    ap.add_argument(
+        "--service",
+        choices=SERVICES,
+        default="fixed",
+        help="with --capacity: service time 1/capacity (fixed) or exponential of that mean (exp)",
+    )
+    ap.add_argument("--seed", type=int, default=0, help="seed of the exponential service times")
+    ap.add_argument(
+        "--queue-limit",
+        type=t.positive_int,
+        default=1000,
+        help="with --capacity: requests that may wait; more are dropped and counted (1000)",
+    )
+    ap.add_argument(
         "--test-no-trust",
         action="append",
         default=[],
@@ -93,6 +112,10 @@ def main(argv: list[str] | None = None) -> int:
                 control_listen=args.control_listen,
                 control_unix=args.control_unix,
                 tcp=not args.no_tcp,
+                capacity=args.capacity,
+                service=args.service,
+                seed=args.seed,
+                queue_limit=args.queue_limit,
             ),
         )
     except (OSError, ValueError, BackendError) as exc:
@@ -104,6 +127,8 @@ def main(argv: list[str] | None = None) -> int:
         control += f", TEST BUILD: trust rules off: {','.join(sorted(set(args.test_no_trust)))}"
     if args.control_unix:
         control += f", control on unix:{args.control_unix}"
+    if args.capacity is not None:
+        control += f", capacity {args.capacity:g}/s ({args.service}, queue {args.queue_limit})"
     print(
         f"kvswitch agent: {args.backend} backend, serving {args.listen}:{server.port}{control}",
         flush=True,

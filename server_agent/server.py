@@ -2,7 +2,10 @@
 
 Threads: one UDP receive loop, one thread per TCP connection, one per control connection. Every
 message goes through :meth:`AgentCore.handle` under one lock, so the backend sees one request at a
-time. Messages the core addresses to the sender of a TCP request go back on that connection; all
+time. With a bounded capacity (``AgentConfig.capacity``) the requests that cost a server work
+(``GET``, ``SET``, ``DEL``, ``UPDATE``, ``UPDATE_DEL``) go through one FIFO
+:class:`~kvswitch.agent.capacity.ServiceQueue` first and are handled and answered when their
+service ends; the rest (``SYNC``, ``RING_GET``, malformed input) and the control API do not wait. Messages the core addresses to the sender of a TCP request go back on that connection; all
 others (UDP replies, CONFIRM, SYNC, SYNC_DONE) leave from the UDP socket, whose source port is
 the KVS port, as docs/protocol.md requires of replies.
 """
@@ -20,15 +23,21 @@ import stat
 import sys
 import threading
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from kvswitch import protocol as p
 from kvswitch.agent.backends import BackendError, Item
+from kvswitch.agent.capacity import ServiceQueue
 from kvswitch.agent.control import NOT_HELD
 from kvswitch.agent.core import Addr, AgentCore, Output
 
 _TCP_READ_LIMIT = p.HEADER_LEN + 0xFFFF
+#: Ops that cost a bounded server one service time (the first byte of a message is its op).
+_SERVED_OPS = frozenset(
+    int(op) for op in (p.Op.GET, p.Op.SET, p.Op.DEL, p.Op.UPDATE, p.Op.UPDATE_DEL)
+)
 
 
 @dataclass
@@ -43,6 +52,13 @@ class AgentConfig:
     tcp: bool = True
     sync_timeout: float = 0.5
     sync_attempts: int = 3
+    # Bounded capacity (docs/agent.md "Bounded capacity"): None = unbounded (every request handled
+    # as it arrives); else at most this many requests/s, the rest waiting FIFO, at most
+    # ``queue_limit`` of them (more are dropped and counted); service times "fixed" or "exp".
+    capacity: float | None = None
+    service: str = "fixed"
+    seed: int = 0
+    queue_limit: int = 1000
 
 
 class AgentServer:
@@ -57,6 +73,11 @@ class AgentServer:
         # a new incarnation (docs/controller_runtime.md "Failure detection"). Never 0.
         self.incarnation = secrets.randbits(63) or 1
         self._threads: list[threading.Thread] = []
+        self.queue: ServiceQueue | None = None
+        if config.capacity is not None:
+            self.queue = ServiceQueue(
+                config.capacity, config.service, config.seed, config.queue_limit
+            )
         self.udp, self._tcp = self._bind_kvs_port(config)
         self.port = self.udp.getsockname()[1]
         self._control: socketserver.ThreadingTCPServer | None = None
@@ -92,6 +113,8 @@ class AgentServer:
         return None if self._control is None else self._control.server_address[1]
 
     def start(self) -> None:
+        if self.queue is not None:
+            self.queue.start()
         self._spawn(self._udp_loop, "agent-udp")
         for server in self._stream_servers():
             self._spawn(server.serve_forever, "agent-tcp", 0.1)
@@ -114,6 +137,8 @@ class AgentServer:
         wake = "127.0.0.1" if self.config.listen in ("", "0.0.0.0") else self.config.listen
         with contextlib.suppress(OSError):  # wake the UDP loop now rather than at its timeout
             self.udp.sendto(b"", (wake, self.port))
+        if self.queue is not None:
+            self.queue.stop()
         for server in self._stream_servers():
             server.shutdown()
             server.server_close()
@@ -142,6 +167,38 @@ class AgentServer:
                 traceback.print_exc(file=sys.stderr)
                 return []
 
+    def serve(
+        self, data: bytes, src: Addr, answer: Callable[[list[Output]], None], tcp: bool = False
+    ) -> bool:
+        """Handle ``data`` and pass its outputs to ``answer``: now, or (bounded capacity, a
+        request that costs service) when its service ends. False if the queue was full (dropped,
+        counted in ``queue_dropped``; ``answer`` is never called)."""
+
+        def handle() -> None:  # over UDP process() is called as before this queue: (data, src)
+            answer(self.process(data, src, tcp=True) if tcp else self.process(data, src))
+
+        if self.queue is None or not data or data[0] not in _SERVED_OPS:
+            handle()
+            return True
+        return self.queue.submit(handle)
+
+    def serve_now(self, data: bytes, src: Addr) -> list[Output] | None:
+        """A TCP request's outputs once served (waiting for its service with a bounded
+        capacity); None if the queue dropped it or the agent stops meanwhile."""
+        served: list[list[Output]] = []
+        done = threading.Event()
+
+        def answer(outputs: list[Output]) -> None:
+            served.append(outputs)
+            done.set()
+
+        if not self.serve(data, src, answer, tcp=True):
+            return None
+        while not done.wait(0.2):
+            if self._stop.is_set():
+                return None
+        return served[0]
+
     def send(self, outputs: list[Output]) -> None:
         for raw, dst in outputs:
             try:
@@ -162,7 +219,7 @@ class AgentServer:
                 continue
             if stop.is_set():
                 return
-            self.send(self.process(data, src))
+            self.serve(data, src, self.send)
 
     # -- control ------------------------------------------------------------------------------------
 
@@ -176,6 +233,8 @@ class AgentServer:
                 with self.lock:
                     stats = dict(self.core.stats)
                     stats["recent_ids"] = len(self.core.ids)
+                if self.queue is not None:
+                    stats.update(self.queue.stats())
                 return {"ok": True, "backend": self.core.backend.name, "stats": stats}
             if cmd in ("keys", "versions"):
                 with self.lock:
@@ -387,7 +446,9 @@ class _KvsTcpHandler(socketserver.BaseRequestHandler):
                     break
                 data = bytes(buf[:end])
                 del buf[:end]
-                outputs = agent.process(data, self.client_address, tcp=True)
+                outputs = agent.serve_now(data, self.client_address)
+                if outputs is None:
+                    continue  # dropped by a full queue (no answer, as over UDP), or stopping
                 back = [raw for raw, dst in outputs if dst == self.client_address]
                 agent.send([(raw, dst) for raw, dst in outputs if dst != self.client_address])
                 with contextlib.suppress(OSError):
