@@ -100,8 +100,7 @@ def test_switch_not_stamping_a_repeat_loses_a_write() -> None:
     scenario = dataclasses.replace(ex.PRESETS["faults"], unstamped_repeats=True)
     rep = ex.explore(scenario)
     print(f"unstamped repeats: {rep.summary()}")
-    assert rep.violation is not None
-    assert ex.explore(ex.PRESETS["faults"]).ok
+    assert rep.violation is not None  # the real rules pass faults: test_real_rules_linearizable
 
 
 @HEAVY
