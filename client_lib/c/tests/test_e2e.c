@@ -215,7 +215,8 @@ static void test_two_clients(void **state)
     kvs_client_free(r);
 }
 
-static void test_loadgen_against_agent(void **state)
+/* The loadgen against the test's agent with args (after --servers): its --json summary in out. */
+static void run_loadgen(void **state, const char *const *args, size_t nargs, char *out, size_t cap)
 {
     struct agent *a = *state;
     const char *bin = getenv("KVS_LOADGEN");
@@ -223,11 +224,21 @@ static void test_loadgen_against_agent(void **state)
         skip();
     char servers[32];
     snprintf(servers, sizeof servers, "127.0.0.1:%u", a->port);
-    char *argv[] = {(char *)bin,     "--servers", servers,  "--rate",  "1000",
-                    "--duration",    "1",         "--keys", "200",     "--preload",
-                    "--write-ratio", "0.1",       "--json", "--quiet", NULL};
+    char *argv[32] = {(char *)bin, "--servers", servers};
+    assert_true(nargs + 6 <= sizeof argv / sizeof argv[0]);
+    for (size_t i = 0; i < nargs; i++)
+        argv[3 + i] = (char *)args[i];
+    argv[3 + nargs] = "--json";
+    argv[4 + nargs] = "--quiet";
+    assert_int_equal(run_capture(argv, out, cap), 0);
+}
+
+static void test_loadgen_against_agent(void **state)
+{
+    static const char *const args[] = {"--rate", "1000",          "--duration", "1",  "--keys",
+                                       "200",    "--preload",     "--write-ratio", "0.1"};
     static char out[1 << 16];
-    assert_int_equal(run_capture(argv, out, sizeof out), 0);
+    run_loadgen(state, args, sizeof args / sizeof args[0], out, sizeof out);
     long received = json_long(out, "received"), not_found = json_long(out, "not_found");
     print_message("loadgen against the agent: %ld replies in 1 s\n", received);
     assert_true(received >= 900);
@@ -238,17 +249,11 @@ static void test_loadgen_against_agent(void **state)
  * id while the first attempt is on its way; the agent answers repeats with the first result. */
 static void test_loadgen_resends_below_the_round_trip(void **state)
 {
-    struct agent *a = *state;
-    const char *bin = getenv("KVS_LOADGEN");
-    if (a == NULL || bin == NULL)
-        skip();
-    char servers[32];
-    snprintf(servers, sizeof servers, "127.0.0.1:%u", a->port);
-    char *argv[] = {(char *)bin, "--servers",   servers, "--window",     "4",      "--duration",
-                    "1",         "--keys",      "20",    "--write-ratio", "0.5",   "--timeout-us",
-                    "200",       "--resends",   "100",     "--json",        "--quiet", NULL};
+    static const char *const args[] = {"--window", "4",   "--duration",   "1",   "--keys",
+                                       "20",       "--write-ratio", "0.5", "--timeout-us",
+                                       "200",      "--resends",     "100"};
     static char out[1 << 16];
-    assert_int_equal(run_capture(argv, out, sizeof out), 0);
+    run_loadgen(state, args, sizeof args / sizeof args[0], out, sizeof out);
     long received = json_long(out, "received"), resent = json_long(out, "timeout_resends");
     long errors = json_long(out, "errors");
     print_message("loadgen resending after 200 us: %ld replies, %ld resends\n", received, resent);
