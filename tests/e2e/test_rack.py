@@ -105,14 +105,16 @@ def test_observe_only_stays_at_original(rack: Any) -> None:
     assert min(sim) - 0.1 < measured < max(sim) + 0.1, (measured, sim)
 
 
-def versions_agree(run: Any, keys: list[str]) -> int:
+def versions_agree(run: Any, keys: list[str], lagging_ok: bool = False) -> int:
     """Every holder of a replicated key (the controller's plan of the last period before the
     versions were read) holds the origin's version, and no other copy is newer than the origin's
     (a replica that just left keeps its copy until the next period: controller/p4rt_driver.py).
     When that plan added a replica, every replica may still be behind: the push's SYNC gives
     the origin's value a new version first, then the controller pushes it into each replica in
     turn (seen on BMv2: versions read 21 ms after such a plan), and the switch reads from none
-    of them before it confirms. Returns how many keys had replicas."""
+    of them before it confirms. With ``lagging_ok`` every copy may lag the origin (a repeat the
+    origin adopted at a newer version: replicas do not adopt, and leave the read set until the
+    controller pushes them again). Returns how many keys had replicas."""
     ring = HashRing(SERVERS)
     at = run.summary["versions_time"]
     # a period's "time" is taken after its batch and pushes: one that began before the versions
@@ -133,7 +135,7 @@ def versions_agree(run: Any, keys: list[str]) -> int:
         holders = {f"s{s + 1}" for s in plan.get(wire, [])}
         joined = holders - {f"s{s + 1}" for s in before.get(wire, [])}
         for server, version in held.items():
-            if server in holders and not joined:
+            if server in holders and not joined and not lagging_ok:
                 assert version[:2] == held[origin][:2], (key, server, version, origin, held)
             else:
                 assert version[:2] <= held[origin][:2], (key, server, version, origin, held)
@@ -141,12 +143,12 @@ def versions_agree(run: Any, keys: list[str]) -> int:
     return replicated
 
 
-def check_linearizable(run: Any) -> int:
+def check_linearizable(run: Any, min_ops: int = 50) -> int:
     ops = run.history()
     by_key: dict[bytes, int] = defaultdict(int)
     for op in ops:
         by_key[op.key] += 1
-    assert len(by_key) == 4 and min(by_key.values()) > 50, dict(by_key)
+    assert len(by_key) == 4 and min(by_key.values()) > min_ops, dict(by_key)
     bad = [r for r in check_history(ops) if not r.ok]
     assert not bad, [r.key for r in bad]
     return len(ops)
