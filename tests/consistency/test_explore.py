@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+from typing import Any
 
 import pytest
 
@@ -47,9 +48,17 @@ def test_explorer_runs_the_real_rules() -> None:
     assert rules.replica_reply_passes is coherence.replica_reply_passes.py_func
 
 
-@pytest.mark.parametrize(
-    "preset", [pytest.param(n, marks=HEAVY) if n in HEAVY_PRESETS else n for n in ex.CHECKED]
-)
+# the ahead preset is 9.2M states (about 200 s on an idle core): more than pytest's default limit
+LONG = pytest.mark.timeout(900)
+
+
+def _mark(name: str) -> Any:
+    if name in HEAVY_PRESETS:
+        return pytest.param(name, marks=HEAVY)
+    return pytest.param(name, marks=LONG) if name == "ahead" else name
+
+
+@pytest.mark.parametrize("preset", [_mark(n) for n in ex.CHECKED])
 def test_real_rules_linearizable(preset: str) -> None:
     rep = ex.explore(ex.PRESETS[preset])
     print(f"{preset}: {rep.summary()}")
@@ -75,6 +84,7 @@ def test_broken_variant_caught(variant: str, scenario: ex.Scenario) -> None:
     assert not ex.Explorer(scenario).linearizable(_records(rep))
 
 
+@LONG
 def test_adopting_the_version_of_a_replica_above_a_live_origin_is_caught() -> None:
     """The controller's answer to a replica above origin_ver is to zero its cell (preset ahead,
     checked); taking its version as origin_ver, as for a dead origin's keys, is not linearizable."""
