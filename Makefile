@@ -64,7 +64,7 @@ lint: $(STAMP)
 # failure-detection figures need the CPU to themselves) one after the other.
 PYTEST_WORKERS ?= 2
 test-py: $(STAMP) c $(P4RTSH_STAMP)
-	$(PY) -m pytest -q -n $(PYTEST_WORKERS) -m "not netns" --durations=15
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist worksteal -m "not netns" --durations=15
 	$(PY) -m pytest -q -m netns --durations=15
 
 test-c: c
