@@ -103,9 +103,8 @@ def cached_p4c_bm2_ss(
 def compiled_for_bmv2(
     source: Path, defines: Mapping[str, str], include_dirs: Sequence[Path] = ()
 ) -> Program:
-    """``source`` compiled by p4c-bm2-ss (in a temporary folder) as a :class:`Program`."""
-    with tempfile.TemporaryDirectory(prefix="kvswitch-p4c-") as tmp:
-        return from_p4c_files(*p4c_bm2_ss(source, Path(tmp), defines, include_dirs))
+    """``source`` compiled by p4c-bm2-ss (:func:`cached_p4c_bm2_ss`) as a :class:`Program`."""
+    return from_p4c_files(*cached_p4c_bm2_ss(source, defines, include_dirs))
 
 
 def from_source(
