@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from kvswitch.protocol import pad_key
 from tests.e2e.test_rack import BASE, check_linearizable, versions_agree
 
 pytestmark = [pytest.mark.netns, pytest.mark.slow]
