@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from softswitch.engine.codegen import Exit, TableInfo
+from softswitch.engine.codegen import Exit, TableInfo, eval_const
 from softswitch.engine.program import Builder, Program
 from softswitch.engine.runtime import AssertFailed
 from softswitch.engine.tables import Entry, Table
@@ -43,7 +43,7 @@ def load_program(
 ) -> Program:
     pre = Preprocessor(defines, include_dirs).run(text, filename)
     tree = parse(pre)
-    ck = Checker(tree, pre)
+    ck = Checker(tree, pre, eval_const, ("V1Switch", "Switch"))
     ck.collect()
     return Builder(ck).build()
 
