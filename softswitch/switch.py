@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from softswitch.arch.tna_path import TnaPipeline
 from softswitch.engine.codegen import Exit, TableInfo, eval_const
 from softswitch.engine.program import Builder, Program
 from softswitch.engine.runtime import AssertFailed
@@ -19,7 +20,6 @@ from softswitch.frontend.bmv2_json import Bmv2JsonError, bmv2_json_to_p4
 from softswitch.frontend.checker import Checker
 from softswitch.frontend.parser import parse
 from softswitch.frontend.preprocessor import Preprocessor
-from softswitch.tna import TnaPipeline
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +72,7 @@ class Switch:
         self._p4info: Any = None
         self._aliases: dict[str, dict[str, str]] = {}
         self._start = time.monotonic()
-        # the packet path: v1model's below, or TNA's (softswitch/tna.py)
+        # the packet path: v1model's below, or TNA's (softswitch/arch/tna_path.py)
         self._tna = TnaPipeline(self) if program.arch == "tna" else None
         if self._tna is None:
             self._objs = (program.hdr_cls(), program.meta_cls(), program.sm_cls())

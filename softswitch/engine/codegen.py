@@ -213,7 +213,7 @@ class Translator:
         self.fq = ""  # fully-qualified prefix of the current control
         self.in_parser = False
         self.lookahead_used = False
-        # an architecture's own extern methods (engine/tna.py); None: v1model's, below
+        # an architecture's own extern methods (arch/tna.py); None: v1model's, below
         self.arch_externs: Any = None
         # (table, entry variable) while a table's actions are inlined (TNA's DirectCounter.count())
         self.table_entry: tuple[TableInfo, str] | None = None

@@ -78,7 +78,7 @@ class Program:
     meta_cls: Any = None
     sm_cls: Any = None
     ctx: PacketContext = field(default_factory=PacketContext)
-    tna: Any = None  # TNA: the blocks and their arguments (engine/tna.py TnaBlocks)
+    tna: Any = None  # TNA: the blocks and their arguments (arch/tna.py TnaBlocks)
 
 
 def expr_text(node: Any) -> str:
@@ -111,7 +111,7 @@ class Builder:
         self.inline_states: dict[str, Tree] | None = None
         self.parser_scope = ck.globals
         self.accept_code = "return _off"
-        # an architecture's extern instances (engine/tna.py): (node, type, name, args, full
+        # an architecture's extern instances (arch/tna.py): (node, type, name, args, full
         # name, annotations, scope, control) -> handled; None: v1model's, in instantiate()
         self.arch_instance: Any = None
 
@@ -134,7 +134,7 @@ class Builder:
                 1,
             )
         if str(main.children[1].children[0]) == "Switch":
-            from softswitch.engine.tna import build_tna
+            from softswitch.arch.tna import build_tna
 
             return build_tna(self)
         args = main.children[2]

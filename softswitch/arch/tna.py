@@ -5,7 +5,7 @@ builder and translator as v1model's (one ``Program``), with TNA's externs (``Reg
 through ``RegisterAction``, ``Hash`` with ``CRCPolynomial``, ``Checksum``, ``Counter``/
 ``DirectCounter``, ``Meter``/``DirectMeter``, ``Random``, ``Mirror``, ``Resubmit``, ``Digest``)
 translated here. What runs a packet through the blocks (ingress parser → ingress → ingress
-deparser → traffic manager → egress parser → egress → egress deparser) is ``softswitch/tna.py``.
+deparser → traffic manager → egress parser → egress → egress deparser) is ``softswitch/arch/tna_path.py``.
 
 Tofino rules the engine can see are load-time errors at file:line:col: a register reached other
 than through a RegisterAction, a RegisterAction over something that is not a register of its own
