@@ -9,6 +9,7 @@ packages is not an edge (every module would otherwise depend on ``softswitch/__i
 from __future__ import annotations
 
 import ast
+from functools import cache
 from pathlib import Path
 
 import softswitch
@@ -22,6 +23,7 @@ def module_name(path: Path, root: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+@cache  # one walk for the tests below
 def import_graph(root: Path = ROOT) -> tuple[dict[str, set[str]], list[str]]:
     """softswitch module -> the softswitch modules it imports; and the KVSwitch imports found."""
     files = {module_name(p, root): p for p in sorted(root.rglob("*.py"))}
