@@ -23,7 +23,12 @@ def module_name(path: Path, root: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-@cache  # one walk for the tests below
+@cache  # one parse for the tests below
+def parsed(root: Path) -> dict[Path, ast.Module]:
+    return {p: ast.parse(p.read_text(), str(p)) for p in sorted(root.rglob("*.py"))}
+
+
+@cache
 def import_graph(root: Path = ROOT) -> tuple[dict[str, set[str]], list[str]]:
     """softswitch module -> the softswitch modules it imports; and the KVSwitch imports found."""
     files = {module_name(p, root): p for p in sorted(root.rglob("*.py"))}
@@ -31,7 +36,7 @@ def import_graph(root: Path = ROOT) -> tuple[dict[str, set[str]], list[str]]:
     foreign: list[str] = []
     for mod, path in files.items():
         package = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        for node in ast.walk(parsed(root)[path]):
             targets: list[str] = []
             if isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
@@ -116,3 +121,49 @@ def test_softswitch_has_no_import_circle() -> None:
 def test_softswitch_imports_nothing_of_kvswitch() -> None:
     _, foreign = import_graph()
     assert not foreign, foreign
+
+
+# the methods of the generated header/struct classes and of header stacks (engine/runtime.py
+# Stack): underscored so that they cannot clash with a P4 field name, called by the packet paths
+GENERATED_OBJECT_METHODS = {"_copy", "_reset", "_set", "_inv", "_next", "_last", "_at"}
+
+
+def private_uses_across_files(root: Path = ROOT) -> list[str]:
+    """``obj._name`` (not on ``self``/``cls``) where ``_name`` is defined (a method, or an
+    attribute assigned) in another softswitch file and not in this one."""
+    trees = parsed(root)
+    defined: dict[Path, set[str]] = {}
+    for path, tree in trees.items():
+        names = defined.setdefault(path, set())
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                names.add(node.name)
+            elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+                names.add(node.attr)
+    found = []
+    for path, tree in trees.items():
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Attribute) or not node.attr.startswith("_"):
+                continue
+            if node.attr.startswith("__") or node.attr in defined[path] | GENERATED_OBJECT_METHODS:
+                continue
+            if isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"):
+                continue
+            owners = [p for p, names in defined.items() if p != path and node.attr in names]
+            if owners:
+                where = ", ".join(str(p.relative_to(root)) for p in owners)
+                found.append(f"{path.relative_to(root)}:{node.lineno} uses {node.attr} of {where}")
+    return found
+
+
+def test_private_use_checker_sees_one(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text("class A:\n    def _hidden(self):\n        pass\n")
+    (tmp_path / "b.py").write_text("def f(a):\n    return a._hidden()\n")
+    assert private_uses_across_files(tmp_path) == ["b.py:2 uses _hidden of a.py"]
+
+
+def test_no_private_use_across_files() -> None:
+    """Modules talk through public names: the packet paths use the switch's device state through
+    its public methods, as the architecture interface declares them."""
+    found = private_uses_across_files()
+    assert not found, found
