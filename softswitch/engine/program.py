@@ -943,4 +943,13 @@ class Builder:
         return f"{v} == {e.const!r}"
 
 
-__all__ = ["Builder", "Program", "expr_text"]
+__all__ = [
+    "DROP_PORT",
+    "Architecture",
+    "Builder",
+    "Device",
+    "ExternDecl",
+    "PacketPath",
+    "Program",
+    "expr_text",
+]
