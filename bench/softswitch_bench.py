@@ -22,7 +22,6 @@ from typing import Any
 
 from softswitch import Switch
 
-STAGES = ("parser", "verify", "ingress", "egress", "compute", "deparser")
 STAGE_LABELS = {
     "parser": "parser",
     "verify": "verify checksum",
@@ -84,11 +83,9 @@ def profile_stages(sw: Switch, port: int, packet: bytes, packets: int = 5000) ->
     """ns per packet spent in each stage (cumulative time of the generated functions, as cProfile
     sees it; the profiler's overhead inflates every figure about equally) and in the switch itself
     (traffic manager, replication, glue)."""
-    prog = sw.program
-    if prog.arch == "tna":
-        funcs = {role.replace("_", " "): fn for role, fn in prog.tna.funcs.items()}
-    else:
-        funcs = {STAGE_LABELS[stage]: getattr(prog, stage) for stage in STAGES}
+    funcs = {
+        STAGE_LABELS.get(role, role.replace("_", " ")): fn for role, fn in sw.program.stages.items()
+    }
     codes = {label: fn.__code__ for label, fn in funcs.items()}
     prof = cProfile.Profile()
     prof.enable()

@@ -70,7 +70,7 @@ class StfRun:
         match: dict[str, Any] = {}
         for item in keys.split():
             name, value = item.split(":", 1)
-            k = t._field(re.sub(r"\$(\d+)", r"[\1]", name))  # STF writes stack[0] as stack$0
+            k = t.key_field(re.sub(r"\$(\d+)", r"[\1]", name))  # STF writes stack[0] as stack$0
             full = (1 << k.width) - 1
             if "*" in value:  # hex digits that are '*' are wildcards (a ternary mask)
                 digits = value[2:] if value.lower().startswith("0x") else value

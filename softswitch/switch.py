@@ -1,38 +1,34 @@
-"""The in-process switch: load a P4-16 v1model program, control it, push packets through it."""
+"""The in-process switch: load a P4-16 program (v1model or TNA), control it, push packets through it.
+
+``Switch`` is the device state and its control API (tables, PRE, mirroring sessions, registers,
+counters, meters, digests: BMv2's bm_sim); the packet path is the program's architecture's
+(softswitch/arch/: BMv2's simple_switch for v1model, one Tofino pipe for TNA)."""
 
 from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from softswitch.engine.codegen import Exit, TableInfo
-from softswitch.engine.program import Builder, Program
-from softswitch.engine.runtime import AssertFailed
+from softswitch.arch.tna import Tna
+from softswitch.arch.v1model import V1Model
+from softswitch.engine.codegen import TableInfo, eval_const
+from softswitch.engine.program import DROP_PORT, Architecture, Builder, Program
 from softswitch.engine.tables import Entry, Table
 from softswitch.errors import P4Error, SwitchError
 from softswitch.frontend.bmv2_json import Bmv2JsonError, bmv2_json_to_p4
 from softswitch.frontend.checker import Checker
 from softswitch.frontend.parser import parse
 from softswitch.frontend.preprocessor import Preprocessor
-from softswitch.tna import TnaPipeline
 
 log = logging.getLogger(__name__)
 
-DROP_PORT = 511
-INSTANCE_NORMAL = 0
-INSTANCE_INGRESS_CLONE = 1
-INSTANCE_EGRESS_CLONE = 2
-INSTANCE_RECIRC = 4
-INSTANCE_REPLICATION = 5
-INSTANCE_RESUBMIT = 6
-CLONE_I2E, CLONE_E2E = 0, 1  # CloneType members in this target's v1model.p4
-MAX_PASSES = 16
-DIGEST_QUEUE_MAX = 65536  # digests beyond this wait in no queue: they are counted and dropped  # resubmit/recirculate loops end here (the packet is dropped)
+DIGEST_QUEUE_MAX = 65536  # digests beyond this wait in no queue: they are counted and dropped
+# the architectures a program can be written for, recognised by main's package
+ARCHITECTURES: tuple[type[Architecture], ...] = (V1Model, Tna)
 
 
 def load_program(
@@ -43,9 +39,9 @@ def load_program(
 ) -> Program:
     pre = Preprocessor(defines, include_dirs).run(text, filename)
     tree = parse(pre)
-    ck = Checker(tree, pre)
+    ck = Checker(tree, pre, eval_const, [a.package for a in ARCHITECTURES])
     ck.collect()
-    return Builder(ck).build()
+    return Builder(ck, ARCHITECTURES).build()
 
 
 def load_json_program(data: bytes | str, filename: str, p4info: Any = None) -> Program:
@@ -71,20 +67,14 @@ class Switch:
         self.mc_groups: dict[int, list[tuple[int, int]]] = {}
         self._p4info: Any = None
         self._aliases: dict[str, dict[str, str]] = {}
-        self._start = time.monotonic()
-        # the packet path: v1model's below, or TNA's (softswitch/tna.py)
-        self._tna = TnaPipeline(self) if program.arch == "tna" else None
-        if self._tna is None:
-            self._objs = (program.hdr_cls(), program.meta_cls(), program.sm_cls())
         self.internal_errors = 0
-        self._field_lists: dict[int, list[str]] = {}
         self.mirror_sessions: dict[int, tuple[int | None, int]] = {}
-        self._clone_depth = 0
-        self._ingress_truncate: int | None = None
         self.digest_queue: deque[tuple[str, dict[str, int]]] = deque()
         self.digests_dropped = 0
         # called (under the switch lock, from the packet's thread) when digests were queued
         self.digest_callback: Callable[[], None] | None = None
+        # the packet path of the program's architecture, over the state above (softswitch/arch/)
+        self.path = program.architecture.packet_path(self)
 
     # ------------------------------------------------------------------ loading
     @classmethod
@@ -253,12 +243,8 @@ class Switch:
     def port_metadata_set(self, port: int, data: bytes) -> None:
         """TNA: the PORT_METADATA_SIZE bits (8 bytes on Tofino 1) the ingress parser reads after
         the intrinsic metadata of packets from ``port`` (zero unless set)."""
-        if self._tna is None:
-            raise SwitchError("port metadata is a TNA feature; this program is v1model")
-        if not 0 <= port < DROP_PORT or len(data) > 8:
-            raise SwitchError("port metadata: a port 0..510 and at most 8 bytes")
         with self._lock:
-            self._tna.set_port_metadata(port, bytes(data))
+            self.path.set_port_metadata(port, bytes(data))
 
     # ------------------------------------------------------------------ meters
     def meter_set_rates(
@@ -311,7 +297,8 @@ class Switch:
             self._direct_meter(table)[1].by_handle.clear()
 
     # ------------------------------------------------------------------ digests
-    def _deliver_digests(self, items: list[tuple[str, tuple[Any, ...]]]) -> None:
+    def deliver_digests(self, items: list[tuple[str, tuple[Any, ...]]]) -> None:
+        """Queue the digests a packet sent (packet paths, under the lock)."""
         for name, values in items:
             t = self.program.digests[name]
             msg = {f: int(v) for (f, _t), v in zip(t.fields, values, strict=True)}
@@ -469,249 +456,11 @@ class Switch:
         with self._lock:
             try:
                 data = packet if type(packet) is bytes else bytes(packet)
-                if self._tna is not None:
-                    return self._tna.process(ingress_port, data)
-                return self._process(ingress_port, data)
+                return self.path.process(ingress_port, data)
             except Exception:  # a bug of the engine must not take the switch down: drop, log
                 self.internal_errors += 1
                 log.exception("softswitch: packet dropped after an internal error")
                 return []
-
-    def _process(self, port: int, data: bytes) -> list[tuple[int, bytes]]:
-        out: list[tuple[int, bytes]] = []
-        again = self._pipeline(port, data, INSTANCE_NORMAL, None, out)
-        passes = 1
-        while again:
-            if passes >= MAX_PASSES:
-                log.warning(
-                    "softswitch: packet dropped after %d resubmit/recirculate passes", passes
-                )
-                break
-            passes += 1
-            nxt = []
-            for data2, itype, keep in again:
-                nxt += self._pipeline(port, data2, itype, keep, out) or []
-            again = nxt
-        return out
-
-    def _preserved(self, meta: Any, index: int) -> list[tuple[str, Any]]:
-        """The user-metadata fields annotated @field_list(index) and their values."""
-        names = self._field_lists.get(index)
-        if names is None:
-            t = self.program.meta_type
-            names = [
-                n
-                for n, anns in (t.field_annotations.items() if t is not None else [])
-                if index in anns.get("field_list", [])
-            ]
-            self._field_lists[index] = names
-        return [(n, getattr(meta, n)) for n in names]
-
-    def _pipeline(
-        self,
-        port: int,
-        data: bytes,
-        itype: int,
-        keep: list[tuple[str, Any]] | None,
-        out: list[tuple[int, bytes]],
-    ) -> list[tuple[bytes, int, list[tuple[str, Any]]]] | None:
-        """One pass: parser to deparser. Appends outputs to ``out``; returns the packets to run again
-        (resubmitted or recirculated) with their instance type and preserved metadata."""
-        p = self.program
-        ctx = p.ctx
-        # the objects of the previous packet are reused: resetting is cheaper than allocating
-        hdr, meta, sm = self._objs
-        hdr._reset()
-        meta._reset()
-        sm._reset()
-        if keep:
-            for n, v in keep:
-                setattr(meta, n, v)
-        ctx.sm = sm
-        ctx.plen = len(data)
-        ctx.resubmit = ctx.recirculate = ctx.clone = ctx.truncate = None
-        if ctx.digests:
-            ctx.digests = []  # digest() is an ingress extern: calls from egress send nothing
-        now = int((time.monotonic() - self._start) * 1e6)
-        sm.ingress_port = port
-        sm.instance_type = itype
-        sm.packet_length = len(data)
-        sm.ingress_global_timestamp = now
-        off = p.parser(data, hdr, meta, sm)
-        payload = data[off:]
-        ctx.payload = payload
-        try:
-            try:  # noqa: SIM105 - cheaper than contextlib.suppress per packet
-                p.verify(hdr, meta)
-            except Exit:
-                pass
-            try:  # noqa: SIM105 - cheaper than contextlib.suppress per packet
-                p.ingress(hdr, meta, sm)
-            except Exit:
-                pass
-        except AssertFailed:
-            return None
-        again: list[tuple[bytes, int, list[tuple[str, Any]]]] = []
-        self._ingress_truncate = ctx.truncate
-        clone = ctx.clone
-        if clone is not None and clone[0] == CLONE_I2E:
-            self._ingress_clone(port, data, now, clone, meta, out, again)
-        if ctx.digests:
-            self._deliver_digests(ctx.digests)
-            ctx.digests = []
-        if ctx.resubmit is not None:
-            # BMv2: the original packet goes through the parser and ingress again, nothing leaves
-            again.append((data, INSTANCE_RESUBMIT, self._preserved(meta, ctx.resubmit)))
-            return again
-        grp = sm.mcast_grp
-        if grp:
-            members = self.mc_groups.get(grp, [])
-            last = len(members) - 1
-            for i, (eport, rid) in enumerate(members):
-                if i == last:
-                    h, m, s = hdr, meta, sm
-                else:
-                    h, m, s = hdr._copy(), meta._copy(), sm._copy()
-                s.egress_rid = rid
-                s.instance_type = INSTANCE_REPLICATION
-                self._egress(h, m, s, eport, payload, now, out, again)
-        elif sm.egress_spec != DROP_PORT:
-            sm.instance_type = INSTANCE_NORMAL
-            self._egress(hdr, meta, sm, sm.egress_spec, payload, now, out, again)
-        return again or None
-
-    def _egress(
-        self,
-        h: Any,
-        m: Any,
-        s: Any,
-        eport: int,
-        payload: bytes,
-        now: int,
-        out: list[tuple[int, bytes]],
-        again: list[tuple[bytes, int, list[tuple[str, Any]]]],
-    ) -> None:
-        """Egress, egress cloning, drop check, checksum update, deparser, recirculation."""
-        p = self.program
-        ctx = p.ctx
-        s.egress_port = eport
-        s.egress_spec = 0
-        s.egress_global_timestamp = now
-        ctx.sm = s
-        ctx.payload = payload
-        ctx.recirculate = ctx.clone = None
-        ctx.truncate = self._ingress_truncate
-        try:
-            try:  # noqa: SIM105 - cheaper than contextlib.suppress per packet
-                p.egress(h, m, s)
-            except Exit:
-                pass
-            clone = ctx.clone
-            if clone is not None and clone[0] == CLONE_E2E:
-                self._egress_clone(h, m, s, payload, now, clone, out, again)
-                ctx.sm, ctx.payload = s, payload
-            if s.egress_spec == DROP_PORT:
-                return
-            try:  # noqa: SIM105 - cheaper than contextlib.suppress per packet
-                p.compute(h, m)
-            except Exit:
-                pass
-        except AssertFailed:
-            return
-        parts: list[bytes] = []
-        p.deparser(parts, h)
-        parts.append(payload)
-        if ctx.recirculate is not None:
-            # BMv2: the deparsed packet enters the parser again instead of leaving
-            again.append((b"".join(parts), INSTANCE_RECIRC, self._preserved(m, ctx.recirculate)))
-            return
-        data = b"".join(parts)
-        if ctx.truncate is not None:
-            data = data[: ctx.truncate]
-        out.append((eport, data))
-
-    def _session_ports(self, session: int) -> list[tuple[int, int]]:
-        cfg = self.mirror_sessions.get(session)
-        if cfg is None:
-            return []
-        port, grp = cfg
-        ports = list(self.mc_groups.get(grp, [])) if grp else []
-        if port is not None:
-            ports.append((port, 0))
-        return ports
-
-    def _ingress_clone(
-        self,
-        port: int,
-        data: bytes,
-        now: int,
-        clone: tuple[int, int, int],
-        meta: Any,
-        out: list[tuple[int, bytes]],
-        again: list[tuple[bytes, int, list[tuple[str, Any]]]],
-    ) -> None:
-        """I2E: the original packet, parsed again (ingress port kept), goes to the session's egress."""
-        p = self.program
-        keep = self._preserved(meta, clone[2]) if clone[2] else []
-        for eport, rid in self._session_ports(clone[1]):
-            h, m, s = p.hdr_cls(), p.meta_cls(), p.sm_cls()
-            s.ingress_port = port
-            s.packet_length = len(data)
-            saved = p.ctx.sm
-            p.ctx.sm = s
-            off = p.parser(data, h, m, s)
-            p.ctx.sm = saved
-            for n, v in keep:
-                setattr(m, n, v)
-            s.instance_type = INSTANCE_INGRESS_CLONE
-            s.egress_rid = rid
-            self._egress(h, m, s, eport, data[off:], now, out, again)
-
-    def _egress_clone(
-        self,
-        h: Any,
-        m: Any,
-        s: Any,
-        payload: bytes,
-        now: int,
-        clone: tuple[int, int, int],
-        out: list[tuple[int, bytes]],
-        again: list[tuple[bytes, int, list[tuple[str, Any]]]],
-    ) -> None:
-        """E2E: the packet as egress left it, metadata reset but the field list, runs egress again
-        on the session's port."""
-        keep = self._preserved(m, clone[2]) if clone[2] else []
-        if self._clone_depth >= MAX_PASSES:
-            log.warning("softswitch: egress clone of a clone %d deep dropped", self._clone_depth)
-            return
-        self._clone_depth += 1
-        try:
-            for eport, rid in self._session_ports(clone[1]):
-                self._egress_clone_one(h, s, keep, eport, rid, payload, now, out, again)
-        finally:
-            self._clone_depth -= 1
-
-    def _egress_clone_one(
-        self,
-        h: Any,
-        s: Any,
-        keep: list[tuple[str, Any]],
-        eport: int,
-        rid: int,
-        payload: bytes,
-        now: int,
-        out: list[tuple[int, bytes]],
-        again: list[tuple[bytes, int, list[tuple[str, Any]]]],
-    ) -> None:
-        p = self.program
-        h2, m2, s2 = h._copy(), p.meta_cls(), p.sm_cls()
-        for n, v in keep:
-            setattr(m2, n, v)
-        s2.packet_length = s.packet_length
-        s2.ingress_port = s.ingress_port
-        s2.instance_type = INSTANCE_EGRESS_CLONE
-        s2.egress_rid = rid
-        self._egress(h2, m2, s2, eport, payload, now, out, again)
 
     # ------------------------------------------------------------------ mirroring (clone sessions)
     def mirroring_session_set(
@@ -731,6 +480,17 @@ class Switch:
         with self._lock:
             if self.mirror_sessions.pop(session, None) is None:
                 raise SwitchError(f"no mirroring session {session}")
+
+    def session_ports(self, session: int) -> list[tuple[int, int]]:
+        """(port, rid) of each copy of a mirroring session (packet paths, under the lock)."""
+        cfg = self.mirror_sessions.get(session)
+        if cfg is None:
+            return []
+        port, grp = cfg
+        ports = list(self.mc_groups.get(grp, [])) if grp else []
+        if port is not None:
+            ports.append((port, 0))
+        return ports
 
     def mirroring_session_get(self, session: int) -> tuple[int | None, int]:
         with self._lock:

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import itertools
 import struct
+from abc import abstractmethod
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from lark import Token, Tree
 
@@ -187,11 +188,42 @@ def eval_const(ck: Checker, expr: Tree, scope: Scope, want: P4Type) -> Any:
     return e.const
 
 
+class ExternCalls(Protocol):
+    """What the translator asks the program's architecture (engine/program.py Architecture)."""
+
+    @abstractmethod
+    def extern_method(
+        self,
+        tr: Translator,
+        node: Tree,
+        inst: ExternInst,
+        method: str,
+        args: list[Any],
+        scope: Scope,
+    ) -> E | None:
+        """Translate ``inst.method(args)``: emit code with ``tr``; the value, if any."""
+
+    @abstractmethod
+    def extern_function(
+        self,
+        tr: Translator,
+        node: Tree,
+        name: str,
+        args: list[Any],
+        targs: list[Tree],
+        scope: Scope,
+    ) -> E | None:
+        """Translate a call of the extern function ``name`` (core.p4's ``verify`` is the
+        translator's own)."""
+
+
 class Translator:
     """Types and translates the program into one Python module."""
 
-    def __init__(self, ck: Checker) -> None:
+    def __init__(self, ck: Checker, arch: ExternCalls | None = None) -> None:
         self.ck = ck
+        # the program's architecture translates its externs (None: constant expressions only)
+        self.arch = arch
         self.uid = itertools.count(1)
         self.classes: dict[str, str] = {}  # struct name -> python class name
         self.class_src: list[str] = []
@@ -213,8 +245,6 @@ class Translator:
         self.fq = ""  # fully-qualified prefix of the current control
         self.in_parser = False
         self.lookahead_used = False
-        # an architecture's own extern methods (engine/tna.py); None: v1model's, below
-        self.arch_externs: Any = None
         # (table, entry variable) while a table's actions are inlined (TNA's DirectCounter.count())
         self.table_entry: tuple[TableInfo, str] | None = None
 
@@ -1481,77 +1511,13 @@ class Translator:
         for i, e in enumerate(outs, 1):
             self.assign_to(e, E(f"{r}[{i}]", e.type), node)
 
-    # ---- externs
+    # ---- externs: the architecture's (engine/program.py Architecture)
     def extern_method(
         self, node: Tree, inst: ExternInst, method: str, args: list[Any], scope: Scope
     ) -> E | None:
-        if self.arch_externs is not None:
-            return self.arch_externs.method(self, node, inst, method, args, scope)  # type: ignore[no-any-return]
-        P = inst.pyname
-        if inst.kind == "register":
-            idx_t = BitT(32)
-            if method == "read":
-                if len(args) == 1:
-                    i = self.convert(self.expr(args[0], scope, idx_t), idx_t, args[0])
-                    it = self.tmp("i")
-                    return E(
-                        f"({P}[{it}] if ({it} := {i.code}) < {inst.size} else 0)", BitT(inst.width)
-                    )
-                if len(args) != 2:
-                    raise self.err(node, "register.read(out value, in index)")
-                dst = self.expr(args[0], scope)
-                if not dst.lvalue:
-                    raise self.err(args[0], "register.read needs an lvalue")
-                self.convert(E("0", BitT(inst.width)), dst.type, args[0], "register.read: ")
-                i = self.convert(self.expr(args[1], scope, idx_t), idx_t, args[1])
-                it = self.tmp("i")
-                self.assign_to(
-                    dst,
-                    E(f"({P}[{it}] if ({it} := {i.code}) < {inst.size} else 0)", dst.type),
-                    node,
-                )
-                return None
-            if method == "write":
-                if len(args) != 2:
-                    raise self.err(node, "register.write(in index, in value)")
-                i = self.convert(self.expr(args[0], scope, idx_t), idx_t, args[0])
-                v = self.convert(
-                    self.expr(args[1], scope, BitT(inst.width)), BitT(inst.width), args[1]
-                )
-                it = self.tmp("i")
-                self.em(f"if ({it} := {i.code}) < {inst.size}: {P}[{it}] = {v.code}")
-                return None
-        if inst.kind == "counter" and method == "count":
-            if len(args) != 1:
-                raise self.err(node, "counter.count(in index)")
-            i = self.convert(self.expr(args[0], scope, BitT(32)), BitT(32), args[0])
-            it = self.tmp("i")
-            self.em(
-                f"if ({it} := {i.code}) < {inst.size}: {P}_p[{it}] += 1; {P}_b[{it}] += _G.plen"
-            )
-            return None
-        if inst.kind == "meter" and method == "execute_meter":
-            if len(args) != 2:
-                raise self.err(node, "meter.execute_meter(in index, out result)")
-            i = self.convert(self.expr(args[0], scope, BitT(32)), BitT(32), args[0])
-            dst = self.expr(args[1], scope)
-            if not (dst.lvalue and isinstance(dst.type, BitT)):
-                raise self.err(args[1], "execute_meter: the result must be a bit<> lvalue")
-            self.assign_to(
-                dst, E(wrap_code(f"{P}.execute({i.code}, _G.plen)", dst.type), dst.type), node
-            )
-            return None
-        if inst.kind == "direct_meter" and method == "read":
-            if len(args) != 1:
-                raise self.err(node, "direct_meter.read(out result)")
-            dst = self.expr(args[0], scope)
-            if not (dst.lvalue and isinstance(dst.type, BitT)):
-                raise self.err(args[0], "direct_meter.read: the result must be a bit<> lvalue")
-            self.assign_to(dst, E(wrap_code("_G.dmeter", dst.type), dst.type), node)
-            return None
-        if inst.kind == "direct_counter" and method == "count":
-            return None  # BMv2 counts direct counters on every hit of the owning table
-        raise self.err(node, f"{inst.kind}.{method} is not supported by this target")
+        if self.arch is None:
+            raise self.err(node, f"{inst.kind}.{method} is not a compile-time constant")
+        return self.arch.extern_method(self, node, inst, method, args, scope)
 
     def data_list(self, node: Any, scope: Scope) -> tuple[str, int]:
         """Code building the byte string of a field list. As BMv2 does, fields are packed at bit
@@ -1621,13 +1587,6 @@ class Translator:
             parts.append(f"(({v}) & {mask(w)}) << {shift}" if shift else f"(({v}) & {mask(w)})")
         return f"({' | '.join(parts) or '0'}).to_bytes({(total + pad) // 8}, 'big')"
 
-    def algo(self, node: Any, scope: Scope) -> str:
-        e = self.expr(node, scope)
-        if not (isinstance(e.type, EnumT) and e.type.name == "HashAlgorithm"):
-            raise self.err(node, "expected a HashAlgorithm")
-        name = next(k for k, v in e.type.members.items() if v == e.const)
-        return name
-
     def emit_digest(self, data: E, node: Any, name: str = "") -> None:
         """Queue a digest of the struct ``data`` (v1model's digest(), named by the struct; TNA's
         Digest.pack, named by the Digest instance)."""
@@ -1651,53 +1610,7 @@ class Translator:
     ) -> E | None:
         if name in UNSUPPORTED_EXTERNS:
             raise self.err(node, f"{UNSUPPORTED_EXTERNS[name]} is not supported by this target")
-        if name in ("resubmit_preserving_field_list", "recirculate_preserving_field_list"):
-            if len(args) != 1:
-                raise self.err(node, f"{name}(bit<8> index)")
-            idx = self.convert(self.expr(args[0], scope, BitT(8)), BitT(8), args[0])
-            if not idx.is_const:
-                raise self.err(args[0], f"{name}: the field list index must be a constant")
-            what = "resubmit" if name.startswith("resubmit") else "recirculate"
-            self.em(f"_G.{what} = {idx.const}")
-            return None
-        if name in ("clone", "clone_preserving_field_list"):
-            if len(args) != (2 if name == "clone" else 3):
-                raise self.err(node, f"{name}: wrong number of arguments")
-            ct = self.expr(args[0], scope)
-            if not (isinstance(ct.type, EnumT) and ct.type.name == "CloneType"):
-                raise self.err(args[0], f"{name}: expected a CloneType")
-            sess = self.convert(self.expr(args[1], scope, BitT(32)), BitT(32), args[1])
-            fl = 0
-            if name != "clone":
-                idx = self.convert(self.expr(args[2], scope, BitT(8)), BitT(8), args[2])
-                if not idx.is_const:
-                    raise self.err(args[2], f"{name}: the field list index must be a constant")
-                fl = idx.const
-            self.em(f"_G.clone = ({ct.code}, {sess.code}, {fl})")
-            return None
-        if name == "truncate":
-            if len(args) != 1:
-                raise self.err(node, "truncate(in bit<32> length)")
-            n = self.convert(self.expr(args[0], scope, BitT(32)), BitT(32), args[0])
-            self.em(f"_G.truncate = {n.code}")
-            return None
-        if name == "digest":
-            if len(args) != 2:
-                raise self.err(node, "digest(in bit<32> receiver, in T data)")
-            self.convert(self.expr(args[0], scope, BitT(32)), BitT(32), args[0])
-            data = self.expr(args[1], scope)
-            if targs:
-                want = self.resolve_type(targs[0], scope)
-                data = self.convert(data, want, args[1])
-            self.emit_digest(data, args[1])
-            return None
-        if name == "mark_to_drop":
-            if len(args) != 1:
-                raise self.err(node, "mark_to_drop(standard_metadata)")
-            sm = self.expr(args[0], scope)
-            self.em(f"{sm.code}.egress_spec = 511; {sm.code}.mcast_grp = 0")
-            return None
-        if name == "verify":
+        if name == "verify":  # core.p4's, in every architecture
             if not self.in_parser:
                 raise self.err(node, "verify can only be called in a parser")
             c = self.expr(args[0], scope)
@@ -1706,72 +1619,9 @@ class Translator:
             er = self.convert(self.expr(args[1], scope), ErrorT(), args[1])
             self.em(f"if not {c.code}: raise _PErr({er.code})")
             return None
-        if name == "random":
-            dst = self.expr(args[0], scope)
-            if not (dst.lvalue and isinstance(dst.type, BitT)):
-                raise self.err(args[0], "random: result must be a bit<> lvalue")
-            lo = self.convert(self.expr(args[1], scope, dst.type), dst.type, args[1])
-            hi = self.convert(self.expr(args[2], scope, dst.type), dst.type, args[2])
-            self.assign_to(dst, E(f"_randint({lo.code}, {hi.code})", dst.type), node)
-            return None
-        if name == "hash":
-            if len(args) != 5:
-                raise self.err(node, "hash(out result, in algo, in base, in data, in max)")
-            dst = self.expr(args[0], scope)
-            if not (dst.lvalue and isinstance(dst.type, BitT)):
-                raise self.err(args[0], "hash: result must be a bit<> lvalue")
-            algo = self.algo(args[1], scope)
-            base = self.expr(args[2], scope)
-            data, _ = self.data_list(args[3], scope)
-            mx = self.expr(args[4], scope)
-            for x, a in ((base, args[2]), (mx, args[4])):
-                if not isinstance(x.type, (BitT, IntT)):
-                    raise self.err(a, "hash: base and max must be bit<> values")
-            hv = f"_H_{algo}({data})"
-            if mx.is_const:
-                code = f"({base.code} + {hv} % {mx.code})" if mx.const else f"({base.code} + {hv})"
-            else:
-                m = self.tmp("m")
-                code = f"({base.code} + ({hv} % {m} if ({m} := {mx.code}) else {hv}))"
-            self.assign_to(dst, E(wrap_code(code, dst.type), dst.type), node)
-            return None
-        if name in (
-            "verify_checksum",
-            "update_checksum",
-            "verify_checksum_with_payload",
-            "update_checksum_with_payload",
-        ):
-            if len(args) != 4:
-                raise self.err(node, f"{name}(condition, data, checksum, algo)")
-            c = self.expr(args[0], scope)
-            if not isinstance(c.type, BoolT):
-                raise self.err(args[0], f"{name}: condition must be bool")
-            data, _ = self.data_list(args[1], scope)
-            if name.endswith("_with_payload"):
-                data = f"({data} + _G.payload)"
-            ck = self.expr(args[2], scope)
-            if not isinstance(ck.type, BitT):
-                raise self.err(args[2], f"{name}: checksum must be a bit<> field")
-            algo = self.algo(args[3], scope)
-            if algo not in ("csum16", "crc16", "crc32", "identity", "xor16"):
-                raise self.err(args[3], f"{name}: algorithm {algo} is not supported")
-            value = wrap_code(f"_H_{algo}({data})", ck.type)
-            if name.startswith("verify"):
-                self.em(f"if {c.code} and {ck.code} != {value}: _G.sm.checksum_error = 1")
-            else:
-                if not ck.lvalue:
-                    raise self.err(args[2], f"{name}: checksum must be an lvalue")
-                self.em(f"if {c.code}:")
-                with self.em.block():
-                    self.assign_to(ck, E(value, ck.type), node)
-            return None
-        if name in ("log_msg", "assume"):
-            return None
-        if name == "assert":
-            c = self.expr(args[0], scope)
-            self.em(f"if not {c.code}: raise _Assert()")
-            return None
-        raise self.err(node, f"extern function {name} is not supported by this target")
+        if self.arch is None:
+            raise self.err(node, f"{name}() is not a compile-time constant")
+        return self.arch.extern_function(self, node, name, args, targs, scope)
 
     # ---- packet_in / packet_out
     def packet_in_method(

@@ -1,12 +1,19 @@
-"""Builds the whole v1model program: instantiates the V1Switch package, translates its parser,
-controls and deparser to Python (once), and keeps what the control plane needs (tables, actions,
-registers, counters) with their control-plane names."""
+"""Builds a program of any architecture into the engine's one representation (``Program``):
+the builder translates parsers, controls and deparsers to Python (once) and keeps what the control
+plane needs (tables, actions, registers, counters) with their control-plane names.
+
+An architecture plugs in through :class:`Architecture` (softswitch/arch/: v1model, TNA): it checks
+main's package instance and hands its blocks to the builder, instantiates and translates its
+externs, and runs packets through the translated blocks over the switch's device state
+(:class:`Device`)."""
 
 from __future__ import annotations
 
 import random
+from abc import abstractmethod
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar, Protocol
 
 from lark import Token, Tree
 
@@ -16,6 +23,7 @@ from softswitch.engine.codegen import (
     E,
     Emitter,
     Exit,
+    ExternCalls,
     ExternInst,
     ParserError,
     TableInfo,
@@ -46,39 +54,102 @@ from softswitch.frontend.types import (
     bit_width_of,
 )
 
-SUPPORTED_EXTERN_INSTANCES = {"register", "counter", "direct_counter", "meter", "direct_meter"}
+DROP_PORT = 511  # the device's ports are 0..510; v1model's egress_spec 511 drops
+
+
+class Device(Protocol):
+    """The device state a packet path shares with the control plane (BMv2's bm_sim beside
+    simple_switch): ``softswitch.switch.Switch``."""
+
+    program: Program
+    mc_groups: dict[int, list[tuple[int, int]]]  # the PRE: group -> (port, rid) per copy
+
+    def session_ports(self, session: int) -> list[tuple[int, int]]:
+        """(port, rid) of each copy a mirroring (clone) session makes; none for no session."""
+        ...
+
+    def deliver_digests(self, items: list[tuple[str, tuple[Any, ...]]]) -> None:
+        """Queue the digests a packet sent: (digest name, field values)."""
+        ...
+
+
+class PacketPath(Protocol):
+    """An architecture's packet path over one program (one packet at a time, under the switch's
+    lock)."""
+
+    def process(self, port: int, data: bytes) -> list[tuple[int, bytes]]:
+        """One packet in; (egress port, bytes) of every packet that leaves, in order."""
+        ...
+
+    def set_port_metadata(self, port: int, data: bytes) -> None:
+        """The port metadata the parser reads (TNA); refused where the architecture has none."""
+        ...
+
+
+@dataclass
+class ExternDecl:
+    """An instantiation of an extern type, for the architecture to instantiate."""
+
+    node: Tree
+    type: ExternT
+    name: str  # the local name
+    args: list[Any]  # constructor arguments
+    full: str  # the control-plane name
+    annotations: dict[str, list[Any]]
+    scope: Scope
+    control: str  # the fully-qualified name of the control that declares it ("" at top level)
+
+
+class Architecture(ExternCalls):
+    """One P4 architecture: the package type of ``main`` it runs, its externs (instances,
+    methods, functions) and its packet path. One instance per loaded program (it keeps what it
+    translated); the builder calls it while it builds, the switch asks it for the packet path."""
+
+    name: ClassVar[str]  # P4Info's pkg_info.arch: "v1model", "tna"
+    package: ClassVar[str]  # main's package type: "V1Switch", "Switch"
+
+    @abstractmethod
+    def build(self, b: Builder) -> None:
+        """Check main's package instance, translate its blocks with ``b`` and compile them
+        (``b.exec_module()``); fill ``b.prog.blocks`` and ``b.prog.stages``."""
+
+    @abstractmethod
+    def extern_instance(self, b: Builder, d: ExternDecl) -> None:
+        """Instantiate the extern ``d``: record it in ``b.prog.externs`` (``b.add_extern``) when
+        the control plane sees it, and bind its local name in ``d.scope``."""
+
+    @abstractmethod
+    def packet_path(self, device: Device) -> PacketPath:
+        """The packet path of the built program over ``device``'s state."""
 
 
 @dataclass
 class Program:
-    """The checked and translated program, whatever its architecture."""
+    """The checked and translated program, whatever its architecture and whatever it was loaded
+    from (P4 source, BMv2 JSON)."""
 
-    arch: str = "v1model"  # v1model | tna (from main's package: V1Switch | Switch)
+    architecture: Architecture  # the one of main's package: its externs and its packet path
     tables: dict[str, TableInfo] = field(default_factory=dict)
     actions: dict[str, ActionInfo] = field(default_factory=dict)
     externs: dict[str, ExternInst] = field(default_factory=dict)
     headers: dict[str, StructLikeT] = field(default_factory=dict)
     errors: dict[str, int] = field(default_factory=dict)
     blocks: dict[str, str] = field(default_factory=dict)  # role -> P4 type name
+    # the generated function of each block, by role in pipeline order (profiling; the packet
+    # paths keep their own references)
+    stages: dict[str, Callable[..., Any]] = field(default_factory=dict)
     source: str = ""
     ns: dict[str, Any] = field(default_factory=dict)
     controller_headers: list[tuple[str, StructLikeT]] = field(default_factory=list)
     serializable_enums: dict[str, EnumT] = field(default_factory=dict)
     value_sets: dict[str, ValueSet] = field(default_factory=dict)
     digests: dict[str, StructLikeT] = field(default_factory=dict)
-    # generated entry points
-    parser: Any = None
-    verify: Any = None
-    ingress: Any = None
-    egress: Any = None
-    compute: Any = None
-    deparser: Any = None
-    hdr_cls: Any = None
-    meta_type: StructLikeT | None = None
-    meta_cls: Any = None
-    sm_cls: Any = None
     ctx: PacketContext = field(default_factory=PacketContext)
-    tna: Any = None  # TNA: the blocks and their arguments (engine/tna.py TnaBlocks)
+
+    @property
+    def arch(self) -> str:
+        """The architecture's name (P4Info's ``pkg_info.arch``): "v1model" or "tna"."""
+        return self.architecture.name
 
 
 def expr_text(node: Any) -> str:
@@ -102,18 +173,29 @@ def expr_text(node: Any) -> str:
 
 
 class Builder:
-    def __init__(self, ck: Checker) -> None:
+    """Builds the checked program ``ck`` with the architecture of its main package (one of
+    ``architectures``)."""
+
+    def __init__(self, ck: Checker, architectures: Iterable[type[Architecture]]) -> None:
         self.ck = ck
-        self.tr = Translator(ck)
-        self.prog = Program(errors=dict(ck.errors))
+        by_package = {a.package: a for a in architectures}
+        main = ck.main
+        if main is None:
+            raise P4Error(
+                f"no {' or '.join(f'{p}(...)' for p in by_package)} main; package "
+                "instantiation found",
+                ck.pre.origin(1)[0],
+                1,
+                1,
+            )
+        self.arch = by_package[str(main.children[1].children[0])]()
+        self.tr = Translator(ck, self.arch)
+        self.prog = Program(self.arch, errors=dict(ck.errors))
         self.funcs: list[str] = []
         self.tr.instantiate_block = self._implicit_instance
         self.inline_states: dict[str, Tree] | None = None
         self.parser_scope = ck.globals
         self.accept_code = "return _off"
-        # an architecture's extern instances (engine/tna.py): (node, type, name, args, full
-        # name, annotations, scope, control) -> handled; None: v1model's, in instantiate()
-        self.arch_instance: Any = None
 
     def err(self, node: Any, msg: str) -> P4Error:
         return self.ck.error(node, msg)
@@ -125,56 +207,8 @@ class Builder:
 
     # ------------------------------------------------------------------ package
     def build(self) -> Program:
-        main = self.ck.main
-        if main is None:
-            raise P4Error(
-                "no V1Switch(...) or Switch(...) main; package instantiation found",
-                self.ck.pre.origin(1)[0],
-                1,
-                1,
-            )
-        if str(main.children[1].children[0]) == "Switch":
-            from softswitch.engine.tna import build_tna
-
-            return build_tna(self)
-        args = main.children[2]
-        blocks = [] if args is None else list(args.children)
-        if len(blocks) != 6:
-            raise self.err(main, f"V1Switch takes 6 blocks, {len(blocks)} given")
-        decls = [self.package_arg(b, "V1Switch", ("parser", "control")) for b in blocks]
-        self.instantiate_globals()
-        roles = ["parser", "verify", "ingress", "egress", "compute", "deparser"]
-        if decls[0][0].kind != "parser" or any(d.kind != "control" for d, _ in decls[1:]):
-            raise self.err(main, "V1Switch needs a parser and five controls")
-        names: dict[str, str] = {}
-        for role, (decl, cargs) in zip(roles, decls, strict=True):
-            names[role] = (
-                self.build_parser(decl, cargs)
-                if role == "parser"
-                else self.build_control(decl, decl.name, cargs, top=True)["func"]
-            )
-            self.prog.blocks[role] = decl.name
-        # header/meta classes from the parser's parameter types
-        ptree = decls[0][0].tree
-        ptypes = [
-            self.tr.resolve_type(p.children[2], self.ck.globals) for p in ptree.children[2].children
-        ]
-        if len(ptypes) != 4:
-            raise self.err(
-                ptree,
-                "the v1model parser takes (packet_in, out H, inout M, inout standard_metadata_t)",
-            )
-        hdr_t, meta_t, sm_t = ptypes[1], ptypes[2], ptypes[3]
-        for t in (hdr_t, meta_t):
-            if not isinstance(t, StructLikeT) or t.is_header:
-                raise self.err(
-                    ptree, f"v1model headers and metadata must be structs, got {t.show()}"
-                )
-        if not (isinstance(sm_t, StructLikeT) and sm_t.name == "standard_metadata_t"):
-            raise self.err(ptree, "the last parser parameter must be standard_metadata_t")
-        cls = {k: self.tr.py_class(t) for k, t in (("hdr", hdr_t), ("meta", meta_t), ("sm", sm_t))}
-        self.prog.meta_type = meta_t  # type: ignore[assignment]
-        self.compile_module(names, cls)
+        """Main's package instance, its blocks and externs translated and compiled."""
+        self.arch.build(self)
         return self.finish()
 
     def package_arg(self, b: Any, package: str, kinds: tuple[str, ...]) -> tuple[Decl, list[Any]]:
@@ -219,17 +253,6 @@ class Builder:
                         (str(t.annotations["controller_header"][0]), t)
                     )
         return self.prog
-
-    def compile_module(self, names: dict[str, str], cls: dict[str, str]) -> None:
-        ns = self.exec_module()
-        p = self.prog
-        p.parser = ns[names["parser"]]
-        p.verify = ns[names["verify"]]
-        p.ingress = ns[names["ingress"]]
-        p.egress = ns[names["egress"]]
-        p.compute = ns[names["compute"]]
-        p.deparser = ns[names["deparser"]]
-        p.hdr_cls, p.meta_cls, p.sm_cls = ns[cls["hdr"]], ns[cls["meta"]], ns[cls["sm"]]
 
     def exec_module(self) -> dict[str, Any]:
         """Compile the generated source with its run-time objects (tables, extern state)."""
@@ -400,45 +423,13 @@ class Builder:
             return
         if not isinstance(t, ExternT):
             raise self.err(node, f"cannot instantiate {t.show()} here")
-        if self.arch_instance is not None:
-            self.arch_instance(node, t, name, args, full, anns, scope, fq)
-            return
-        if node.children[4] is not None:
-            raise self.err(
-                node.children[4], f"extern {t.name} has no abstract methods to implement"
-            )
-        if t.name not in SUPPORTED_EXTERN_INSTANCES:
-            raise self.err(node, f"extern {t.name} is not supported by this target")
-        x = ExternInst(t.name, full, annotations=anns, pyname=f"X_{next(self.tr.uid)}")
-        if t.name == "register":
-            if not t.type_args or not isinstance(t.type_args[0], BitT):
-                raise self.err(node, "register<T> needs a bit<> element type")
-            x.width = t.type_args[0].width
-            if len(args) != 1:
-                raise self.err(node, "register(size)")
-            x.size = self.const_int(args[0], scope)
-        elif t.name == "counter":
-            if len(args) != 2:
-                raise self.err(node, "counter(size, CounterType)")
-            x.size = self.const_int(args[0], scope)
-            x.counter_type = self.enum_member(args[1], scope, "CounterType")
-        elif t.name == "meter":
-            if len(args) != 2:
-                raise self.err(node, "meter(size, MeterType)")
-            x.size = self.const_int(args[0], scope)
-            x.counter_type = self.enum_member(args[1], scope, "MeterType")
-        elif t.name == "direct_meter":
-            if len(args) != 1:
-                raise self.err(node, "direct_meter(MeterType)")
-            x.counter_type = self.enum_member(args[0], scope, "MeterType")
-        elif t.name == "direct_counter":
-            if len(args) != 1:
-                raise self.err(node, "direct_counter(CounterType)")
-            x.counter_type = self.enum_member(args[1 - 1], scope, "CounterType")
-        if full in self.prog.externs:
-            raise self.err(node, f"duplicate name {full}")
-        self.prog.externs[full] = x
-        self.ck.bind(scope, name, Sym("extern", value=x), node)
+        self.arch.extern_instance(self, ExternDecl(node, t, name, args, full, anns, scope, fq))
+
+    def add_extern(self, node: Tree, x: ExternInst) -> None:
+        """An extern instance the control plane sees, by its control-plane name."""
+        if x.name in self.prog.externs:
+            raise self.err(node, f"duplicate name {x.name}")
+        self.prog.externs[x.name] = x
 
     def const_int(self, node: Any, scope: Scope) -> int:
         e = self.tr.expr(node, scope)
@@ -952,4 +943,13 @@ class Builder:
         return f"{v} == {e.const!r}"
 
 
-__all__ = ["Builder", "Program", "expr_text"]
+__all__ = [
+    "DROP_PORT",
+    "Architecture",
+    "Builder",
+    "Device",
+    "ExternDecl",
+    "PacketPath",
+    "Program",
+    "expr_text",
+]

@@ -109,7 +109,7 @@ class Table:
             raise SwitchError(f"action {act.name}: unknown parameter(s) {sorted(params)}")
         return tuple(out)
 
-    def _field(self, name: str) -> KeyField:
+    def key_field(self, name: str) -> KeyField:
         """A key field by its P4Info name or a unique dotted suffix of it."""
         for k in self.keys:
             if k.name == name:
@@ -124,7 +124,7 @@ class Table:
     def _normalise(self, match: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
         given: dict[str, Any] = {}
         for n, v in match.items():
-            given[self._field(n).name] = v
+            given[self.key_field(n).name] = v
         norm = []
         for k in self.keys:
             full = (1 << k.width) - 1

@@ -7,6 +7,7 @@ checks them while it generates code, so a program is typed exactly once.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -80,6 +81,10 @@ class Scope:
         return s
 
 
+# evaluates a constant expression of the wanted type: (checker, expression, scope, type) -> value
+ConstEval = Callable[["Checker", Tree, Scope, P4Type], Any]
+
+
 @dataclass
 class Decl:
     """A parser, control, extern or package declaration kept for later instantiation."""
@@ -93,9 +98,20 @@ class Decl:
 class Checker:
     """Global declarations and type resolution; locations map back through the preprocessor."""
 
-    def __init__(self, tree: Tree, pre: Preprocessed) -> None:
+    def __init__(
+        self,
+        tree: Tree,
+        pre: Preprocessed,
+        const_eval: ConstEval,
+        packages: Collection[str] = (),
+    ) -> None:
         self.tree = tree
         self.pre = pre
+        # the one expression typer is the translator's (engine/codegen.py eval_const): the caller
+        # hands it over, so that the frontend does not import the engine
+        self.const_eval = const_eval
+        # the package types an architecture runs (V1Switch, Switch): their instance is `main`
+        self.packages = packages
         self.globals = Scope()
         self.errors: dict[str, int] = {}
         self.match_kinds: set[str] = set()
@@ -271,10 +287,11 @@ class Checker:
             tname = d.children[1]
             name = self.name_of(d.children[3])
             pkg = str(tname.children[0]) if tname.data in ("named_type", "specialized_type") else ""
-            if pkg == "V1Switch" or (pkg == "Switch" and name == "main"):
-                # the architecture is chosen from main's package: V1Switch (v1model), Switch (TNA)
+            decl = self.decls.get(pkg)
+            if pkg in self.packages and decl is not None and decl.kind == "package_type":
+                # the architecture is chosen from main's package (V1Switch: v1model, Switch: TNA)
                 if name != "main":
-                    raise self.error(d, "the V1Switch package instance must be called main")
+                    raise self.error(d, f"the {pkg} package instance must be called main")
                 self.main = d
             else:
                 self.bind(scope, name, Sym("global_inst", value=d), d)
@@ -349,9 +366,7 @@ class Checker:
 
     def const_value(self, expr: Tree, scope: Scope, want: P4Type) -> Any:
         """Evaluate a compile-time constant expression (the translator does the typing)."""
-        from softswitch.engine.codegen import eval_const  # the one expression typer
-
-        return eval_const(self, expr, scope, want)
+        return self.const_eval(self, expr, scope, want)
 
 
 def trees(node: Tree) -> list[Tree]:

@@ -163,6 +163,10 @@ def test_port_metadata_follows_the_intrinsic_metadata(tna) -> None:
     sw.port_metadata_set(3, b"\xbe\xef")
     assert fields(sw.process(3, pkt(0))[0][1])["b"] == 0xBEEF
     assert fields(sw.process(4, pkt(0))[0][1])["b"] == 0
+    for port, data in ((511, b""), (3, bytes(9))):  # Tofino 1: 8 bytes; ports 0..510
+        with pytest.raises(SwitchError, match="port metadata"):
+            sw.port_metadata_set(port, data)
+    assert fields(sw.process(3, pkt(0))[0][1])["b"] == 0xBEEF  # refused writes changed nothing
 
 
 def test_parser_errors_drop_unless_parser_err_is_read(tna) -> None:

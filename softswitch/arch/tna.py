@@ -5,7 +5,7 @@ builder and translator as v1model's (one ``Program``), with TNA's externs (``Reg
 through ``RegisterAction``, ``Hash`` with ``CRCPolynomial``, ``Checksum``, ``Counter``/
 ``DirectCounter``, ``Meter``/``DirectMeter``, ``Random``, ``Mirror``, ``Resubmit``, ``Digest``)
 translated here. What runs a packet through the blocks (ingress parser → ingress → ingress
-deparser → traffic manager → egress parser → egress → egress deparser) is ``softswitch/tna.py``.
+deparser → traffic manager → egress parser → egress → egress deparser) is ``tna_path.py``.
 
 Tofino rules the engine can see are load-time errors at file:line:col: a register reached other
 than through a RegisterAction, a RegisterAction over something that is not a register of its own
@@ -19,12 +19,14 @@ import ast
 import re
 import sys
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from lark import Tree
 
+from softswitch.arch.tna_path import TnaBlocks, TnaPipeline
 from softswitch.engine import hashes
 from softswitch.engine.codegen import E, ExternInst, Translator, mask
+from softswitch.engine.program import Architecture, Builder, Device, ExternDecl, PacketPath
 from softswitch.errors import P4Error
 from softswitch.frontend.checker import Scope, Sym
 from softswitch.frontend.types import (
@@ -34,9 +36,6 @@ from softswitch.frontend.types import (
     P4Type,
     StructLikeT,
 )
-
-if TYPE_CHECKING:
-    from softswitch.engine.program import Builder, Program
 
 ROLES = (
     "ingress_parser",
@@ -136,24 +135,18 @@ class TnaExtern(ExternInst):
     params: tuple[Any, ...] = ()  # CRCPolynomial parameters
 
 
-@dataclass
-class TnaBlocks:
-    """The translated TNA pipeline: one function per block and what to pass it."""
+class Tna(Architecture):
+    """TNA: ``Switch(Pipeline(...)) main``, one Tofino pipe; its extern instances and methods
+    (one instance per loaded program: it keeps the execute sites and checksum units it
+    translated, then the translated blocks)."""
 
-    funcs: dict[str, Any]  # role -> generated function
-    args: dict[str, list[str]]  # role -> object keys after the packet argument, in order
-    types: dict[str, StructLikeT]  # object key -> its type
-    classes: dict[str, Any]  # object key -> generated class
-    checksums: list[list[int]]  # per-packet state of every Checksum instance
-    reads_parser_err: dict[str, bool]  # "ingress"/"egress": the program reads parser_err
+    name = "tna"
+    package = "Switch"
 
-
-class TnaExterns:
-    """TNA's extern instances and methods, plugged into the builder and the translator."""
-
-    def __init__(self, b: Builder) -> None:
-        self.b = b
-        self.tr: Translator = b.tr
+    def __init__(self) -> None:
+        self.b: Builder  # while building
+        self.tr: Translator
+        self.blocks: TnaBlocks | None = None
         self.sites: dict[int, tuple[Any, TnaExtern]] = {}  # execute site id -> (node, register)
         self.applying: list[TnaExtern] = []  # the RegisterAction whose apply is being translated
         self.checksums: list[str] = []
@@ -161,19 +154,19 @@ class TnaExterns:
     def err(self, node: Any, msg: str) -> P4Error:
         return self.b.err(node, msg)
 
+    def build(self, b: Builder) -> None:
+        self.b, self.tr = b, b.tr
+        self.blocks = build_tna(b, self)
+        b.prog.stages = dict(self.blocks.funcs)
+
+    def packet_path(self, device: Device) -> PacketPath:
+        assert self.blocks is not None, "the program is not built"
+        return TnaPipeline(device, self.blocks)
+
     # ------------------------------------------------------------------ instances
-    def instance(
-        self,
-        node: Tree,
-        t: ExternT,
-        name: str,
-        args: list[Any],
-        full: str,
-        anns: dict[str, list[Any]],
-        scope: Scope,
-        fq: str,
-    ) -> None:
-        b, tr = self.b, self.tr
+    def extern_instance(self, b: Builder, d: ExternDecl) -> None:
+        node, t, args, scope = d.node, d.type, d.args, d.scope
+        tr = self.tr
         tn = t.name
         handler = getattr(self, f"i_{tn}", None)
         if handler is None:
@@ -182,11 +175,11 @@ class TnaExterns:
             raise self.err(node.children[4], f"extern {tn} has no abstract methods to implement")
         x = TnaExtern(
             "",
-            full,
-            annotations=anns,
+            d.full,
+            annotations=d.annotations,
             pyname=f"X_{next(tr.uid)}",
             tna_type=tn,
-            ctl=fq,
+            ctl=d.control,
             node=node,
             type_args=list(t.type_args),
         )
@@ -199,10 +192,8 @@ class TnaExterns:
             "direct_meter",
             "direct_register",
         ):
-            if full in b.prog.externs:
-                raise self.err(node, f"duplicate name {full}")
-            b.prog.externs[full] = x
-        b.ck.bind(scope, name, Sym("extern", value=x), node)
+            b.add_extern(node, x)
+        b.ck.bind(scope, d.name, Sym("extern", value=x), node)
 
     def _nargs(self, node: Tree, args: list[Any], counts: tuple[int, ...], sig: str) -> None:
         if len(args) not in counts:
@@ -432,7 +423,7 @@ class TnaExterns:
     i_DirectRegisterAction = i_RegisterAction
 
     # ------------------------------------------------------------------ methods
-    def method(
+    def extern_method(
         self,
         tr: Translator,
         node: Tree,
@@ -448,6 +439,17 @@ class TnaExterns:
         if fn is None:
             raise self.err(node, f"{x.tna_type} has no data-plane methods")
         return fn(tr, node, x, method, args, scope)  # type: ignore[no-any-return]
+
+    def extern_function(
+        self,
+        tr: Translator,
+        node: Tree,
+        name: str,
+        args: list[Any],
+        targs: list[Tree],
+        scope: Scope,
+    ) -> E | None:
+        raise self.err(node, f"extern function {name} is not supported by this target")
 
     def _expect(
         self, node: Tree, x: TnaExtern, method: str, allowed: dict[str, tuple[int, ...]]
@@ -786,17 +788,13 @@ def _param_key(side: str, t: P4Type, n_user: int) -> str:
     return f"{side}_{('hdr', 'meta')[n_user]}" if n_user < 2 else ""
 
 
-def build_tna(b: Builder) -> Program:
+def build_tna(b: Builder, ext: Tna) -> TnaBlocks:
     """Instantiate ``Switch(pipe) main`` with ``pipe = Pipeline(ingress parser, ingress, ingress
     deparser, egress parser, egress, egress deparser)`` into the builder's Program."""
     ck, tr = b.ck, b.tr
     main = ck.main
     assert main is not None
     prog = b.prog
-    prog.arch = "tna"
-    ext = TnaExterns(b)
-    b.arch_instance = ext.instance
-    tr.arch_externs = ext
     margs = [] if main.children[2] is None else list(main.children[2].children)
     if len(margs) != 1:
         raise b.err(main, "Switch: the software switch runs one pipe (pipe0 only)")
@@ -890,7 +888,6 @@ def build_tna(b: Builder) -> Program:
     for role in ROLES:
         src = next(f for f in b.funcs if f.startswith(f"def {names[role]}("))
         ext.check_paths(src, role, gress_of)
-    prog.meta_type = types["ig_meta"]
     tr.ns.update(
         {
             "_ck_add": checksum_add,
@@ -907,7 +904,7 @@ def build_tna(b: Builder) -> Program:
         g: ".parser_err" in next(f for f in b.funcs if f.startswith(f"def {names[g]}("))
         for g in ("ingress", "egress")
     }
-    prog.tna = TnaBlocks(
+    return TnaBlocks(
         funcs={r: ns[names[r]] for r in ROLES},
         args=args,
         types=types,
@@ -915,7 +912,6 @@ def build_tna(b: Builder) -> Program:
         checksums=[ns[p] for p in ext.checksums],
         reads_parser_err=reads,
     )
-    return b.finish()
 
 
-__all__ = ["INTRINSIC", "ROLES", "TnaBlocks", "TnaExtern", "build_tna", "ones_sum"]
+__all__ = ["INTRINSIC", "ROLES", "Tna", "TnaExtern", "ones_sum"]

@@ -12,14 +12,14 @@ travels as a header the ingress deparser emits (bridged metadata), as on Tofino.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 from softswitch.engine.codegen import Exit
+from softswitch.engine.program import DROP_PORT, Device
 from softswitch.engine.runtime import AssertFailed
+from softswitch.errors import SwitchError
 from softswitch.frontend.types import StructLikeT, bit_width_of
-
-if TYPE_CHECKING:
-    from softswitch.switch import Switch
 
 UCAST_UNSET = 1 << 9  # ucast_egress_port until ingress sets it: not presented to the TM
 PORT_METADATA_BYTES = 8  # Tofino 1: PORT_METADATA_SIZE = 64 bits
@@ -61,14 +61,25 @@ def field_shifts(t: StructLikeT) -> tuple[int, dict[str, int]]:
     return total // 8, shifts
 
 
-class TnaPipeline:
-    """Runs packets through a TNA program; owned by a ``Switch`` (its lock, PRE, mirror sessions,
-    digests)."""
+@dataclass
+class TnaBlocks:
+    """The translated TNA pipeline: one function per block and what to pass it."""
 
-    def __init__(self, sw: Switch) -> None:
-        self.sw = sw
-        p = sw.program
-        t = p.tna
+    funcs: dict[str, Any]  # role -> generated function
+    args: dict[str, list[str]]  # role -> object keys after the packet argument, in order
+    types: dict[str, StructLikeT]  # object key -> its type
+    classes: dict[str, Any]  # object key -> generated class
+    checksums: list[list[int]]  # per-packet state of every Checksum instance
+    reads_parser_err: dict[str, bool]  # "ingress"/"egress": the program reads parser_err
+
+
+class TnaPipeline:
+    """Runs packets through a TNA program over a device's state (its PRE, mirroring sessions,
+    digest queue)."""
+
+    def __init__(self, device: Device, t: TnaBlocks) -> None:
+        self.device = device
+        p = device.program
         self.ctx = p.ctx
         objs: dict[str, Any] = {k: c() for k, c in t.classes.items()}
         args = {r: tuple(objs[k] for k in keys) for r, keys in t.args.items()}
@@ -109,8 +120,10 @@ class TnaPipeline:
     def set_port_metadata(self, port: int, data: bytes) -> None:
         """The PORT_METADATA_SIZE bits the ingress parser finds after the intrinsic metadata of
         packets from ``port`` (zero unless set; BfRt's port metadata table on Tofino)."""
-        if len(data) > PORT_METADATA_BYTES:
-            raise ValueError(f"port metadata is {PORT_METADATA_BYTES} bytes on Tofino 1")
+        if not 0 <= port < DROP_PORT or len(data) > PORT_METADATA_BYTES:
+            raise SwitchError(
+                f"port metadata: a port 0..{DROP_PORT - 1} and at most {PORT_METADATA_BYTES} bytes"
+            )
         self.port_metadata[port] = data.ljust(PORT_METADATA_BYTES, b"\x00")
 
     # ------------------------------------------------------------------ ingress
@@ -173,7 +186,7 @@ class TnaPipeline:
         except AssertFailed:
             return None
         if ctx.digests:
-            self.sw._deliver_digests(ctx.digests)
+            self.device.deliver_digests(ctx.digests)
             ctx.digests = []
         drop_ctl = self.ig_dprsr.drop_ctl
         mirror, resub = ctx.clone, ctx.resubmit
@@ -198,7 +211,7 @@ class TnaPipeline:
             copies.append((uport, 0, 0))
         for grp in (tm.mcast_grp_a, tm.mcast_grp_b):
             if grp:
-                for i, (eport, rid) in enumerate(self.sw.mc_groups.get(grp, [])):
+                for i, (eport, rid) in enumerate(self.device.mc_groups.get(grp, [])):
                     copies.append((eport, rid, 1 if i == 0 else 0))
         if tm.bypass_egress:
             out.extend((eport, pkt) for eport, _rid, _first in copies)
@@ -219,7 +232,7 @@ class TnaPipeline:
         session, hdr = mirror
         if depth >= MAX_MIRROR_DEPTH:
             return
-        for eport, rid in self.sw._session_ports(session):
+        for eport, rid in self.device.session_ports(session):
             self._egress(eport, rid, 0, hdr + pkt, now, out, depth + 1)
 
     def _egress(
@@ -274,4 +287,4 @@ class TnaPipeline:
             out.append((eport, data))
 
 
-__all__ = ["TnaPipeline"]
+__all__ = ["TnaBlocks", "TnaPipeline"]
