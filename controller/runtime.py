@@ -43,29 +43,20 @@ from kvswitch.controller.ops import OpCounts, Operation, PushRequest
 from kvswitch.controller.period import Controller, ControllerConfig, PeriodReport
 from kvswitch.controller.plan import Plan, diff
 from kvswitch.controller.rackfile import RackFile
-from kvswitch.controller.repair import (
-    PUSH_ATTEMPTS,
-    ReplicaRepair,
-    repair_cells,
-    unconfirmed_pushes,
-)
+from kvswitch.controller.repair import ReplicaRepair, repair_cells, unconfirmed_pushes
 from kvswitch.controller.ringchange import RingChange
 from kvswitch.controller.startup import (
     DYNAMIC_TABLES,
     EPOCH_MAX,
     broken_entries,
-    forwarding_ops,
     implied_entries,
     missing_copies,
     next_epoch,
     static_ops,
-    trust_ops,
 )
 from kvswitch.controller.threshold import imbalance, max_over_mean
 
 LOG = logging.getLogger("kvswitch.controller")
-
-__all__ = ["PUSH_ATTEMPTS", "Metrics", "Runtime", "forwarding_ops", "next_epoch", "trust_ops"]
 
 
 class Runtime:
@@ -291,7 +282,7 @@ class Runtime:
         """Push again the keys whose push failed in an earlier period and that are still hot with
         replicas (to the replicas they have now); those this period pushed are not repeated. A
         key whose origin is down is not pushed (it cannot SYNC), and a push is given up after
-        :data:`PUSH_ATTEMPTS` periods (its replicas stay invalid; the key's next write makes them
+        :data:`~kvswitch.controller.repair.PUSH_ATTEMPTS` periods (its replicas stay invalid; the key's next write makes them
         valid through its UPDATE copies)."""
         driver = self.ctx.driver
         pushed = {op.key for op in done if isinstance(op, PushRequest)}
