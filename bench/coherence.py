@@ -1,84 +1,20 @@
-"""The switch's coherence rules (docs/protocol.md "Consistency", rules 1-6), once, over register
-arrays.
+"""The switch's coherence rules (:mod:`kvswitch.consistency.rules`) compiled by numba.
 
-These functions are the rules of p4src/features/replicas.p4 written over numpy arrays (or any
-indexable of ints): the compiled kernel (:mod:`kvswitch.bench.kernel`) calls them per query, the
-model (:mod:`kvswitch.bench.model`) per push and confirm, and the exhaustive protocol explorer
-(:mod:`kvswitch.bench.explore`) per message, through ``.py_func`` (the same source run by
-Python). A test runs p4src/ and these functions side by side (tests/sim/test_differential.py).
-
-Registers: ``gver[0]`` (global_ver), ``slot_ver[slot]``, ``origin_ver[slot]``, ``valid_ver[cell]``
-with ``cell = base + offset(server)``. ``current``: the message's epoch is the switch's. Each
-function reads and writes each register once, as the P4 program does (one stateful-ALU access per
-register per packet on Tofino).
+The compiled kernel (:mod:`kvswitch.bench.kernel`) calls these per query and the model
+(:mod:`kvswitch.bench.model`) per push and confirm; the exhaustive protocol explorer
+(:mod:`kvswitch.bench.explore`) runs the same source through ``.py_func``, which is the function of
+:mod:`kvswitch.consistency.rules` itself. The rules are defined there only.
 """
 
 from __future__ import annotations
 
 from numba import njit
 
+from kvswitch.consistency import rules
 
-@njit(cache=True)
-def fresh_version(gver) -> int:
-    """global_ver += 1 (rules 1 and 5): the version the packet may be stamped with."""
-    g = gver[0] + 1
-    gver[0] = g
-    return g
-
-
-@njit(cache=True)
-def write(slot, gver, slot_ver, origin_ver) -> tuple[int, bool]:
-    """Rule 1: a Set/Delete of a hot key takes a fresh version; slot_ver follows it. The
-    packet goes to the origin and, as UPDATE copies, to every replica. Returns the version and
-    whether the write is *settled* (flag ``F_SETTLED``): no earlier write of the key was on its
-    way to the origin when it was stamped (the old slot_ver <= origin_ver, the test of rule 5),
-    so no other write's version lies between the origin's last reported version and this one.
-    Only a settled repeat of a request id may move the first application's value to the repeat's
-    version (docs/protocol.md "Agent rules")."""
-    g = fresh_version(gver)
-    settled = slot_ver[slot] <= origin_ver[slot]
-    slot_ver[slot] = g
-    return g, settled
-
-
-@njit(cache=True)
-def origin_report(slot, current, ver, origin_ver) -> None:
-    """Rule 2: the origin says it holds the key at ``ver`` (an OK write reply, SYNC_DONE or any
-    read reply): origin_ver = max(origin_ver, ver), in the current epoch only."""
-    if current and ver > origin_ver[slot]:
-        origin_ver[slot] = ver
-
-
-@njit(cache=True)
-def confirm(slot, cell, current, ver, floor, slot_ver, valid_ver) -> None:
-    """Rule 3: a replica's CONFIRM of ``ver`` (from its own port and address):
-    valid_ver = max(valid_ver, ver), only for a version this switch handed out in the current
-    epoch (``ver <= slot_ver``) after the key's holders last changed (``ver > floor``)."""
-    if current and floor < ver <= slot_ver[slot] and ver > valid_ver[cell]:
-        valid_ver[cell] = ver
-
-
-@njit(cache=True)
-def in_read_set(slot, cell, origin_ver, valid_ver) -> bool:
-    """Rule 4: a Get whose round-robin turn falls on a replica goes there only if the replica
-    confirmed the latest completed version (origin_ver) or a newer one; else to the origin."""
-    ov = origin_ver[slot]
-    return ov != 0 and valid_ver[cell] >= ov
-
-
-@njit(cache=True)
-def sync(slot, gver, slot_ver, origin_ver) -> int:
-    """Rule 5: the origin's SYNC takes a fresh version only when no write is on its way to the
-    origin (slot_ver <= origin_ver); returns the stamped version, 0 when reflected unstamped."""
-    g = fresh_version(gver)
-    if slot_ver[slot] <= origin_ver[slot]:
-        slot_ver[slot] = g
-        return g
-    return 0
-
-
-@njit(cache=True)
-def replica_reply_passes(slot, current, ver, origin_ver) -> bool:
-    """Rule 6: a replica's read reply reaches the client only with a version the origin has
-    reported (current epoch, 0 < ver <= origin_ver); otherwise the switch drops it."""
-    return current and ver != 0 and ver <= origin_ver[slot]
+write = njit(cache=True)(rules.write)
+origin_report = njit(cache=True)(rules.origin_report)
+confirm = njit(cache=True)(rules.confirm)
+in_read_set = njit(cache=True)(rules.in_read_set)
+sync = njit(cache=True)(rules.sync)
+replica_reply_passes = njit(cache=True)(rules.replica_reply_passes)

@@ -23,11 +23,12 @@ from kvswitch.agent.server import AgentConfig, AgentServer
 from kvswitch.controller import names
 from kvswitch.controller.agents import AgentPool
 from kvswitch.controller.elastic import MembershipError
+from kvswitch.controller.metrics import Metrics
 from kvswitch.controller.p4rt_driver import P4RuntimeDriver, Program
 from kvswitch.controller.period import ControllerConfig
 from kvswitch.controller.plan import KeyPlan
 from kvswitch.controller.rackfile import RackFile
-from kvswitch.controller.runtime import Metrics, Runtime
+from kvswitch.controller.runtime import Runtime
 from softswitch.runtime.device import Device
 from tests.controller_runtime.conftest import LiveSwitch
 from tests.controller_runtime.test_driver import get_frame

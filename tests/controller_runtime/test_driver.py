@@ -13,7 +13,7 @@ from kvswitch.controller import names
 from kvswitch.controller.p4rt_driver import DriverError, P4RuntimeDriver, Program, SwitchAddress
 from kvswitch.controller.plan import Plan, build_plan, diff, rack_setup
 from kvswitch.controller.rackfile import Host, RackFile
-from kvswitch.controller.runtime import forwarding_ops, trust_ops
+from kvswitch.controller.startup import forwarding_ops, trust_ops
 from kvswitch.paths import p4src_dir
 from softswitch.runtime.bundle import Bundle
 from tests.controller_runtime.conftest import DEFINES, LiveSwitch

@@ -16,7 +16,7 @@ from kvswitch.controller.ops import RegisterWrite
 from kvswitch.controller.p4rt_driver import DriverError, P4RuntimeDriver, Program, SwitchAddress
 from kvswitch.controller.plan import Plan, build_plan, diff, rack_setup
 from kvswitch.controller.rackfile import RackFile
-from kvswitch.controller.runtime import forwarding_ops, trust_ops
+from kvswitch.controller.startup import forwarding_ops, trust_ops
 from kvswitch.paths import p4src_dir
 from tests.controller_runtime.conftest import DEFINES
 from tests.p4c_bmv2.tools import need, p4c_compile, stop, wait_port

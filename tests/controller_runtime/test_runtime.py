@@ -25,7 +25,8 @@ from kvswitch.controller.ops import EntryOp, MulticastGroupSet, TableEntry
 from kvswitch.controller.p4rt_driver import DriverError, P4RuntimeDriver, Program
 from kvswitch.controller.period import ControllerConfig
 from kvswitch.controller.rackfile import RackFile
-from kvswitch.controller.runtime import Runtime, next_epoch
+from kvswitch.controller.runtime import Runtime
+from kvswitch.controller.startup import next_epoch
 from softswitch.runtime.device import Device
 from softswitch.runtime.thrift_server import ThriftServer
 from tests.controller_runtime.conftest import RACK_JSON, LiveSwitch

@@ -1,9 +1,12 @@
 """A model of the KVSwitch data plane in Python, on loopback sockets, for host-side tests.
 
-It applies the five switch rules of docs/protocol.md ("Consistency") so that the agents' and the
+It applies the six switch rules of docs/protocol.md ("Consistency") so that the agents' and the
 client's side of the contract can be tested end to end without P4: versions stamped on hot-key
-writes, UPDATE copies to replicas, origin acknowledgements, CONFIRMs, SYNC reflection and
-round-robin Get redirection only to replicas that confirmed the current version.
+writes, UPDATE copies to replicas, origin reports, CONFIRMs, SYNC reflection, round-robin Get
+redirection only to replicas in the read set, and replica read replies dropped unless the origin
+reported their version. The rules themselves are :mod:`kvswitch.consistency.rules`, the functions
+the simulator and the explorer run (one slot per hot key, ``valid_ver`` cell = server number);
+this model only decides, as p4src/features/replicas.p4 does, which packet a rule applies to.
 
 Loopback has no switch in the path, so the model stands in front of the servers: server ``i`` is
 reached through the model's port ``front[i]`` (the address clients are given), and forwarded
@@ -22,24 +25,36 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from kvswitch import protocol as p
+from kvswitch.consistency import rules
 
 Addr = tuple[str, int]
 
 
 @dataclass
 class HotSlot:
+    """One hot key's registers (slot 0 of one-cell arrays, as the rules take them)."""
+
     servers: list[int]  # ordinal 0 is the origin
+    floor: int = 0  # global_ver when the holders were set (KeyindexTable's floor)
     rr: int = 0
-    slot_ver: int = 0
-    origin_ver: int = 0
-    valid_ver: dict[int, int] = field(default_factory=dict)
+    slot_vers: list[int] = field(default_factory=lambda: [0])
+    origin_vers: list[int] = field(default_factory=lambda: [0])
+    valid_ver: dict[int, int] = field(default_factory=dict)  # server -> its cell
+
+    @property
+    def slot_ver(self) -> int:
+        return self.slot_vers[0]
+
+    @property
+    def origin_ver(self) -> int:
+        return self.origin_vers[0]
 
 
 class ModelSwitch:
     def __init__(self, agents: list[Addr], epoch: int = 1) -> None:
         self.agents = agents
         self.epoch = epoch
-        self.global_ver = 0
+        self.gver = [0]  # global_ver
         self.hot: dict[bytes, HotSlot] = {}
         self.stats: Counter[str] = Counter()
         self.lock = threading.Lock()
@@ -67,7 +82,8 @@ class ModelSwitch:
     def make_hot(self, key: bytes, servers: list[int]) -> None:
         """What the controller installs: the key's holders, origin first; nobody valid yet."""
         with self.lock:
-            self.hot[p.pad_key(key)] = HotSlot(list(servers))
+            cells = dict.fromkeys(range(len(self.agents)), 0)
+            self.hot[p.pad_key(key)] = HotSlot(list(servers), self.gver[0], valid_ver=cells)
 
     def start(self) -> None:
         self._thread.start()
@@ -108,17 +124,25 @@ class ModelSwitch:
             self._clients[(msg.cid, msg.seq, msg.key)] = src
             self._request(index, msg, data)
             return
-        # A reply from server `sender`: rule 2, then back to the client that asked.
+        # A reply from server `sender`: rule 2 (the origin's) or 6 (a replica's read reply), then
+        # back to the client that asked.
         slot = self.hot.get(msg.key)
-        if (
+        current = msg.epoch == self.epoch
+        if slot is not None and slot.servers[0] == sender:
+            acked = msg.op in (p.Op.SET_REPLY, p.Op.DEL_REPLY) and msg.status in (
+                p.Status.OK,
+                p.Status.STALE,
+            )
+            if acked or msg.op == p.Op.GET_REPLY:
+                rules.origin_report(0, current, msg.ver, slot.origin_vers)
+        elif (
             slot is not None
-            and msg.op in (p.Op.SET_REPLY, p.Op.DEL_REPLY)
-            and msg.status == p.Status.OK
-            and slot.servers[0] == sender
-            and msg.epoch == self.epoch
-            and msg.ver == slot.slot_ver
+            and msg.op == p.Op.GET_REPLY
+            and msg.status not in (p.Status.MOVED, p.Status.RETRY)
+            and not rules.replica_reply_passes(0, current, msg.ver, slot.origin_vers)
         ):
-            slot.origin_ver = msg.ver
+            self.stats["replica_reply_dropped"] += 1
+            return
         client = self._clients.pop((msg.cid, msg.seq, msg.key), None)
         if client is not None:
             self.front[sender].sendto(data, client)
@@ -133,20 +157,19 @@ class ModelSwitch:
             ordinal = slot.rr
             slot.rr = (slot.rr + 1) % len(slot.servers)
             target = slot.servers[ordinal]
-            valid = (
-                slot.slot_ver != 0
-                and slot.origin_ver == slot.slot_ver
-                and slot.valid_ver.get(target) == slot.slot_ver
-            )
-            if ordinal == 0 or not valid:
+            if ordinal == 0 or not rules.in_read_set(0, target, slot.origin_vers, slot.valid_ver):
                 target = origin
+            else:  # the replica's agent serves a key it does not own only then
+                msg.flags |= p.F_REDIRECT
+                data = msg.encode()
             self.stats["get_to_replica" if target != origin else "get_to_origin"] += 1
             self.front[target].sendto(data, self.agents[target])
             return
         # rule 1: stamp, forward to the origin, UPDATE copies to the replicas
-        self.global_ver += 1
-        slot.slot_ver = self.global_ver
-        msg.epoch, msg.ver = self.epoch, self.global_ver
+        ver, settled = rules.write(0, self.gver, slot.slot_vers, slot.origin_vers)
+        msg.epoch, msg.ver = self.epoch, ver
+        if settled:
+            msg.flags |= p.F_SETTLED
         self.front[origin].sendto(msg.encode(), self.agents[origin])
         msg.op = p.Op.UPDATE if msg.op == p.Op.SET else p.Op.UPDATE_DEL
         for replica in slot.servers[1:]:
@@ -159,23 +182,20 @@ class ModelSwitch:
         if sender is None or slot is None:
             self.stats["control_ignored"] += 1
             return
-        if msg.op == p.Op.CONFIRM:  # rule 3
-            if sender in slot.servers[1:] and msg.version == (self.epoch, slot.slot_ver):
-                slot.valid_ver[sender] = msg.ver
-                self.stats["confirm_accepted"] += 1
-            else:
-                self.stats["confirm_ignored"] += 1
+        current = msg.epoch == self.epoch
+        if msg.op == p.Op.CONFIRM:  # rule 3, into the sender's own cell
+            before = slot.valid_ver[sender]
+            rules.confirm(0, sender, current, msg.ver, slot.floor, slot.slot_vers, slot.valid_ver)
+            accepted = slot.valid_ver[sender] != before
+            self.stats["confirm_accepted" if accepted else "confirm_ignored"] += 1
         elif msg.op == p.Op.SYNC and sender == slot.servers[0]:  # rule 5
-            if slot.origin_ver == slot.slot_ver:  # no write on its way to the origin
-                self.global_ver += 1
-                slot.slot_ver = self.global_ver
-                msg.epoch, msg.ver = self.epoch, self.global_ver
-            else:
-                msg.epoch, msg.ver = 0, 0
+            ver = rules.sync(0, self.gver, slot.slot_vers, slot.origin_vers)
+            msg.epoch, msg.ver = (self.epoch, ver) if ver else (0, 0)
+            if not ver:  # a write is on its way to the origin
                 self.stats["sync_unstamped"] += 1
             self.control.sendto(msg.encode(), src)
         elif msg.op == p.Op.SYNC_DONE and sender == slot.servers[0]:  # rule 2
-            if msg.status == p.Status.OK and msg.version == (self.epoch, slot.slot_ver):
-                slot.origin_ver = msg.ver
+            if msg.status == p.Status.OK:
+                rules.origin_report(0, current, msg.ver, slot.origin_vers)
         else:
             self.stats["control_ignored"] += 1

@@ -1,0 +1,131 @@
+"""What the runtime's parts share (:mod:`kvswitch.controller.runtime`, ``failures``,
+``ringchange``): the switch driver, the rack, the planner and its plan, the agents, the failure
+detector, the epoch and the ring (docs/protocol.md "Membership"), and the few agent-side steps
+that several of them take (telling agents the ring, dropping stale copies, the state file)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kvswitch import protocol as p
+from kvswitch.agent.control import ControlError, KeyVersion
+from kvswitch.controller import statefile
+from kvswitch.controller.agents import AgentPool
+from kvswitch.controller.driver import SwitchDriver
+from kvswitch.controller.membership import Membership
+from kvswitch.controller.period import Controller
+from kvswitch.controller.plan import Plan
+from kvswitch.controller.rackfile import RackFile
+from kvswitch.controller.startup import stale_copies
+
+LOG = logging.getLogger("kvswitch.controller")
+
+
+@dataclass
+class Context:
+    driver: SwitchDriver
+    rack: RackFile
+    controller: Controller
+    agents: AgentPool | None
+    membership: Membership
+    members: frozenset[int]
+    state_file: Path | None = None
+    epoch: int = 0
+    ring_version: int = 1
+    # a ring change past its point of no return (written to the state file as "ring_next")
+    committing: tuple[int, frozenset[int]] | None = None
+    # ring changes made between two periods (the admin socket), reported with the next period
+    events: list[str] = field(default_factory=list)
+    ring: p.HashRing = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.adopt_ring(self.ring_version, self.members)
+
+    @property
+    def servers(self) -> int:
+        """Servers in the rack (M)."""
+        return len(self.rack.servers)
+
+    @property
+    def plan(self) -> Plan:
+        return self.controller.plan
+
+    def empty_plan(self) -> Plan:
+        return Plan(self.servers, self.driver.slots)
+
+    def name(self, server: int) -> str:
+        return self.rack.servers[server].name
+
+    # -- the ring --------------------------------------------------------------------------------
+
+    def adopt_ring(self, version: int, members: frozenset[int]) -> None:
+        """Serve ring ``version`` of ``members``: keys' origins and hot-key placement follow it."""
+        self.ring_version, self.members = version, members
+        self.ring = p.HashRing.of(members)
+        self.controller.members = tuple(sorted(members))
+
+    def versioned_ring(self, members: frozenset[int] | None = None, version: int = 0) -> p.Ring:
+        """The ring of ``members`` (default: the current ones) with the rack's addresses."""
+        ids = self.members if members is None else members
+        return p.Ring(
+            version or self.ring_version,
+            tuple(
+                p.Member(s, self.rack.servers[s].ip_text, self.rack.kvs_port) for s in sorted(ids)
+            ),
+        )
+
+    def announce_ring(self, servers: set[int] | None = None) -> None:
+        """Tell agents (all, or ``servers``) the current ring (start-up, an agent restart)."""
+        if self.agents is None:
+            return
+        ring = self.versioned_ring()
+        for server in sorted(self.agents.controls if servers is None else servers):
+            try:
+                self.agents.controls[server].ring_set(ring, server)
+            except (ControlError, KeyError) as exc:
+                LOG.warning("server %d: ring %d not set: %s", server, ring.version, exc)
+
+    # -- agents and the failure detector ------------------------------------------------------------
+
+    def set_down(self) -> None:
+        """The planner and the agents' pool follow the failure detector's dead servers."""
+        down = self.membership.down
+        self.controller.down = down
+        if self.agents is not None:
+            self.agents.down = down
+
+    def drop_stale_copies(
+        self, servers: set[int] | None = None
+    ) -> dict[int, dict[bytes, KeyVersion]]:
+        """Agents (all, or ``servers``) drop copies of keys they neither originate nor replicate
+        in the plan; returns what each reachable agent held live before."""
+        if self.agents is None:
+            return {}
+        holdings = self.agents.holdings(servers)
+        for server, key in stale_copies(self.plan, self.ring.origin, holdings):
+            try:
+                self.agents.remove(key, server)
+                LOG.info("server %d: dropped a stale copy of %s", server, key.hex())
+            except Exception as exc:  # logged; the copy is never served (no table uses it)
+                LOG.warning("server %d: cannot drop %s: %s", server, key.hex(), exc)
+        return holdings
+
+    # -- the state file -----------------------------------------------------------------------------
+
+    def save_state(self) -> None:
+        """The epoch, the ring, the threshold and last period's counts, for a restarted
+        controller."""
+        if self.state_file is None:
+            return
+        statefile.save(
+            self.state_file,
+            statefile.record(
+                self.epoch,
+                (self.ring_version, self.members),
+                self.committing,
+                self.controller.threshold.value,
+                self.controller.predictor.prev,
+            ),
+        )
