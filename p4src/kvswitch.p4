@@ -2,7 +2,8 @@
 // switch). Includes, instantiates and orders the feature controls; everything else lives in
 // shared/ (protocol, sizes, headers, parser) and features/ (one feature per file).
 // Build options: -DHOT_KEYS=.. -DMAX_SERVERS=.. -DHP_STAGES=.. (see shared/sizes.p4); test-only
-// -DKVS_TEST_NO_TRUST_* (features/trust.p4).
+// -DKVS_TEST_NO_TRUST_* (features/trust.p4). KVS_SPINE builds a fabric's spine instead of a
+// rack's switch (kvswitch_spine.p4 defines it and includes this file).
 #include <core.p4>
 #include <v1model.p4>
 
@@ -19,7 +20,9 @@
 #include "features/hot_keys.p4"
 #include "features/key_index.p4"
 #include "features/replicas.p4"
+#ifndef KVS_SPINE  // a spine counts its hot keys only (docs/fabric.md)
 #include "features/hashpipe.p4"
+#endif
 #include "features/multicast.p4"
 #include "features/load_count.p4"
 
@@ -32,7 +35,9 @@ control KvsIngress(inout headers_t hdr, inout kvs_meta_t meta, inout standard_me
     HotKeys() hot_keys;
     KeyIndex() key_index;
     Replicas() replicas;
+#ifndef KVS_SPINE
     HashPipe() hashpipe;
+#endif
     MulticastIngress() multicast;
 
     apply {
@@ -75,9 +80,11 @@ control KvsIngress(inout headers_t hdr, inout kvs_meta_t meta, inout standard_me
                     // Rules 1-6: versions, round-robin redirect, confirms, syncs, read replies.
                     replicas.apply(hdr, meta, std);
                 }
+#ifndef KVS_SPINE
                 if (request && !meta.hot && !meta.origin_down) {
                     hashpipe.apply(hdr.kvs.key);
                 }
+#endif
                 if (request && meta.hot && op != KvsOp.GET && !down_write && !meta.misaddressed) {
                     multicast.apply(hdr, meta, std);
                 }

@@ -2,7 +2,8 @@
 // v1model top level is kvswitch.p4: both include shared/ and the features; where a feature's
 // shape differs on Tofino (externs, intrinsic metadata, one RegisterAction per register) its TNA
 // twin sits beside it as <feature>_tna.p4. Same tables, actions, match fields, registers and
-// counters as the v1model build. Build options: as kvswitch.p4 (shared/sizes.p4).
+// counters as the v1model build. Build options: as kvswitch.p4 (shared/sizes.p4; KVS_SPINE:
+// kvswitch_spine_tna.p4).
 // Where each Tofino rule is followed: docs/tofino.md.
 #include <core.p4>
 #include <tna.p4>
@@ -23,7 +24,9 @@
 #include "features/hot_keys_tna.p4"
 #include "features/key_index.p4"
 #include "features/replicas_tna.p4"
+#ifndef KVS_SPINE  // a spine counts its hot keys only (docs/fabric.md)
 #include "features/hashpipe_tna.p4"
+#endif
 #include "features/multicast_tna.p4"
 #include "features/load_count_tna.p4"
 
@@ -39,7 +42,9 @@ control KvsIngress(inout kvs_tna_headers_t hdr, inout kvs_tna_meta_t meta,
     HotKeys() hot_keys;
     KeyIndex() key_index;
     Replicas() replicas;
+#ifndef KVS_SPINE
     HashPipe() hashpipe;
+#endif
     MulticastIngress() multicast;
 
     apply {
@@ -82,9 +87,11 @@ control KvsIngress(inout kvs_tna_headers_t hdr, inout kvs_tna_meta_t meta,
                 if (meta.kvs.hot && !down_write) {
                     replicas.apply(hdr.h, meta.kvs, meta.fwd, ig_intr_md.ingress_port);
                 }
+#ifndef KVS_SPINE
                 if (request && !meta.kvs.hot && !meta.kvs.origin_down) {
                     hashpipe.apply(hdr.h.kvs.key);
                 }
+#endif
                 if (request && meta.kvs.hot && op != KvsOp.GET && !down_write
                     && !meta.kvs.misaddressed) {
                     multicast.apply(hdr.h, meta.kvs, meta.fwd);
@@ -138,7 +145,7 @@ control KvsEgress(inout kvs_tna_headers_t hdr, inout kvs_tna_meta_t meta,
         if (hdr.bridge.kvs_ok == 1 && parsed) {
             if (hdr.bridge.mcast == 1 && eg_intr_md.egress_rid != 0) {
                 multicast_egress.apply(hdr.h, meta.kvs, eg_intr_md.egress_port,
-                                       eg_dprsr_md.drop_ctl);
+                                       eg_intr_md.egress_rid, eg_dprsr_md.drop_ctl);
             }
             load_count.apply(hdr.h);
         }
