@@ -17,6 +17,8 @@ SERVERMAP_TABLE: Final = "ServermapTable"  # (slot, ordinal) -> server; ordinal 
 SERVEROFFSET_TABLE: Final = "ServeroffsetTable"  # server -> offset in the key's valid_ver row
 MULTIGROUP_TABLE: Final = "MultigroupTable"  # key -> multicast group of its replicas
 PORTTOSERVER_TABLE: Final = "PorttoserverTable"  # egress port -> server address (static)
+# a spine's instead (docs/fabric.md "Spine program"): replication id -> server address (static)
+RIDTOSERVER_TABLE: Final = "RidtoserverTable"
 LOADCOUNT_TABLE: Final = "LoadcountTable"  # egress: direct counter per server
 HOSTPORT_TABLE: Final = "HostportTable"  # source address -> its port, server or not (trust.p4)
 REPLYCOUNT_TABLE: Final = (
@@ -60,6 +62,7 @@ MATCH_SLOT: Final = "slot"
 MATCH_ORDINAL: Final = "ordinal"
 MATCH_SERVER_IP: Final = "server_ip"
 MATCH_PORT: Final = "port"
+MATCH_RID: Final = "rid"  # RidtoserverTable
 MATCH_DST: Final = "dst_addr"
 MATCH_SRC: Final = "src_addr"
 
@@ -112,3 +115,10 @@ def multicast_group(slot: int) -> int:
     """Multicast group of the key in ``slot`` (group 0 is reserved: no group). The group holds the
     origin's port with replication id 0 and each replica's port with rid = its ordinal."""
     return slot + 1
+
+
+def spine_rid(server: int) -> int:
+    """A spine's replication id of the copy of a write to ``server`` (its number in the fabric):
+    RidtoserverTable turns it back into the server's address; rid 0 is the origin's unchanged
+    copy."""
+    return server + 1
