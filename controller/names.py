@@ -25,6 +25,9 @@ REPLYCOUNT_TABLE: Final = (
     "ReplycountTable"  # replies by source server; direct counter (liveness.p4)
 )
 DOWN_TABLE: Final = "DownTable"  # request destination -> a server declared dead (liveness.p4)
+# a fabric's leaf (steering.p4, docs/fabric.md "Leaf program")
+FABRIC_HOT_TABLE: Final = "FabricHotTable"  # key -> its spine's port and MAC; default hold
+UPLINK_TABLE: Final = "UplinkTable"  # ingress port -> a port to a spine (static)
 
 # Direct counters.
 HOTKEY_COUNTER: Final = "hotkey_counter"
@@ -55,6 +58,11 @@ ACT_COUNT_REPLY: Final = "count_reply"  # ReplycountTable
 ACT_SET_DOWN: Final = "set_down"  # DownTable
 ACT_SET_SOURCE: Final = "set_source"  # HostportTable: (port, server); server = 1 for a server
 PARAM_SERVER: Final = "server"
+ACT_SET_SPINE: Final = "set_spine"  # FabricHotTable: (port, dmac)
+PARAM_DMAC: Final = "dmac"
+ACT_HOLD: Final = "hold"  # FabricHotTable's default until the steering table is installed
+ACT_PASS: Final = "NoAction"  # ... and once it is
+ACT_SET_UPLINK: Final = "set_uplink"  # UplinkTable
 
 # Match fields.
 MATCH_KEY: Final = "key"

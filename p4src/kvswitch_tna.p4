@@ -3,7 +3,7 @@
 // shape differs on Tofino (externs, intrinsic metadata, one RegisterAction per register) its TNA
 // twin sits beside it as <feature>_tna.p4. Same tables, actions, match fields, registers and
 // counters as the v1model build. Build options: as kvswitch.p4 (shared/sizes.p4; KVS_SPINE:
-// kvswitch_spine_tna.p4).
+// kvswitch_spine_tna.p4; KVS_FABRIC_LEAF: kvswitch_leaf_tna.p4).
 // Where each Tofino rule is followed: docs/tofino.md.
 #include <core.p4>
 #include <tna.p4>
@@ -29,6 +29,9 @@
 #endif
 #include "features/multicast_tna.p4"
 #include "features/load_count_tna.p4"
+#ifdef KVS_FABRIC_LEAF
+#include "features/steering.p4"
+#endif
 
 control KvsIngress(inout kvs_tna_headers_t hdr, inout kvs_tna_meta_t meta,
                    in ingress_intrinsic_metadata_t ig_intr_md,
@@ -46,6 +49,9 @@ control KvsIngress(inout kvs_tna_headers_t hdr, inout kvs_tna_meta_t meta,
     HashPipe() hashpipe;
 #endif
     MulticastIngress() multicast;
+#ifdef KVS_FABRIC_LEAF
+    Steering() steering;
+#endif
 
     apply {
         meta.kvs.l4_dirty = false;
@@ -61,19 +67,41 @@ control KvsIngress(inout kvs_tna_headers_t hdr, inout kvs_tna_meta_t meta,
             // Tofino's ingress does not know the frame length: docs/tofino.md
             kvs_check.apply(hdr.h, meta.kvs, ig_prsr_md.parser_err == PARSER_ERROR_OK,
                             32w0xFFFFFFFF);
+            bool uplink = false;   // as in kvswitch.p4
+            bool steered = false;
+#ifdef KVS_FABRIC_LEAF
+            bool up;
+            bool held;
+            PortId_t spine_port;
+            mac_addr_t spine_mac;
+            steering.apply(hdr.h, meta.kvs, ig_intr_md.ingress_port, uplink, steered, up, held,
+                           spine_port, spine_mac);
+#endif
             // Who may send what (docs/protocol.md "Trust"): may drop and clear meta.kvs_ok.
             bool refused = false;
-            trust.apply(hdr.h, meta.kvs, ig_intr_md.ingress_port, refused);
+            if (!uplink) {
+                trust.apply(hdr.h, meta.kvs, ig_intr_md.ingress_port, refused);
+            }
             if (refused) {
                 fwd_drop(meta.fwd);
             }
+#ifdef KVS_FABRIC_LEAF
+            if (meta.kvs.kvs_ok && held) {
+                fwd_drop(meta.fwd);
+                meta.kvs.kvs_ok = false;
+            }
+#endif
             if (meta.kvs.kvs_ok) {
                 KvsOp op = hdr.h.kvs.op;
-                bool request = op == KvsOp.GET || op == KvsOp.SET || op == KvsOp.DEL;
-                bool consumed = op == KvsOp.CONFIRM || op == KvsOp.SYNC
-                                || op == KvsOp.SYNC_DONE;
-                bool maintenance = consumed || op == KvsOp.SET_REPLY || op == KvsOp.DEL_REPLY
-                                   || op == KvsOp.GET_REPLY;
+                // A steered message (a fabric's leaf) is counted by liveness and forwarded: none of
+                // the rules below are the leaf's to apply to it.
+                bool own = !steered;
+                bool request = own && (op == KvsOp.GET || op == KvsOp.SET || op == KvsOp.DEL);
+                bool consumed = own && (op == KvsOp.CONFIRM || op == KvsOp.SYNC
+                                        || op == KvsOp.SYNC_DONE);
+                bool maintenance = consumed || (own && (op == KvsOp.SET_REPLY
+                                                        || op == KvsOp.DEL_REPLY
+                                                        || op == KvsOp.GET_REPLY));
                 // Replies counted per server; requests for a dead origin flagged (liveness.p4).
                 liveness.apply(hdr.h, meta.kvs);
                 // A write for a dead origin takes no version and makes no copy: answered below.
@@ -107,9 +135,18 @@ control KvsIngress(inout kvs_tna_headers_t hdr, inout kvs_tna_meta_t meta,
                 if (consumed && !meta.kvs.hot) {
                     fwd_drop(meta.fwd);
                 }
-                if (op == KvsOp.UPDATE || op == KvsOp.UPDATE_DEL) {
+                if (own && (op == KvsOp.UPDATE || op == KvsOp.UPDATE_DEL)) {
                     fwd_drop(meta.fwd);
                 }
+#ifdef KVS_FABRIC_LEAF
+                if (up) {
+                    meta.fwd.port = spine_port;
+                    meta.fwd.drop = false;
+                    meta.fwd.grp = 0;
+                    hdr.h.ethernet.dst_addr = spine_mac;
+                    meta.kvs.kvs_ok = false;
+                }
+#endif
             }
         }
         // The decision to the traffic manager: a group (the PRE gives each copy its rid), a drop,

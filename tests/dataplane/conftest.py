@@ -23,6 +23,7 @@ from p4c_bmv2.tools import p4c_compile
 from kvswitch.paths import p4src_dir
 
 from .base import DEFINES, Dataplane, SwitchTarget
+from .leaf import LeafPlane
 from .spine import SPINE_DEFINES, SpinePlane
 
 # build -> (architecture, top-level program, loaded from, target)
@@ -39,13 +40,22 @@ SPINE_BUILDS = {
     "spine-tna": ("tna", "kvswitch_spine_tna.p4", "source", "softswitch"),
     "spine-bmv2": ("v1model", "kvswitch_spine.p4", "p4c-json", "bmv2"),
 }
+# a fabric's leaf (leaf.py, test_fabric_leaf.py): kvswitch_leaf.p4 and its TNA twin
+LEAF_BUILDS = {
+    "leaf-source": ("v1model", "kvswitch_leaf.p4", "source", "softswitch"),
+    "leaf-p4c-json": ("v1model", "kvswitch_leaf.p4", "p4c-json", "softswitch"),
+    "leaf-tna": ("tna", "kvswitch_leaf_tna.p4", "source", "softswitch"),
+    "leaf-bmv2": ("v1model", "kvswitch_leaf.p4", "p4c-json", "bmv2"),
+}
+# each family's BMv2 fixture
+_BMV2 = {"bmv2": BUILDS, "spine_bmv2": SPINE_BUILDS, "leaf_bmv2": LEAF_BUILDS}
 TARGETS = ("softswitch", "bmv2")
 
 _compiled: dict[str, tuple[Path, Any]] = {}
 
 
 def _build(build: str) -> tuple[str, str, str, str]:
-    return BUILDS.get(build) or SPINE_BUILDS[build]
+    return BUILDS.get(build) or SPINE_BUILDS.get(build) or LEAF_BUILDS[build]
 
 
 def _defines(program: str) -> dict[str, str]:
@@ -127,11 +137,17 @@ def spine_bmv2(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SwitchTarge
     yield from _bmv2(SPINE_BUILDS["spine-bmv2"][1], tmp_path_factory)
 
 
+@pytest.fixture(scope="session")
+def leaf_bmv2(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SwitchTarget]:
+    """BMv2 on the fabric leaf's JSON (the ``[leaf-bmv2]`` build), one per session."""
+    yield from _bmv2(LEAF_BUILDS["leaf-bmv2"][1], tmp_path_factory)
+
+
 def _target(request: pytest.FixtureRequest, factory: pytest.TempPathFactory) -> SwitchTarget:
     """The switch of build ``request.param``: BMv2's process fixture, or the software switch."""
     build = request.param
     if _build(build)[3] == "bmv2":
-        fixture = "spine_bmv2" if build in SPINE_BUILDS else "bmv2"
+        fixture = next(f for f, builds in _BMV2.items() if build in builds)
         return request.getfixturevalue(fixture)  # type: ignore[no-any-return]
     return _build_target(build, factory)
 
@@ -147,7 +163,7 @@ def target(
 def spine_target(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> SwitchTarget:
-    """The spine program on each of its builds (as ``target`` for the leaf's)."""
+    """The spine program on each of its builds (as ``target`` for the rack switch's)."""
     return _target(request, tmp_path_factory)
 
 
@@ -176,3 +192,17 @@ def dp(target: SwitchTarget) -> Iterator[Dataplane]:
 def sp(spine_target: SwitchTarget) -> Iterator[Dataplane]:
     """A fresh spine fabric (spine.py) on each spine build."""
     yield from fresh_plane(spine_target, SpinePlane)
+
+
+@pytest.fixture(scope="session", params=_builds(LEAF_BUILDS))
+def leaf_target(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> SwitchTarget:
+    """A fabric's leaf program on each of its builds."""
+    return _target(request, tmp_path_factory)
+
+
+@pytest.fixture
+def lf(leaf_target: SwitchTarget) -> Iterator[Dataplane]:
+    """The test rack (base.py) on a fabric's leaf, with two spines above it (leaf.py)."""
+    yield from fresh_plane(leaf_target, LeafPlane)

@@ -1,7 +1,8 @@
 """The v1model build (kvswitch.p4) and the TNA build (kvswitch_tna.p4) side by side: the same
 control-plane names and ids in their P4Info, and on one random trace of every kind of KVSwitch
 message the same packets out of every step and the same registers and counters at the end; the
-same for the spine's two builds (kvswitch_spine.p4, kvswitch_spine_tna.p4). And
+same for the spine's two builds (kvswitch_spine.p4, kvswitch_spine_tna.p4) and a fabric leaf's
+(kvswitch_leaf.p4, kvswitch_leaf_tna.p4), which forwards a rack's traffic as kvswitch.p4 does. And
 BMv2 itself beside the software switch, both on p4c-bm2-ss's JSON: the same packets out of every
 step of the same traces, the same registers and counters."""
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 import random
 import re
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import pytest
 
@@ -30,6 +32,7 @@ from .base import (
 )
 from .conftest import _build_target, fresh_plane, on_target
 from .hashpipe_model import key_tag
+from .leaf import SPINE0, SPINE1, LeafPlane
 from .spine import FABRIC_SERVERS, FAR_CLIENT, A, B, C, D, E, SpinePlane
 
 ORIGINS = {"hot-0": SERVERS[0], "hot-1": SERVERS[0], "hot-2": SERVERS[1], "hot-3": SERVERS[1]}
@@ -61,8 +64,9 @@ def _tna_only(name: str) -> bool:
     return re.fullmatch(r".*\.hp_stage[1-7]\.hp_tag", name) is not None
 
 
-def test_p4info_entities_are_the_same(planes: dict[str, Dataplane]) -> None:
-    v1, tna = (planes[a].sw.p4info for a in ("v1model", "tna"))
+def _same_entities(twins: dict[str, Dataplane]) -> tuple[Any, Any]:
+    """The two builds' P4Info (v1model, TNA), checked to name the same entities alike."""
+    v1, tna = (twins[a].sw.p4info for a in ("v1model", "tna"))
     assert (v1.pkg_info.arch, tna.pkg_info.arch) == ("v1model", "tna")
     for kind in KINDS:
         assert {e.preamble.name: str(e) for e in getattr(v1, kind)} == {
@@ -70,6 +74,11 @@ def test_p4info_entities_are_the_same(planes: dict[str, Dataplane]) -> None:
             for e in getattr(tna, kind)
             if not (kind == "registers" and _tna_only(e.preamble.name))
         }, kind
+    return v1, tna
+
+
+def test_p4info_entities_are_the_same(planes: dict[str, Dataplane]) -> None:
+    v1, tna = _same_entities(planes)
     extra = sorted(r.preamble.name for r in tna.registers if _tna_only(r.preamble.name))
     stages = len([r for r in v1.registers if r.preamble.name.endswith(".hp_cnt")])
     assert len(extra) == stages - 1 > 0  # every later stage has one, the first has none
@@ -292,13 +301,16 @@ def spines(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Dataplane]:
     return _twins(tmp_path_factory, "spine-source", "spine-tna", SpinePlane)
 
 
-def test_spine_p4info_entities_are_the_same(spines: dict[str, Dataplane]) -> None:
-    v1, tna = (spines[a].sw.p4info for a in ("v1model", "tna"))
-    assert (v1.pkg_info.arch, tna.pkg_info.arch) == ("v1model", "tna")
-    for kind in KINDS:
-        assert {e.preamble.name: str(e) for e in getattr(v1, kind)} == {
-            e.preamble.name: str(e) for e in getattr(tna, kind)
-        }, kind
+@pytest.fixture(scope="module")
+def leaves(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Dataplane]:
+    return _twins(tmp_path_factory, "leaf-source", "leaf-tna", LeafPlane)
+
+
+def test_spine_and_fabric_leaf_p4info_entities_are_the_same(
+    spines: dict[str, Dataplane], leaves: dict[str, Dataplane]
+) -> None:
+    _same_entities(spines)
+    _same_entities(leaves)
 
 
 def test_spine_same_packets_registers_and_counters_on_one_trace(
@@ -336,4 +348,52 @@ def test_spine_same_packets_registers_and_counters_on_one_trace(
             table, tna.handles[(table, key)]
         ), (table, key)
     for plane in spines.values():
+        plane.reset()
+
+
+def test_fabric_leaf_without_fabric_keys_is_the_rack_switch(
+    planes: dict[str, Dataplane], leaves: dict[str, Dataplane]
+) -> None:
+    """kvswitch_leaf.p4 with its steering table installed and empty, on the rack's trace: what
+    kvswitch.p4 sends and holds, step by step (a fabric's leaf changes nothing for one rack)."""
+    rack, leaf = planes["v1model"], leaves["v1model"]
+    for plane in (rack, leaf):
+        plane.reset()
+        plane.setup_rack()
+        _hot_keys(plane)
+    for i, (port, frame) in enumerate(_trace(random.Random(14), 1500)):
+        assert leaf.send(port, frame) == rack.send(port, frame), f"step {i}: {frame.hex()}"
+    assert leaf.snapshot() == rack.snapshot()
+    for (table, key), handle in rack.handles.items():
+        assert rack.sw.direct_counter_read(table, handle) == leaf.sw.direct_counter_read(
+            table, leaf.handles[(table, key)]
+        ), (table, key)
+    for plane in (rack, leaf):
+        plane.reset()
+
+
+def test_fabric_leaf_builds_agree(leaves: dict[str, Dataplane]) -> None:
+    """The fabric leaf's two builds on the rack's trace with a quarter of the frames arriving
+    from the spines, and a third of the cold keys fabric-hot on one spine or the other."""
+    rng = random.Random(5)
+    trace = [
+        (rng.choice((SPINE0.port, SPINE1.port)) if rng.random() < 0.25 else port, frame)
+        for port, frame in _trace(random.Random(15), 1500)
+    ]
+    for plane in leaves.values():
+        plane.reset()
+        plane.setup_rack()
+        _hot_keys(plane)
+        for i in range(0, 40, 3):
+            plane.make_fabric_hot(f"cold-{i}", (SPINE0, SPINE1)[i % 2])  # type: ignore[attr-defined]
+    v1, tna = leaves["v1model"], leaves["tna"]
+    kinds: set[int] = set()
+    for i, (port, frame) in enumerate(trace):
+        out_v1 = v1.send(port, frame)
+        assert tna.send(port, frame) == out_v1, f"step {i}: {frame.hex()}"
+        kinds.update(p for p, _ in out_v1)
+    assert {SPINE0.port, SPINE1.port} <= kinds  # steered up to both spines
+    assert tna.sw.internal_errors == v1.sw.internal_errors == 0  # type: ignore[attr-defined]
+    assert v1.snapshot() == {r: c for r, c in tna.snapshot().items() if not _tna_only(r)}
+    for plane in leaves.values():
         plane.reset()

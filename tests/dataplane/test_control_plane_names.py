@@ -125,3 +125,21 @@ def test_spine_tables_registers_and_sizes(spine_target: SwitchTarget) -> None:
     by_id = {t.preamble.id: t.preamble.alias for t in p4info.tables}
     assert by_id[direct[names.HOTKEY_COUNTER].direct_table_id] == names.HOTKEY_TABLE
     assert by_id[direct[names.LOAD_COUNTER].direct_table_id] == names.LOADCOUNT_TABLE
+
+
+def test_fabric_leaf_adds_the_steering_tables(leaf_target: SwitchTarget) -> None:
+    """kvswitch_leaf.p4: the rack switch's names (above) and the two steering tables."""
+    test_tables_match_fields_and_actions(leaf_target)
+    test_registers_and_counters(leaf_target)
+    p4info = leaf_target.p4info
+    tables = {t.preamble.alias: t for t in p4info.tables}
+    actions = {a.preamble.id: a.preamble.alias for a in p4info.actions}
+    assert [m.name for m in tables[names.FABRIC_HOT_TABLE].match_fields] == [names.MATCH_KEY]
+    assert [m.name for m in tables[names.UPLINK_TABLE].match_fields] == [names.MATCH_PORT]
+    steer = {actions[r.id] for r in tables[names.FABRIC_HOT_TABLE].action_refs}
+    assert steer == {names.ACT_SET_SPINE, names.ACT_HOLD, names.ACT_PASS}
+    by_alias = {a.preamble.alias: a for a in p4info.actions}
+    assert [p.name for p in by_alias[names.ACT_SET_SPINE].params] == [
+        names.PARAM_PORT,
+        names.PARAM_DMAC,
+    ]
