@@ -326,10 +326,10 @@ def test_spine_same_packets_registers_and_counters_on_one_trace(
         plane.make_valid(1, [A, C], ver=5)
         plane.make_valid(3, [C, E], ver=9)
     v1, tna = spines["v1model"], spines["tna"]
-    trace = _trace(random.Random(21), 1500, FABRIC_SERVERS, FAR_CLIENT, SPINE_ORIGINS)
+    trace = _trace(random.Random(21), 800, FABRIC_SERVERS, FAR_CLIENT, SPINE_ORIGINS)
     kinds: set[int] = set()
     for i, (port, frame) in enumerate(trace):
-        if i == 1000:
+        if i == 550:
             for plane in spines.values():
                 plane.set_down(C)
         out_v1 = v1.send(port, frame)
@@ -361,7 +361,7 @@ def test_fabric_leaf_without_fabric_keys_is_the_rack_switch(
         plane.reset()
         plane.setup_rack()
         _hot_keys(plane)
-    for i, (port, frame) in enumerate(_trace(random.Random(14), 1500)):
+    for i, (port, frame) in enumerate(_trace(random.Random(14), 800)):
         assert leaf.send(port, frame) == rack.send(port, frame), f"step {i}: {frame.hex()}"
     assert leaf.snapshot() == rack.snapshot()
     for (table, key), handle in rack.handles.items():
@@ -378,7 +378,7 @@ def test_fabric_leaf_builds_agree(leaves: dict[str, Dataplane]) -> None:
     rng = random.Random(5)
     trace = [
         (rng.choice((SPINE0.port, SPINE1.port)) if rng.random() < 0.25 else port, frame)
-        for port, frame in _trace(random.Random(15), 1500)
+        for port, frame in _trace(random.Random(15), 800)
     ]
     for plane in leaves.values():
         plane.reset()
