@@ -7,7 +7,10 @@ loaded from P4 source (``[source]``), on the BMv2 JSON and P4Info that p4c-bm2-s
 ``simple_switch_grpc`` on p4c-bm2-ss's JSON (``[bmv2]``, bmv2_target.py). A build whose tools are
 not on PATH (p4c-bm2-ss, simple_switch_grpc) or that needs root (BMv2's veth ports) is skipped
 with a message. Optional filters: ``KVSWITCH_ARCH=v1model`` or ``tna`` keeps one architecture's
-builds, ``KVSWITCH_TARGET=softswitch`` or ``bmv2`` one target's."""
+builds, ``KVSWITCH_TARGET=softswitch`` or ``bmv2`` one target's.
+
+The fabric's two other programs have the same four builds each: the spine (``spine_target``,
+``sp``: spine.py) and a fabric's leaf (``leaf_target``, ``lf``: leaf.py)."""
 
 from __future__ import annotations
 
