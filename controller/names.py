@@ -17,12 +17,17 @@ SERVERMAP_TABLE: Final = "ServermapTable"  # (slot, ordinal) -> server; ordinal 
 SERVEROFFSET_TABLE: Final = "ServeroffsetTable"  # server -> offset in the key's valid_ver row
 MULTIGROUP_TABLE: Final = "MultigroupTable"  # key -> multicast group of its replicas
 PORTTOSERVER_TABLE: Final = "PorttoserverTable"  # egress port -> server address (static)
+# a spine's instead (docs/fabric.md "Spine program"): replication id -> server address (static)
+RIDTOSERVER_TABLE: Final = "RidtoserverTable"
 LOADCOUNT_TABLE: Final = "LoadcountTable"  # egress: direct counter per server
 HOSTPORT_TABLE: Final = "HostportTable"  # source address -> its port, server or not (trust.p4)
 REPLYCOUNT_TABLE: Final = (
     "ReplycountTable"  # replies by source server; direct counter (liveness.p4)
 )
 DOWN_TABLE: Final = "DownTable"  # request destination -> a server declared dead (liveness.p4)
+# a fabric's leaf (steering.p4, docs/fabric.md "Leaf program")
+FABRIC_HOT_TABLE: Final = "FabricHotTable"  # key -> its spine's port and MAC; default hold
+UPLINK_TABLE: Final = "UplinkTable"  # ingress port -> a port to a spine (static)
 
 # Direct counters.
 HOTKEY_COUNTER: Final = "hotkey_counter"
@@ -53,6 +58,11 @@ ACT_COUNT_REPLY: Final = "count_reply"  # ReplycountTable
 ACT_SET_DOWN: Final = "set_down"  # DownTable
 ACT_SET_SOURCE: Final = "set_source"  # HostportTable: (port, server); server = 1 for a server
 PARAM_SERVER: Final = "server"
+ACT_SET_SPINE: Final = "set_spine"  # FabricHotTable: (port, dmac)
+PARAM_DMAC: Final = "dmac"
+ACT_HOLD: Final = "hold"  # FabricHotTable's default until the steering table is installed
+ACT_PASS: Final = "NoAction"  # ... and once it is
+ACT_SET_UPLINK: Final = "set_uplink"  # UplinkTable
 
 # Match fields.
 MATCH_KEY: Final = "key"
@@ -60,6 +70,7 @@ MATCH_SLOT: Final = "slot"
 MATCH_ORDINAL: Final = "ordinal"
 MATCH_SERVER_IP: Final = "server_ip"
 MATCH_PORT: Final = "port"
+MATCH_RID: Final = "rid"  # RidtoserverTable
 MATCH_DST: Final = "dst_addr"
 MATCH_SRC: Final = "src_addr"
 
@@ -112,3 +123,10 @@ def multicast_group(slot: int) -> int:
     """Multicast group of the key in ``slot`` (group 0 is reserved: no group). The group holds the
     origin's port with replication id 0 and each replica's port with rid = its ordinal."""
     return slot + 1
+
+
+def spine_rid(server: int) -> int:
+    """A spine's replication id of the copy of a write to ``server`` (its number in the fabric):
+    RidtoserverTable turns it back into the server's address; rid 0 is the origin's unchanged
+    copy."""
+    return server + 1

@@ -45,7 +45,8 @@ def p4c_bm2_ss(
     include_dirs: Sequence[Path] = (),
 ) -> tuple[Path, Path]:
     """Compile ``source`` with the p4c-bm2-ss on PATH into ``out_dir``: (the BMv2 JSON, the
-    P4Info text file)."""
+    P4Info text file). What the compiler printed (its warnings) is kept beside them,
+    :func:`compiler_log`."""
     p4c = shutil.which("p4c-bm2-ss")
     if p4c is None:
         raise ProgramError(
@@ -61,7 +62,13 @@ def p4c_bm2_ss(
     if done.returncode != 0:
         lines = (done.stderr or done.stdout).strip().splitlines()
         raise ProgramError(f"p4c-bm2-ss {source.name}: {lines[0] if lines else done.returncode}")
+    compiler_log(json_path).write_text(done.stdout + done.stderr)
     return json_path, info_path
+
+
+def compiler_log(json_path: Path) -> Path:
+    """Where :func:`p4c_bm2_ss` keeps what the compiler printed for ``json_path``."""
+    return json_path.with_suffix(".p4c.log")
 
 
 def cached_p4c_bm2_ss(
@@ -79,7 +86,8 @@ def cached_p4c_bm2_ss(
     if p4c is not None:
         stat = Path(p4c).stat()
         digest.update(f"{Path(p4c).resolve()} {stat.st_size} {stat.st_mtime_ns}\n".encode())
-    digest.update(f"{source.name} {sorted((defines or {}).items())}\n".encode())
+    # "log": entries keep the compiler's messages (compiler_log); older ones lack them
+    digest.update(f"log {source.name} {sorted((defines or {}).items())}\n".encode())
     for folder in sorted({source.parent.resolve(), *(Path(d).resolve() for d in include_dirs)}):
         for path in sorted(folder.rglob("*.p4")):
             digest.update(f"{path.relative_to(folder)}\n".encode() + path.read_bytes())

@@ -2,7 +2,9 @@
 // switch). Includes, instantiates and orders the feature controls; everything else lives in
 // shared/ (protocol, sizes, headers, parser) and features/ (one feature per file).
 // Build options: -DHOT_KEYS=.. -DMAX_SERVERS=.. -DHP_STAGES=.. (see shared/sizes.p4); test-only
-// -DKVS_TEST_NO_TRUST_* (features/trust.p4).
+// -DKVS_TEST_NO_TRUST_* (features/trust.p4). KVS_SPINE builds a fabric's spine instead of a
+// rack's switch (kvswitch_spine.p4 defines it and includes this file); KVS_FABRIC_LEAF a rack's
+// switch that steers the fabric-hot keys to their spines (kvswitch_leaf.p4, features/steering.p4).
 #include <core.p4>
 #include <v1model.p4>
 
@@ -19,9 +21,14 @@
 #include "features/hot_keys.p4"
 #include "features/key_index.p4"
 #include "features/replicas.p4"
+#ifndef KVS_SPINE  // a spine counts its hot keys only (docs/fabric.md)
 #include "features/hashpipe.p4"
+#endif
 #include "features/multicast.p4"
 #include "features/load_count.p4"
+#ifdef KVS_FABRIC_LEAF
+#include "features/steering.p4"
+#endif
 
 control KvsIngress(inout headers_t hdr, inout kvs_meta_t meta, inout standard_metadata_t std) {
     Forwarding() forwarding;
@@ -32,8 +39,13 @@ control KvsIngress(inout headers_t hdr, inout kvs_meta_t meta, inout standard_me
     HotKeys() hot_keys;
     KeyIndex() key_index;
     Replicas() replicas;
+#ifndef KVS_SPINE
     HashPipe() hashpipe;
+#endif
     MulticastIngress() multicast;
+#ifdef KVS_FABRIC_LEAF
+    Steering() steering;
+#endif
 
     apply {
         meta.l4_dirty = false;
@@ -47,19 +59,41 @@ control KvsIngress(inout headers_t hdr, inout kvs_meta_t meta, inout standard_me
             mac_addr_t client_mac = hdr.ethernet.src_addr;  // for a refusal (liveness.p4)
             forwarding.apply(hdr, std);
             kvs_check.apply(hdr, meta, std.parser_error == error.NoError, std.packet_length);
+            bool uplink = false;   // from a spine (a fabric's leaf only)
+            bool steered = false;  // a fabric-hot key's message: its spine's business
+#ifdef KVS_FABRIC_LEAF
+            bool up;
+            bool held;
+            PortId_t spine_port;
+            mac_addr_t spine_mac;
+            steering.apply(hdr, meta, std.ingress_port, uplink, steered, up, held, spine_port,
+                           spine_mac);
+#endif
             // Who may send what (docs/protocol.md "Trust"): may drop and clear meta.kvs_ok.
             bool refused = false;
-            trust.apply(hdr, meta, std.ingress_port, refused);
+            if (!uplink) {
+                trust.apply(hdr, meta, std.ingress_port, refused);
+            }
             if (refused) {
                 mark_to_drop(std);
             }
+#ifdef KVS_FABRIC_LEAF
+            if (meta.kvs_ok && held) {
+                mark_to_drop(std);  // restarted, steering table not installed yet (steering.p4)
+                meta.kvs_ok = false;
+            }
+#endif
             if (meta.kvs_ok) {
                 KvsOp op = hdr.kvs.op;
-                bool request = op == KvsOp.GET || op == KvsOp.SET || op == KvsOp.DEL;
-                bool consumed = op == KvsOp.CONFIRM || op == KvsOp.SYNC
-                                || op == KvsOp.SYNC_DONE;
-                bool maintenance = consumed || op == KvsOp.SET_REPLY || op == KvsOp.DEL_REPLY
-                                   || op == KvsOp.GET_REPLY;
+                // A steered message (a fabric's leaf) is counted by liveness and forwarded: none of
+                // the rules below are the leaf's to apply to it.
+                bool own = !steered;
+                bool request = own && (op == KvsOp.GET || op == KvsOp.SET || op == KvsOp.DEL);
+                bool consumed = own && (op == KvsOp.CONFIRM || op == KvsOp.SYNC
+                                        || op == KvsOp.SYNC_DONE);
+                bool maintenance = consumed || (own && (op == KvsOp.SET_REPLY
+                                                        || op == KvsOp.DEL_REPLY
+                                                        || op == KvsOp.GET_REPLY));
                 // Every control is applied at one call site (BMv2 applies a table once per packet).
                 // Replies counted per server; requests for a dead origin flagged (liveness.p4).
                 liveness.apply(hdr, meta);
@@ -75,9 +109,11 @@ control KvsIngress(inout headers_t hdr, inout kvs_meta_t meta, inout standard_me
                     // Rules 1-6: versions, round-robin redirect, confirms, syncs, read replies.
                     replicas.apply(hdr, meta, std);
                 }
+#ifndef KVS_SPINE
                 if (request && !meta.hot && !meta.origin_down) {
                     hashpipe.apply(hdr.kvs.key);
                 }
+#endif
                 if (request && meta.hot && op != KvsOp.GET && !down_write && !meta.misaddressed) {
                     multicast.apply(hdr, meta, std);
                 }
@@ -89,10 +125,18 @@ control KvsIngress(inout headers_t hdr, inout kvs_meta_t meta, inout standard_me
                     // Not a hot key (any more): nothing to confirm or stamp; consumed all the same.
                     mark_to_drop(std);
                 }
-                if (op == KvsOp.UPDATE || op == KvsOp.UPDATE_DEL) {
-                    // Only this switch's egress makes these: one arriving from a host is forged.
+                if (own && (op == KvsOp.UPDATE || op == KvsOp.UPDATE_DEL)) {
+                    // Only this switch's egress makes these: one arriving from a host is forged
+                    // (a fabric's leaf: or its spine's copy, steered down).
                     mark_to_drop(std);
                 }
+#ifdef KVS_FABRIC_LEAF
+                if (up) {
+                    std.egress_spec = spine_port;
+                    hdr.ethernet.dst_addr = spine_mac;
+                    meta.kvs_ok = false;  // counted where it comes down, not on its way up
+                }
+#endif
                 // GET_REPLY (unless rule 6 dropped it), PUSH, REMOVE, REMOVE_REPLY and unknown
                 // ops: plain IP forwarding.
             }

@@ -2,7 +2,8 @@
 // v1model top level is kvswitch.p4: both include shared/ and the features; where a feature's
 // shape differs on Tofino (externs, intrinsic metadata, one RegisterAction per register) its TNA
 // twin sits beside it as <feature>_tna.p4. Same tables, actions, match fields, registers and
-// counters as the v1model build. Build options: as kvswitch.p4 (shared/sizes.p4).
+// counters as the v1model build. Build options: as kvswitch.p4 (shared/sizes.p4; KVS_SPINE:
+// kvswitch_spine_tna.p4; KVS_FABRIC_LEAF: kvswitch_leaf_tna.p4).
 // Where each Tofino rule is followed: docs/tofino.md.
 #include <core.p4>
 #include <tna.p4>
@@ -23,9 +24,14 @@
 #include "features/hot_keys_tna.p4"
 #include "features/key_index.p4"
 #include "features/replicas_tna.p4"
+#ifndef KVS_SPINE  // a spine counts its hot keys only (docs/fabric.md)
 #include "features/hashpipe_tna.p4"
+#endif
 #include "features/multicast_tna.p4"
 #include "features/load_count_tna.p4"
+#ifdef KVS_FABRIC_LEAF
+#include "features/steering.p4"
+#endif
 
 control KvsIngress(inout kvs_tna_headers_t hdr, inout kvs_tna_meta_t meta,
                    in ingress_intrinsic_metadata_t ig_intr_md,
@@ -39,8 +45,13 @@ control KvsIngress(inout kvs_tna_headers_t hdr, inout kvs_tna_meta_t meta,
     HotKeys() hot_keys;
     KeyIndex() key_index;
     Replicas() replicas;
+#ifndef KVS_SPINE
     HashPipe() hashpipe;
+#endif
     MulticastIngress() multicast;
+#ifdef KVS_FABRIC_LEAF
+    Steering() steering;
+#endif
 
     apply {
         meta.kvs.l4_dirty = false;
@@ -56,19 +67,41 @@ control KvsIngress(inout kvs_tna_headers_t hdr, inout kvs_tna_meta_t meta,
             // Tofino's ingress does not know the frame length: docs/tofino.md
             kvs_check.apply(hdr.h, meta.kvs, ig_prsr_md.parser_err == PARSER_ERROR_OK,
                             32w0xFFFFFFFF);
+            bool uplink = false;   // as in kvswitch.p4
+            bool steered = false;
+#ifdef KVS_FABRIC_LEAF
+            bool up;
+            bool held;
+            PortId_t spine_port;
+            mac_addr_t spine_mac;
+            steering.apply(hdr.h, meta.kvs, ig_intr_md.ingress_port, uplink, steered, up, held,
+                           spine_port, spine_mac);
+#endif
             // Who may send what (docs/protocol.md "Trust"): may drop and clear meta.kvs_ok.
             bool refused = false;
-            trust.apply(hdr.h, meta.kvs, ig_intr_md.ingress_port, refused);
+            if (!uplink) {
+                trust.apply(hdr.h, meta.kvs, ig_intr_md.ingress_port, refused);
+            }
             if (refused) {
                 fwd_drop(meta.fwd);
             }
+#ifdef KVS_FABRIC_LEAF
+            if (meta.kvs.kvs_ok && held) {
+                fwd_drop(meta.fwd);
+                meta.kvs.kvs_ok = false;
+            }
+#endif
             if (meta.kvs.kvs_ok) {
                 KvsOp op = hdr.h.kvs.op;
-                bool request = op == KvsOp.GET || op == KvsOp.SET || op == KvsOp.DEL;
-                bool consumed = op == KvsOp.CONFIRM || op == KvsOp.SYNC
-                                || op == KvsOp.SYNC_DONE;
-                bool maintenance = consumed || op == KvsOp.SET_REPLY || op == KvsOp.DEL_REPLY
-                                   || op == KvsOp.GET_REPLY;
+                // A steered message (a fabric's leaf) is counted by liveness and forwarded: none of
+                // the rules below are the leaf's to apply to it.
+                bool own = !steered;
+                bool request = own && (op == KvsOp.GET || op == KvsOp.SET || op == KvsOp.DEL);
+                bool consumed = own && (op == KvsOp.CONFIRM || op == KvsOp.SYNC
+                                        || op == KvsOp.SYNC_DONE);
+                bool maintenance = consumed || (own && (op == KvsOp.SET_REPLY
+                                                        || op == KvsOp.DEL_REPLY
+                                                        || op == KvsOp.GET_REPLY));
                 // Replies counted per server; requests for a dead origin flagged (liveness.p4).
                 liveness.apply(hdr.h, meta.kvs);
                 // A write for a dead origin takes no version and makes no copy: answered below.
@@ -82,9 +115,11 @@ control KvsIngress(inout kvs_tna_headers_t hdr, inout kvs_tna_meta_t meta,
                 if (meta.kvs.hot && !down_write) {
                     replicas.apply(hdr.h, meta.kvs, meta.fwd, ig_intr_md.ingress_port);
                 }
+#ifndef KVS_SPINE
                 if (request && !meta.kvs.hot && !meta.kvs.origin_down) {
                     hashpipe.apply(hdr.h.kvs.key);
                 }
+#endif
                 if (request && meta.kvs.hot && op != KvsOp.GET && !down_write
                     && !meta.kvs.misaddressed) {
                     multicast.apply(hdr.h, meta.kvs, meta.fwd);
@@ -100,9 +135,18 @@ control KvsIngress(inout kvs_tna_headers_t hdr, inout kvs_tna_meta_t meta,
                 if (consumed && !meta.kvs.hot) {
                     fwd_drop(meta.fwd);
                 }
-                if (op == KvsOp.UPDATE || op == KvsOp.UPDATE_DEL) {
+                if (own && (op == KvsOp.UPDATE || op == KvsOp.UPDATE_DEL)) {
                     fwd_drop(meta.fwd);
                 }
+#ifdef KVS_FABRIC_LEAF
+                if (up) {
+                    meta.fwd.port = spine_port;
+                    meta.fwd.drop = false;
+                    meta.fwd.grp = 0;
+                    hdr.h.ethernet.dst_addr = spine_mac;
+                    meta.kvs.kvs_ok = false;
+                }
+#endif
             }
         }
         // The decision to the traffic manager: a group (the PRE gives each copy its rid), a drop,
@@ -138,7 +182,7 @@ control KvsEgress(inout kvs_tna_headers_t hdr, inout kvs_tna_meta_t meta,
         if (hdr.bridge.kvs_ok == 1 && parsed) {
             if (hdr.bridge.mcast == 1 && eg_intr_md.egress_rid != 0) {
                 multicast_egress.apply(hdr.h, meta.kvs, eg_intr_md.egress_port,
-                                       eg_dprsr_md.drop_ctl);
+                                       eg_intr_md.egress_rid, eg_dprsr_md.drop_ctl);
             }
             load_count.apply(hdr.h);
         }

@@ -10,6 +10,12 @@
 // replica; a copy of a TCP Set becomes a UDP datagram (flags |= F_TCP, same source port, destination
 // KVS_PORT) because the replica has no TCP connection with the client. A copy whose port has no
 // entry is dropped: sent unchanged it would look like a fresh SET to the wrong server.
+//
+// A spine (KVS_SPINE) reaches all servers of a rack through one leaf port, so its copies are told
+// apart by their replication id instead: the group has the origin's leaf port with rid 0 and each
+// replica's leaf port with rid = the replica's server id (>= 1, one per server of the fabric), and
+// egress RidtoserverTable: exact on egress_rid -> `set_replica(ip, mac)` (mac: the server's leaf's),
+// one static entry per server of the fabric.
 #ifndef KVSWITCH_MULTICAST_P4
 #define KVSWITCH_MULTICAST_P4
 
@@ -54,10 +60,18 @@ control MulticastEgress(inout headers_t hdr, inout kvs_meta_t meta,
         mark_to_drop(std);
     }
 
+#ifdef KVS_SPINE
+    @name("RidtoserverTable")
+#else
     @name("PorttoserverTable")
+#endif
     table porttoserver_table {
         key = {
+#ifdef KVS_SPINE
+            std.egress_rid: exact @name("rid");
+#else
             std.egress_port: exact @name("port");
+#endif
         }
         actions = {
             set_replica;

@@ -33,7 +33,7 @@ control MulticastIngress(in headers_t hdr, inout kvs_meta_t meta, inout kvs_fwd_
 }
 
 control MulticastEgress(inout headers_t hdr, inout kvs_meta_t meta, in PortId_t egress_port,
-                        inout bit<3> drop_ctl) {
+                        in ReplicationId_t egress_rid, inout bit<3> drop_ctl) {
     @name("set_replica")
     action set_replica(ipv4_addr_t ip, mac_addr_t mac) {
         hdr.ethernet.dst_addr = mac;
@@ -46,10 +46,18 @@ control MulticastEgress(inout headers_t hdr, inout kvs_meta_t meta, in PortId_t 
         drop_ctl = 1;
     }
 
+#ifdef KVS_SPINE
+    @name("RidtoserverTable")
+#else
     @name("PorttoserverTable")
+#endif
     table porttoserver_table {
         key = {
+#ifdef KVS_SPINE
+            egress_rid: exact @name("rid");  // a spine's copies: multicast.p4
+#else
             egress_port: exact @name("port");
+#endif
         }
         actions = {
             set_replica;

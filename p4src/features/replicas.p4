@@ -26,6 +26,10 @@
 //   ServeroffsetTable server IPv4 -> set_server_offset(offset, port): every server of the rack, with
 //                     the switch port it hangs off. A CONFIRM/SYNC/SYNC_DONE/reply changes a
 //                     register only if its source address hits here and it arrived on that port.
+// A spine (KVS_SPINE, docs/fabric.md "Spine program") has the same rules, registers and tables over
+// holders anywhere in the fabric: `port` is the port of the holder's leaf and `mac` that leaf's,
+// ServeroffsetTable is keyed (slot, server IPv4) -> (ordinal, leaf port) for each holder of each
+// key, and valid_ver has MAX_HOLDERS cells per slot (vidx = base + ordinal), not one per server.
 #ifndef KVSWITCH_REPLICAS_P4
 #define KVSWITCH_REPLICAS_P4
 
@@ -80,6 +84,9 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout standard_meta
     @name("ServeroffsetTable")
     table serveroffset_table {
         key = {
+#ifdef KVS_SPINE
+            meta.slot: exact @name("slot");  // a spine names the holders of each key
+#endif
             hdr.ipv4.src_addr: exact @name("server_ip");
         }
         actions = {
@@ -87,7 +94,7 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout standard_meta
             @defaultonly NoAction;
         }
         default_action = NoAction();
-        size = MAX_SERVERS;
+        size = SERVEROFFSET_ENTRIES;
     }
 
     apply {
@@ -120,6 +127,14 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout standard_meta
         // The sender is a server of the rack, on its own port; `from_origin`: and the key's origin.
         bool sender_ok = so_hit && so_port == std.ingress_port;
         bool from_origin = sender_ok && sm_hit && sm_ip == hdr.ipv4.src_addr;
+        // Rule 6 judges a read reply from a server the table names. A leaf's names every server of
+        // its rack; a spine's only each key's holders, and a replica that left the key may still
+        // answer a Get redirected to it before: a spine judges every read reply but the origin's.
+#ifdef KVS_SPINE
+        bool replier = true;
+#else
+        bool replier = sender_ok;
+#endif
         // Rule 1 applies to a write addressed to the key's origin (ServermapTable's ordinal 0 for
         // a write); one addressed elsewhere goes there as it is, and that server answers MOVED.
         bool any_write = op == KvsOp.SET || op == KvsOp.DEL;
@@ -204,7 +219,7 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout standard_meta
             // client with another ring must get it, so it passes.
             bool no_result = hdr.kvs.status == KvsStatus.MOVED
                              || hdr.kvs.status == KvsStatus.RETRY;
-            if (sender_ok && !from_origin && !no_result
+            if (replier && !from_origin && !no_result
                 && (!current || hdr.kvs.ver > ov || hdr.kvs.ver == 0)) {
                 mark_to_drop(std);
             }

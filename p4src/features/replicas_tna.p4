@@ -121,6 +121,9 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout kvs_fwd_t fwd
     @name("ServeroffsetTable")
     table serveroffset_table {
         key = {
+#ifdef KVS_SPINE
+            meta.slot: exact @name("slot");  // a spine names the holders of each key
+#endif
             hdr.ipv4.src_addr: exact @name("server_ip");
         }
         actions = {
@@ -128,7 +131,7 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout kvs_fwd_t fwd
             @defaultonly NoAction;
         }
         default_action = NoAction();
-        size = MAX_SERVERS;
+        size = SERVEROFFSET_ENTRIES;
     }
 
     apply {
@@ -146,6 +149,12 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout kvs_fwd_t fwd
         bool current = hdr.kvs.epoch == cur_epoch;
         bool sender_ok = so_hit && so_port == ingress_port;
         bool from_origin = sender_ok && sm_hit && sm_ip == hdr.ipv4.src_addr;
+        // rule 6's sender: as in replicas.p4 (a spine judges every read reply but the origin's)
+#ifdef KVS_SPINE
+        bool replier = true;
+#else
+        bool replier = sender_ok;
+#endif
         // rule 1 only for a write addressed to the key's origin, as in replicas.p4
         bool any_write = op == KvsOp.SET || op == KvsOp.DEL;
         write = any_write && sm_hit && sm_ip == hdr.ipv4.dst_addr;
@@ -189,7 +198,7 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout kvs_fwd_t fwd
             // MOVED and RETRY carry no read result and pass, as in replicas.p4
             bool no_result = hdr.kvs.status == KvsStatus.MOVED
                              || hdr.kvs.status == KvsStatus.RETRY;
-            if (sender_ok && !from_origin && !no_result
+            if (replier && !from_origin && !no_result
                 && (!current || hdr.kvs.ver > ov || hdr.kvs.ver == 0)) {
                 fwd_drop(fwd);
             }

@@ -1,5 +1,6 @@
 // Every table and register size of the KVSwitch data plane. Each one is #ifndef-guarded so a build
-// (or a test) can override it: `-DHOT_KEYS=64 -DMAX_SERVERS=8`.
+// (or a test) can override it: `-DHOT_KEYS=64 -DMAX_SERVERS=8`. The spine build (KVS_SPINE,
+// kvswitch_spine.p4) has its own defaults: the servers of a whole fabric, holders per key apart.
 #ifndef KVSWITCH_SIZES_P4
 #define KVSWITCH_SIZES_P4
 
@@ -11,9 +12,26 @@
 #endif
 
 // M: servers in the rack (ServeroffsetTable, PorttoserverTable, LoadcountTable entries; replica
-// ordinals per key).
+// ordinals per key). A spine: servers of the fabric (RidtoserverTable, LoadcountTable,
+// ReplycountTable, DownTable entries).
 #ifndef MAX_SERVERS
+#ifdef KVS_SPINE
+#define MAX_SERVERS 1024
+#else
 #define MAX_SERVERS 32
+#endif
+#endif
+
+// H: holders of one hot key, origin included (ordinals 0 .. H-1 of ServermapTable; valid_ver
+// columns per slot). A leaf's holders are its servers (H = M, valid_ver indexed by (slot, server));
+// a spine's are any servers of the fabric, so it indexes valid_ver by (slot, ordinal) and keeps
+// H columns per slot, not M (docs/fabric.md "Spine program").
+#ifndef MAX_HOLDERS
+#ifdef KVS_SPINE
+#define MAX_HOLDERS 64
+#else
+#define MAX_HOLDERS MAX_SERVERS
+#endif
 #endif
 
 // d: HashPipe stages (1 .. 8).
@@ -30,9 +48,14 @@
 #define HP_SLOTS ((HOT_KEYS / HP_STAGES) | 1)
 #endif
 
-// IPv4 routes of ipv4_lpm.
+// IPv4 routes of ipv4_lpm (and sources of HostportTable). A spine: a /32 per server of the fabric
+// in HostportTable, and a subnet per rack.
 #ifndef IPV4_ROUTES
+#ifdef KVS_SPINE
+#define IPV4_ROUTES (MAX_SERVERS + 1024)
+#else
 #define IPV4_ROUTES 1024
+#endif
 #endif
 
 // Widths. Everything slot-shaped derives from SLOT_W (K <= 2^SLOT_W); register indices are bit<32>.
@@ -43,7 +66,19 @@
 #define ORDINAL_W 8
 #endif
 
-#define VALID_VER_ENTRIES (HOT_KEYS * MAX_SERVERS)
+#define VALID_VER_ENTRIES (HOT_KEYS * MAX_HOLDERS)
+
+// ServeroffsetTable: a leaf names every server of its rack once; a spine names each holder of each
+// hot key, (slot, address).
+#ifdef KVS_SPINE
+#define SERVEROFFSET_ENTRIES VALID_VER_ENTRIES
+#else
+#define SERVEROFFSET_ENTRIES MAX_SERVERS
+#endif
+
+#if MAX_HOLDERS > 255
+#error "MAX_HOLDERS must fit an ordinal (ORDINAL_W = 8 bits)"
+#endif
 
 #if HP_STAGES < 1 || HP_STAGES > 8
 #error "HP_STAGES must be between 1 and 8"

@@ -188,6 +188,21 @@ class BMv2Target:
         if set(match) != {m.name for m in t.match_fields}:
             raise KeyError(f"{t.preamble.name}: match fields {sorted(match)}")
         key = [_match_param(m, match[m.name]) for m in t.match_fields]
+        name, data = self._action(t, action, params)
+        options = BmAddEntryOptions(priority=priority) if priority is not None else None
+        return int(self.std.bm_mt_add_entry(0, t.preamble.name, key, name, data, options))
+
+    def table_set_default(
+        self, table: str, action: str, params: Mapping[str, int] | None = None
+    ) -> None:
+        t = self._table(table)
+        name, data = self._action(t, action, params)
+        self.std.bm_mt_set_default_action(0, t.preamble.name, name, data)
+
+    def _action(
+        self, t: Any, action: str, params: Mapping[str, int] | None
+    ) -> tuple[str, list[bytes]]:
+        """Table ``t``'s action ``action`` (by name or its last part) and its encoded data."""
         refs = {r.id for r in t.action_refs}
         acts = [a for a in self.p4info.actions if a.preamble.id in refs]
         act = next(
@@ -203,11 +218,7 @@ class BMv2Target:
         params = dict(params or {})
         if set(params) != {p.name for p in act.params}:
             raise KeyError(f"{act.preamble.name}: parameters {sorted(params)}")
-        data = [_bytes(params[p.name], p.bitwidth) for p in act.params]
-        options = BmAddEntryOptions(priority=priority) if priority is not None else None
-        return int(
-            self.std.bm_mt_add_entry(0, t.preamble.name, key, act.preamble.name, data, options)
-        )
+        return act.preamble.name, [_bytes(params[p.name], p.bitwidth) for p in act.params]
 
     def table_clear(self, table: str) -> None:
         self.std.bm_mt_clear_entries(0, self._table(table).preamble.name, False)

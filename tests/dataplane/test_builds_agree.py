@@ -1,6 +1,8 @@
 """The v1model build (kvswitch.p4) and the TNA build (kvswitch_tna.p4) side by side: the same
 control-plane names and ids in their P4Info, and on one random trace of every kind of KVSwitch
-message the same packets out of every step and the same registers and counters at the end. And
+message the same packets out of every step and the same registers and counters at the end; the
+same for the spine's two builds (kvswitch_spine.p4, kvswitch_spine_tna.p4) and a fabric leaf's
+(kvswitch_leaf.p4, kvswitch_leaf_tna.p4), which forwards a rack's traffic as kvswitch.p4 does. And
 BMv2 itself beside the software switch, both on p4c-bm2-ss's JSON: the same packets out of every
 step of the same traces, the same registers and counters."""
 
@@ -8,6 +10,8 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import pytest
 
@@ -28,20 +32,29 @@ from .base import (
 )
 from .conftest import _build_target, fresh_plane, on_target
 from .hashpipe_model import key_tag
+from .leaf import SPINE0, SPINE1, LeafPlane
+from .spine import FABRIC_SERVERS, FAR_CLIENT, A, B, C, D, E, SpinePlane
 
 ORIGINS = {"hot-0": SERVERS[0], "hot-1": SERVERS[0], "hot-2": SERVERS[1], "hot-3": SERVERS[1]}
 KINDS = ("tables", "actions", "registers", "counters", "direct_counters", "meters", "digests")
 
 
-@pytest.fixture(scope="module")
-def planes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Dataplane]:
+def _twins(
+    factory: pytest.TempPathFactory, v1model: str, tna: str, kind: type[Dataplane] = Dataplane
+) -> dict[str, Dataplane]:
+    """The software switch on a program's v1model and TNA builds, its static entries installed."""
     out = {}
-    for arch, build in (("v1model", "source"), ("tna", "tna")):
-        plane = Dataplane(_build_target(build, tmp_path_factory))
+    for arch, build in (("v1model", v1model), ("tna", tna)):
+        plane = kind(_build_target(build, factory))
         plane.reset()
         plane.setup_rack()
         out[arch] = plane
     return out
+
+
+@pytest.fixture(scope="module")
+def planes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Dataplane]:
+    return _twins(tmp_path_factory, "source", "tna")
 
 
 def _tna_only(name: str) -> bool:
@@ -51,8 +64,9 @@ def _tna_only(name: str) -> bool:
     return re.fullmatch(r".*\.hp_stage[1-7]\.hp_tag", name) is not None
 
 
-def test_p4info_entities_are_the_same(planes: dict[str, Dataplane]) -> None:
-    v1, tna = (planes[a].sw.p4info for a in ("v1model", "tna"))
+def _same_entities(twins: dict[str, Dataplane]) -> tuple[Any, Any]:
+    """The two builds' P4Info (v1model, TNA), checked to name the same entities alike."""
+    v1, tna = (twins[a].sw.p4info for a in ("v1model", "tna"))
     assert (v1.pkg_info.arch, tna.pkg_info.arch) == ("v1model", "tna")
     for kind in KINDS:
         assert {e.preamble.name: str(e) for e in getattr(v1, kind)} == {
@@ -60,15 +74,27 @@ def test_p4info_entities_are_the_same(planes: dict[str, Dataplane]) -> None:
             for e in getattr(tna, kind)
             if not (kind == "registers" and _tna_only(e.preamble.name))
         }, kind
+    return v1, tna
+
+
+def test_p4info_entities_are_the_same(planes: dict[str, Dataplane]) -> None:
+    v1, tna = _same_entities(planes)
     extra = sorted(r.preamble.name for r in tna.registers if _tna_only(r.preamble.name))
     stages = len([r for r in v1.registers if r.preamble.name.endswith(".hp_cnt")])
     assert len(extra) == stages - 1 > 0  # every later stage has one, the first has none
 
 
-def _trace(rng: random.Random, length: int) -> list[tuple[int, bytes]]:
+def _trace(
+    rng: random.Random,
+    length: int,
+    servers: Sequence[Host] = SERVERS,
+    client: Host = CLIENT,
+    origins: Mapping[str, Host] = ORIGINS,
+) -> list[tuple[int, bytes]]:
     """(ingress port, frame): requests of hot and cold keys over UDP and TCP, the origin's replies
     and SYNCs, the replicas' confirms and read replies (versions around the ones handed out),
-    forged updates and truncated messages."""
+    forged updates and truncated messages. By default in the test rack; the spine's trace passes
+    the fabric's hosts (spine.py)."""
     op = proto().op
     kport = proto().kvs_port
     hot = [f"hot-{i}" for i in range(4)]
@@ -78,33 +104,33 @@ def _trace(rng: random.Random, length: int) -> list[tuple[int, bytes]]:
         r = rng.random()
         key = rng.choice(hot) if rng.random() < 0.6 else rng.choice(cold)
         # the origin the client addresses: of hot keys as make_hot says below, of cold ones any
-        origin = ORIGINS.get(key) or SERVERS[int(key.split("-")[1]) % len(SERVERS)]
+        origin = origins.get(key) or servers[int(key.split("-")[1]) % len(servers)]
         ver = rng.randrange(0, 40)
-        sender: Host = rng.choice(SERVERS)
+        sender: Host = rng.choice(servers)
         if r < 0.35:
             msg = kvs(op.GET, key, seq=seq)
-            out.append((CLIENT.port, bytes(udp_packet(CLIENT, origin.ip, msg))))
+            out.append((client.port, bytes(udp_packet(client, origin.ip, msg))))
         elif r < 0.5:
             msg = kvs(rng.choice([op.SET, op.DEL]), key, b"v" * rng.randrange(0, 30), seq=seq)
             pkt = udp_packet if rng.random() < 0.7 else tcp_packet
-            out.append((CLIENT.port, bytes(pkt(CLIENT, origin.ip, msg))))
+            out.append((client.port, bytes(pkt(client, origin.ip, msg))))
         elif r < 0.65:
             msg = kvs(op.CONFIRM, key, epoch=EPOCH, ver=ver, cid=0)
             out.append((sender.port, bytes(udp_packet(sender, SWITCH_IP, msg, sport=kport))))
         elif r < 0.75:
             rop = rng.choice([op.SET_REPLY, op.DEL_REPLY, op.SYNC_DONE, op.GET_REPLY])
             msg = kvs(rop, key, epoch=rng.choice([EPOCH, EPOCH, 3]), ver=ver, seq=seq)
-            out.append((sender.port, bytes(udp_packet(sender, CLIENT.ip, msg, sport=kport))))
+            out.append((sender.port, bytes(udp_packet(sender, client.ip, msg, sport=kport))))
         elif r < 0.82:
             msg = kvs(op.SYNC, key, epoch=EPOCH, seq=seq)
             out.append((sender.port, bytes(udp_packet(sender, SWITCH_IP, msg, sport=kport))))
         elif r < 0.87:
             msg = kvs(rng.choice([op.UPDATE, op.UPDATE_DEL]), key, b"x", seq=seq)
-            out.append((CLIENT.port, bytes(udp_packet(CLIENT, origin.ip, msg))))
+            out.append((client.port, bytes(udp_packet(client, origin.ip, msg))))
         else:
             msg = kvs(op.SET, key, b"0123456789", seq=seq)
-            whole = bytes(udp_packet(CLIENT, origin.ip, msg))
-            out.append((CLIENT.port, whole[: rng.randrange(40, len(whole) - 10)]))
+            whole = bytes(udp_packet(client, origin.ip, msg))
+            out.append((client.port, whole[: rng.randrange(40, len(whole) - 10)]))
     return out
 
 
@@ -265,3 +291,109 @@ def test_bmv2_sends_what_the_software_switch_sends(
             assert bmv2.direct_counter_read(
                 table, sw_plane.handles[(table, key)]
             ) == soft.direct_counter_read(table, handle), (table, key)
+
+
+SPINE_ORIGINS = {"hot-0": A, "hot-1": A, "hot-2": C, "hot-3": C}
+
+
+@pytest.fixture(scope="module")
+def spines(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Dataplane]:
+    return _twins(tmp_path_factory, "spine-source", "spine-tna", SpinePlane)
+
+
+@pytest.fixture(scope="module")
+def leaves(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Dataplane]:
+    return _twins(tmp_path_factory, "leaf-source", "leaf-tna", LeafPlane)
+
+
+def test_spine_and_fabric_leaf_p4info_entities_are_the_same(
+    spines: dict[str, Dataplane], leaves: dict[str, Dataplane]
+) -> None:
+    _same_entities(spines)
+    _same_entities(leaves)
+
+
+def test_spine_same_packets_registers_and_counters_on_one_trace(
+    spines: dict[str, Dataplane],
+) -> None:
+    """The spine's two builds on a trace of the fabric (spine.py): the client behind leaf 3, the
+    holders of four fabric-hot keys behind leaves 1-3; a dead origin's rack for the last third."""
+    for plane in spines.values():
+        plane.make_hot("hot-0", 1, [A, C, D])
+        plane.make_hot("hot-1", 2, [A, E])
+        plane.make_hot("hot-2", 3, [C, B, E, A])
+        plane.make_hot("hot-3", 4, [C])
+        plane.make_valid(1, [A, C], ver=5)
+        plane.make_valid(3, [C, E], ver=9)
+    v1, tna = spines["v1model"], spines["tna"]
+    trace = _trace(random.Random(21), 800, FABRIC_SERVERS, FAR_CLIENT, SPINE_ORIGINS)
+    kinds: set[int] = set()
+    for i, (port, frame) in enumerate(trace):
+        if i == 550:
+            for plane in spines.values():
+                plane.set_down(C)
+        out_v1 = v1.send(port, frame)
+        assert tna.send(port, frame) == out_v1, f"step {i}: {frame.hex()}"
+        kinds.add(len(out_v1))
+    assert kinds >= {0, 1, 2, 3}
+    assert tna.sw.internal_errors == v1.sw.internal_errors == 0  # type: ignore[attr-defined]
+    assert v1.snapshot() == tna.snapshot()
+    assert any(x for r, cells in v1.snapshot().items() if "valid_ver" in r for x in cells)
+    name = v1.counter("hotkey_writes")
+    assert [v1.sw.counter_read(name, i) for i in range(8)] == [
+        tna.sw.counter_read(name, i) for i in range(8)
+    ]
+    for (table, key), handle in v1.handles.items():
+        assert v1.sw.direct_counter_read(table, handle) == tna.sw.direct_counter_read(
+            table, tna.handles[(table, key)]
+        ), (table, key)
+    for plane in spines.values():
+        plane.reset()
+
+
+def test_fabric_leaf_without_fabric_keys_is_the_rack_switch(
+    planes: dict[str, Dataplane], leaves: dict[str, Dataplane]
+) -> None:
+    """kvswitch_leaf.p4 with its steering table installed and empty, on the rack's trace: what
+    kvswitch.p4 sends and holds, step by step (a fabric's leaf changes nothing for one rack)."""
+    rack, leaf = planes["v1model"], leaves["v1model"]
+    for plane in (rack, leaf):
+        plane.reset()
+        plane.setup_rack()
+        _hot_keys(plane)
+    for i, (port, frame) in enumerate(_trace(random.Random(14), 800)):
+        assert leaf.send(port, frame) == rack.send(port, frame), f"step {i}: {frame.hex()}"
+    assert leaf.snapshot() == rack.snapshot()
+    for (table, key), handle in rack.handles.items():
+        assert rack.sw.direct_counter_read(table, handle) == leaf.sw.direct_counter_read(
+            table, leaf.handles[(table, key)]
+        ), (table, key)
+    for plane in (rack, leaf):
+        plane.reset()
+
+
+def test_fabric_leaf_builds_agree(leaves: dict[str, Dataplane]) -> None:
+    """The fabric leaf's two builds on the rack's trace with a quarter of the frames arriving
+    from the spines, and a third of the cold keys fabric-hot on one spine or the other."""
+    rng = random.Random(5)
+    trace = [
+        (rng.choice((SPINE0.port, SPINE1.port)) if rng.random() < 0.25 else port, frame)
+        for port, frame in _trace(random.Random(15), 800)
+    ]
+    for plane in leaves.values():
+        plane.reset()
+        plane.setup_rack()
+        _hot_keys(plane)
+        for i in range(0, 40, 3):
+            plane.make_fabric_hot(f"cold-{i}", (SPINE0, SPINE1)[i % 2])  # type: ignore[attr-defined]
+    v1, tna = leaves["v1model"], leaves["tna"]
+    kinds: set[int] = set()
+    for i, (port, frame) in enumerate(trace):
+        out_v1 = v1.send(port, frame)
+        assert tna.send(port, frame) == out_v1, f"step {i}: {frame.hex()}"
+        kinds.update(p for p, _ in out_v1)
+    assert {SPINE0.port, SPINE1.port} <= kinds  # steered up to both spines
+    assert tna.sw.internal_errors == v1.sw.internal_errors == 0  # type: ignore[attr-defined]
+    assert v1.snapshot() == {r: c for r, c in tna.snapshot().items() if not _tna_only(r)}
+    for plane in leaves.values():
+        plane.reset()

@@ -1,11 +1,13 @@
 """The controller's names (controller/names.py) exist in the program's P4Info with the shapes the
 controller writes: tables with their match fields, actions with their parameters, registers and
-direct counters. A rename on either side fails here, not in a running rack."""
+direct counters; for the leaf (kvswitch.p4) and for the spine (kvswitch_spine.p4). A rename on
+either side fails here, not in a running rack."""
 
 from __future__ import annotations
 
 from kvswitch.controller import names
 
+from . import spine
 from .base import HP_STAGES, SwitchTarget
 
 TABLE_KEYS = {
@@ -74,3 +76,70 @@ def test_registers_and_counters(target: SwitchTarget) -> None:
     tables = {t.preamble.id: t.preamble.alias for t in p4info.tables}
     assert tables[counters[names.HOTKEY_COUNTER].direct_table_id] == names.HOTKEY_TABLE
     assert tables[counters[names.LOAD_COUNTER].direct_table_id] == names.LOADCOUNT_TABLE
+
+
+# The spine (kvswitch_spine.p4, docs/fabric.md "Spine program"): the leaf's names but for the
+# holders of each key in ServeroffsetTable and the copies' RidtoserverTable; no HashPipe.
+SPINE_TABLE_KEYS = {
+    **{t: k for t, k in TABLE_KEYS.items() if t != names.PORTTOSERVER_TABLE},
+    names.SERVEROFFSET_TABLE: [names.MATCH_SLOT, names.MATCH_SERVER_IP],
+    names.RIDTOSERVER_TABLE: [names.MATCH_RID],
+    names.REPLYCOUNT_TABLE: [names.MATCH_SRC],
+    names.DOWN_TABLE: [names.MATCH_DST],
+}
+SPINE_TABLE_ACTIONS = {
+    **{t: a for t, a in TABLE_ACTIONS.items() if t != names.PORTTOSERVER_TABLE},
+    names.RIDTOSERVER_TABLE: (names.ACT_SET_REPLICA, [names.PARAM_IP, names.PARAM_MAC]),
+    names.REPLYCOUNT_TABLE: (names.ACT_COUNT_REPLY, []),
+    names.DOWN_TABLE: (names.ACT_SET_DOWN, []),
+}
+
+
+def test_spine_tables_registers_and_sizes(spine_target: SwitchTarget) -> None:
+    p4info = spine_target.p4info
+    tables = {t.preamble.alias: t for t in p4info.tables}
+    actions = {a.preamble.id: a for a in p4info.actions}
+    assert set(tables) == {*SPINE_TABLE_KEYS, "ipv4_lpm"}
+    for table, keys in SPINE_TABLE_KEYS.items():
+        assert [m.name for m in tables[table].match_fields] == keys, table
+        action, params = SPINE_TABLE_ACTIONS[table]
+        by_alias = {
+            actions[ref.id].preamble.alias: actions[ref.id] for ref in tables[table].action_refs
+        }
+        assert [p.name for p in by_alias[action].params] == params, (table, action)
+    registers = {r.preamble.alias: r.size for r in p4info.registers}
+    assert registers == {
+        names.REG_RR: spine.HOT_KEYS,
+        names.REG_SLOT_VER: spine.HOT_KEYS,
+        names.REG_ORIGIN_VER: spine.HOT_KEYS,
+        names.REG_VALID_VER: spine.HOT_KEYS * spine.MAX_HOLDERS,  # (slot, ordinal)
+        names.REG_GLOBAL_VER: 1,
+        names.REG_EPOCH: 1,
+    }
+    assert tables[names.SERVEROFFSET_TABLE].size == spine.HOT_KEYS * spine.MAX_HOLDERS
+    assert tables[names.SERVERMAP_TABLE].size == spine.HOT_KEYS * spine.MAX_HOLDERS
+    assert tables[names.RIDTOSERVER_TABLE].size == spine.MAX_SERVERS
+    assert tables[names.LOADCOUNT_TABLE].size == spine.MAX_SERVERS
+    assert {c.preamble.alias for c in p4info.counters} == {names.HOTKEY_WRITES}
+    direct = {c.preamble.alias: c for c in p4info.direct_counters}
+    by_id = {t.preamble.id: t.preamble.alias for t in p4info.tables}
+    assert by_id[direct[names.HOTKEY_COUNTER].direct_table_id] == names.HOTKEY_TABLE
+    assert by_id[direct[names.LOAD_COUNTER].direct_table_id] == names.LOADCOUNT_TABLE
+
+
+def test_fabric_leaf_adds_the_steering_tables(leaf_target: SwitchTarget) -> None:
+    """kvswitch_leaf.p4: the rack switch's names (above) and the two steering tables."""
+    test_tables_match_fields_and_actions(leaf_target)
+    test_registers_and_counters(leaf_target)
+    p4info = leaf_target.p4info
+    tables = {t.preamble.alias: t for t in p4info.tables}
+    actions = {a.preamble.id: a.preamble.alias for a in p4info.actions}
+    assert [m.name for m in tables[names.FABRIC_HOT_TABLE].match_fields] == [names.MATCH_KEY]
+    assert [m.name for m in tables[names.UPLINK_TABLE].match_fields] == [names.MATCH_PORT]
+    steer = {actions[r.id] for r in tables[names.FABRIC_HOT_TABLE].action_refs}
+    assert steer == {names.ACT_SET_SPINE, names.ACT_HOLD, names.ACT_PASS}
+    by_alias = {a.preamble.alias: a for a in p4info.actions}
+    assert [p.name for p in by_alias[names.ACT_SET_SPINE].params] == [
+        names.PARAM_PORT,
+        names.PARAM_DMAC,
+    ]

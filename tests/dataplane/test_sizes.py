@@ -15,10 +15,10 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def _build(defines: dict[str, str]):
+def _build(defines: dict[str, str], program: str = "kvswitch.p4"):
     from softswitch import Switch
 
-    source = p4src_dir() / "kvswitch.p4"
+    source = p4src_dir() / program
     return Switch.from_file(source, defines=defines, include_dirs=[source.parent])
 
 
@@ -49,3 +49,21 @@ def test_too_many_stages_refused() -> None:
 
     with pytest.raises(P4Error, match="HP_STAGES"):
         _build({"HP_STAGES": "9"})
+
+
+def test_spine_sizes_default_to_a_fabric() -> None:
+    """kvswitch_spine.p4 without -D: 1 024 slots, 1 024 servers, 64 holders per key (valid_ver
+    and ServeroffsetTable per (slot, ordinal), not per (slot, server))."""
+    sw = _build({}, "kvswitch_spine.p4")
+    registers = {r.preamble.alias: r.size for r in sw.p4info.registers}
+    tables = {t.preamble.alias: t.size for t in sw.p4info.tables}
+    assert registers["valid_ver"] == tables["ServeroffsetTable"] == 1024 * 64
+    assert tables["RidtoserverTable"] == tables["LoadcountTable"] == 1024
+    assert tables["HostportTable"] == tables["ipv4_lpm"] == 1024 + 1024
+
+
+def test_more_holders_than_an_ordinal_refused() -> None:
+    from softswitch import P4Error
+
+    with pytest.raises(P4Error, match="MAX_HOLDERS"):
+        _build({"MAX_HOLDERS": "256"}, "kvswitch_spine.p4")

@@ -1,0 +1,164 @@
+"""The spine program (p4src/kvswitch_spine.p4 and its TNA twin; docs/fabric.md "Spine program"):
+a fabric-hot key's serializer runs the rack's rules 1-6 over holders behind other leaves
+(docs/protocol.md F2), with rule S per rack (F5) and a dead rack's origin (F6). The fabric is
+spine.py's; every test runs on every spine build (conftest.py's ``spine_target``)."""
+
+from __future__ import annotations
+
+from scapy.packet import Packet
+
+from kvswitch.controller import names
+
+from .base import EPOCH, SWITCH_IP, Host, kvs, proto, routed, udp_packet, with_kvs
+from .spine import FAR_CLIENT, MAX_HOLDERS, A, B, C, D, E, SpinePlane
+
+KEY = "fabric-hot"
+SLOT = 3
+BASE = SLOT * MAX_HOLDERS
+HOLDERS = [A, C, D]  # origin in rack 1, replicas in rack 2 (one leaf port, two rids)
+VALUE = b"fabric value"
+
+
+def _gets_reach(sp: SpinePlane, holders: list[Host], first_seq: int = 0) -> None:
+    """Gets of the client, addressed to the origin, reach ``holders`` in that order."""
+    for i, holder in enumerate(holders):
+        get = udp_packet(FAR_CLIENT, A.ip, kvs(proto().op.GET, KEY, seq=first_seq + i))
+        want = routed(get, holder, redirect=holder != A)
+        sp.send_expect(FAR_CLIENT.port, get, [(holder.port, want)])
+
+
+def _reply(sender: Host, op: int, ver: int, *, status: int = 0, epoch: int = EPOCH) -> Packet:
+    msg = kvs(op, KEY, status=status, epoch=epoch, ver=ver, seq=9)
+    return udp_packet(sender, FAR_CLIENT.ip, msg, sport=proto().kvs_port)
+
+
+def test_gets_round_robin_over_holders_behind_other_leaves(sp: SpinePlane) -> None:
+    sp.make_hot(KEY, SLOT, HOLDERS)
+    sp.make_valid(SLOT, HOLDERS, ver=5)
+    _gets_reach(sp, HOLDERS * 2)
+    for holder in HOLDERS:
+        assert sp.load_count(holder)[1] == 2  # (bytes, packets)
+    assert sp.hot_count(KEY)[1] == 6
+    assert sp.reg(names.REG_RR, SLOT) == 0
+
+
+def test_get_stays_with_the_origin_until_the_replica_confirms(sp: SpinePlane) -> None:
+    op = proto().op
+    sp.make_hot(KEY, SLOT, HOLDERS)
+    sp.make_valid(SLOT, [A, C], ver=5)  # d has not confirmed version 5: not in the read set
+    _gets_reach(sp, [A, C, A])
+    # d's CONFIRM from its own leaf counts (rule 3: cell base + its ordinal 2), and is consumed
+    confirm = udp_packet(D, SWITCH_IP, kvs(op.CONFIRM, KEY, epoch=EPOCH, ver=5, cid=0))
+    sp.send_expect(D.port, confirm, [])
+    assert sp.reg(names.REG_VALID_VER, BASE + 2) == 5
+    _gets_reach(sp, [A, C, D], first_seq=10)
+
+
+def test_confirm_counts_only_from_a_holder_on_its_leaf(sp: SpinePlane) -> None:
+    op = proto().op
+    sp.make_hot(KEY, SLOT, HOLDERS)
+    sp.make_valid(SLOT, [A, C], ver=5)
+    before = sp.snapshot()
+    confirm = kvs(op.CONFIRM, KEY, epoch=EPOCH, ver=5, cid=0)
+    # e holds nothing of the key: no (slot, e) entry, ignored; d's address from rack 1's leaf
+    # is spoofed (rule S per rack, F5): dropped before any register
+    sp.send_expect(E.port, udp_packet(E, SWITCH_IP, confirm), [])
+    sp.send_expect(A.port, udp_packet(D, SWITCH_IP, confirm), [])
+    assert sp.snapshot() == before
+
+
+def test_write_stamped_and_copied_to_holders_behind_their_leaves(sp: SpinePlane) -> None:
+    op = proto().op
+    settled = proto().f_settled
+    sp.make_hot(KEY, SLOT, HOLDERS)
+    sp.make_valid(SLOT, HOLDERS, ver=5)
+    # versions a client put on its request are cleared (rule V), then the spine stamps
+    pkt = udp_packet(FAR_CLIENT, A.ip, kvs(op.SET, KEY, VALUE, seq=42, epoch=3, ver=99))
+    stamped = kvs(op.SET, KEY, VALUE, seq=42, epoch=EPOCH, ver=6, flags=settled)
+    update = kvs(op.UPDATE, KEY, VALUE, seq=42, epoch=EPOCH, ver=6, flags=settled)
+    sp.send_expect(
+        FAR_CLIENT.port,
+        pkt,
+        [
+            (A.port, with_kvs(routed(pkt, A), stamped)),
+            # both copies leave on rack 2's leaf port, told apart by rid (RidtoserverTable)
+            (C.port, with_kvs(routed(pkt, C, redirect=True), update)),
+            (D.port, with_kvs(routed(pkt, D, redirect=True), update)),
+        ],
+    )
+    assert sp.reg(names.REG_GLOBAL_VER) == 6
+    assert sp.reg(names.REG_SLOT_VER, SLOT) == 6
+    assert sp.sw.counter_read(sp.counter(names.HOTKEY_WRITES), SLOT)[1] == 1
+    # in flight: Gets keep spreading over the read set of version 5
+    _gets_reach(sp, HOLDERS)
+    # the origin's reply completes version 6 (rule 2) and goes on to the client's rack
+    reply = _reply(A, op.SET_REPLY, 6)
+    sp.send_expect(A.port, reply, [(FAR_CLIENT.port, routed(reply, FAR_CLIENT))])
+    assert sp.reg(names.REG_ORIGIN_VER, SLOT) == 6
+    _gets_reach(sp, [A, A, A], first_seq=20)  # no replica confirmed 6 yet
+    for holder in (C, D):
+        confirm = udp_packet(holder, SWITCH_IP, kvs(op.CONFIRM, KEY, epoch=EPOCH, ver=6, cid=0))
+        sp.send_expect(holder.port, confirm, [])
+    _gets_reach(sp, HOLDERS, first_seq=30)
+
+
+def test_read_reply_newer_than_the_origin_dropped_even_from_a_former_holder(
+    sp: SpinePlane,
+) -> None:
+    op, status = proto().op, proto().status
+    sp.make_hot(KEY, SLOT, HOLDERS)
+    sp.make_valid(SLOT, HOLDERS, ver=5)
+    for sender, ver in ((C, 5), (C, 4), (A, 5)):
+        reply = _reply(sender, op.GET_REPLY, ver)
+        sp.send_expect(sender.port, reply, [(FAR_CLIENT.port, routed(reply, FAR_CLIENT))])
+    # a replica's version the origin has not reported, a miss, another epoch: dropped (rule 6);
+    # b left the key (no entry of its own any more) and answers a Get redirected to it before
+    for sender, ver, epoch in ((C, 6, EPOCH), (D, 0, EPOCH), (C, 5, EPOCH + 1), (B, 6, EPOCH)):
+        sp.send_expect(sender.port, _reply(sender, op.GET_REPLY, ver, epoch=epoch), [])
+    moved = _reply(B, op.GET_REPLY, 0, status=status.MOVED)  # no read result: passes
+    sp.send_expect(B.port, moved, [(FAR_CLIENT.port, routed(moved, FAR_CLIENT))])
+
+
+def test_sync_reflected_to_the_origin_through_its_leaf(sp: SpinePlane) -> None:
+    op, kport = proto().op, proto().kvs_port
+    sp.make_hot(KEY, SLOT, HOLDERS)
+    sp.make_valid(SLOT, HOLDERS, ver=5)
+    for sender in (C, E):  # not the origin: dropped, no version
+        sync = udp_packet(sender, SWITCH_IP, kvs(op.SYNC, KEY, epoch=EPOCH, seq=3), sport=kport)
+        sp.send_expect(sender.port, sync, [])
+    assert sp.reg(names.REG_GLOBAL_VER) == 5
+    sync = udp_packet(A, SWITCH_IP, kvs(op.SYNC, KEY, epoch=EPOCH, seq=3), sport=kport)
+    back = sync.copy()
+    back["Ether"].src, back["Ether"].dst = sync["Ether"].dst, sync["Ether"].src
+    back["IP"].src, back["IP"].dst = SWITCH_IP, A.ip
+    back["UDP"].sport, back["UDP"].dport = sync["UDP"].dport, sync["UDP"].sport
+    synced = with_kvs(back, kvs(op.SYNC, KEY, epoch=EPOCH, ver=6, seq=3))
+    sp.send_expect(A.port, sync, [(A.port, synced)])
+    assert sp.reg(names.REG_SLOT_VER, SLOT) == 6
+
+
+def test_dead_rack_origin_served_by_replicas_writes_unavailable(sp: SpinePlane) -> None:
+    op, status = proto().op, proto().status
+    sp.make_hot(KEY, SLOT, HOLDERS)
+    sp.make_valid(SLOT, HOLDERS, ver=5)
+    sp.set_down(A)  # rack 1's leaf died (F6): the origin is down for the spine
+    _gets_reach(sp, [C, D, C])
+    pkt = udp_packet(FAR_CLIENT, A.ip, kvs(op.SET, KEY, VALUE, seq=8))
+    answer = pkt.copy()
+    answer["Ether"].src, answer["Ether"].dst = "02:00:00:00:00:fe", FAR_CLIENT.mac
+    answer["IP"].src, answer["IP"].dst, answer["IP"].ttl = A.ip, FAR_CLIENT.ip, 64
+    answer["UDP"].sport, answer["UDP"].dport = pkt["UDP"].dport, pkt["UDP"].sport
+    msg = kvs(op.SET_REPLY, KEY, status=status.UNAVAILABLE, seq=8) + VALUE
+    sp.send_expect(FAR_CLIENT.port, pkt, [(FAR_CLIENT.port, with_kvs(answer, msg))])
+    assert sp.reg(names.REG_GLOBAL_VER) == 5
+
+
+def test_cold_traffic_routed_by_rack_and_no_candidate_state(sp: SpinePlane) -> None:
+    op = proto().op
+    before = sp.snapshot()
+    for seq, server in enumerate((A, C, E)):
+        get = udp_packet(FAR_CLIENT, server.ip, kvs(op.GET, f"cold-{seq}", seq=seq))
+        sp.send_expect(FAR_CLIENT.port, get, [(server.port, routed(get, server))])
+    assert sp.snapshot() == before  # a spine has no HashPipe: cold keys leave no trace
+    spoofed = udp_packet(C, A.ip, kvs(op.GET, "cold-0"))  # rack 2's address from rack 1's leaf
+    sp.send_expect(A.port, spoofed, [])
