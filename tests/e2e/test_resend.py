@@ -21,40 +21,47 @@ from tests.e2e.test_rack import BASE, SERVERS, check_linearizable
 
 pytestmark = [pytest.mark.netns, pytest.mark.slow]
 
-# 2 x 3 history threads on 4 keys, 30 % Sets; the loadgen keeps 4 requests in flight over Zipf
-# keys with 20 % Sets, resending up to 3 times. The resend timeouts sit below each target's
-# switch-server round trip under this load: on BMv2 (p50 0.6 ms) the history clients resend after
-# 1 ms (up to 200 times), the loadgen after 200 us; the software switch, itself Python, answers
-# later (p50 1.7 ms) and is starved by that many resends (measured 2026-11-25: 6-22 operations per
-# key in 8 s), so there the history clients resend after 3 ms (up to 60 times), the loadgen after
-# 1 ms, at a lower rate.
+# 2 x 3 history threads on 4 keys; the loadgen keeps 4 requests in flight over Zipf keys with
+# 20 % Sets. The resend timeouts sit below each target's switch-server round trip under this load
+# (most requests are resent): on BMv2 the history clients resend after 2 ms (up to 100 times),
+# the loadgen after 200 us (once); the software switch, itself Python, answers later and is
+# starved by that many resends (measured 2026-11-25: with 1 ms, 6-22 operations per key in 8 s),
+# so there the history clients resend after 3 ms (up to 60 times), the loadgen after 1 ms (up to 3
+# times). The history keys must be hot and replicated for the test to prove anything, so the Zipf
+# load is kept low, and on BMv2, whose resends are the more numerous, the history clients write
+# 10 % (30 % on the software switch) and the loadgen resends once: resent Sets count as writes
+# and the placement is write-aware (with 30 % Sets and 3 loadgen resends the history keys had no
+# replica in 4 of 10 BMv2 runs). Periods stretch to seconds under these storms (pushes wait for
+# SYNC reflections), hence 12 s of load.
 COMMON = [
     "--history-threads", "3", "--history-keys", "4",
-    "--history-set-ratio", "0.3", "--read-tail", "2", "--write-ratio", "0.2",
-    "--loadgen-arg=--window=4", "--loadgen-arg=--resends=3",
+    "--read-tail", "2", "--write-ratio", "0.2",
+    "--loadgen-arg=--window=4",
 ]  # fmt: skip
 RESEND = {
-    "bmv2": [*COMMON, "--rate", "1000", "--history-rate", "100", "--loadgen-arg=--timeout-us=200",
-             "--history-arg=--timeout=0.001", "--history-arg=--retries=200"],
-    "softswitch": [*COMMON, "--rate", "300", "--history-rate", "150",
-                   "--loadgen-arg=--timeout-us=1000", "--history-arg=--timeout=0.003",
-                   "--history-arg=--retries=60"],
+    "bmv2": [*COMMON, "--rate", "200", "--history-rate", "150", "--history-set-ratio", "0.1",
+             "--loadgen-arg=--timeout-us=200", "--loadgen-arg=--resends=1",
+             "--history-arg=--timeout=0.002", "--history-arg=--retries=100"],
+    "softswitch": [*COMMON, "--rate", "300", "--history-rate", "150", "--history-set-ratio", "0.3",
+                   "--loadgen-arg=--timeout-us=1000", "--loadgen-arg=--resends=3",
+                   "--history-arg=--timeout=0.003", "--history-arg=--retries=60"],
 }  # fmt: skip
 
 
 def test_resends_below_the_round_trip_stay_linearizable(rack: Any, target: str) -> None:
-    run = rack(*BASE, *RESEND[target], "--duration", "8", "--period", "0.5", timeout=240)
+    run = rack(*BASE, *RESEND[target], "--duration", "12", "--period", "0.5", timeout=240)
     assert not run.summary["failed"], run.summary["failed"]
     resent = sum(lg.get("timeout_resends", 0) for lg in run.summary["loadgen"])
     assert resent > 100, f"the loadgen hardly resent ({resent}): the test would prove nothing"
     # many of the history clients' Gets time out (and are left out): fewer operations
     n = check_linearizable(run, min_ops=10)
     keys = [f"lin{i}" for i in range(4)]
-    # the resends crossed the switch while the keys had replicas: some period of the load placed
-    # replicas for a history key (the plan when the versions were read may hold none: CI,
-    # 2026-11-25, 0 of 4 then, with 232 operations linearizable)
+    # the resends crossed the switch while the keys had replicas: a plan installed before the load
+    # ended placed replicas for a history key (the plan when the versions were read may hold
+    # none: CI, 2026-11-25, 0 of 4 then, with 232 operations linearizable)
     wires = {pad_key(k.encode()).hex() for k in keys}
-    hot = {w for m in run.during_load(0.5) for w, held in m["holders"].items() if len(held) > 1}
+    plans = [m for m in run.metrics if m["time"] <= run.summary["load_end"]]  # in force in the load
+    hot = {w for m in plans for w, held in m["holders"].items() if len(held) > 1}
     # the copies are not compared with the origin's (versions_agree): a replica may hold a newer
     # one, the copy of a repeat the origin did not adopt (no F_SETTLED; docs/protocol.md, "Agent
     # rules"), which rule 6 keeps out of reads (seen here: 2 of 4 runs, 24 to 205 versions above)
