@@ -87,7 +87,9 @@ presets the rules pass):
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
+import struct
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
@@ -451,11 +453,8 @@ def _msg(hop: int, dst: int, src: int, raw: bytes, attempt: int = 0) -> Msg:
     return (hop, dst, src, d.op, d.cid, d.seq, d.value, d.status, d.epoch, d.ver, d.flags, attempt)
 
 
-def _add(msgs: tuple[Msg, ...], new: Sequence[Msg]) -> tuple[Msg, ...]:
-    return tuple(sorted(msgs + tuple(new))) if new else msgs
-
-
-def _remove(msgs: tuple[Msg, ...], m: Msg) -> tuple[Msg, ...]:
+def _remove(msgs: tuple[Any, ...], m: Any) -> tuple[Any, ...]:
+    """``msgs`` without one ``m``."""
     i = msgs.index(m)
     return msgs[:i] + msgs[i + 1 :]
 
@@ -513,6 +512,35 @@ def describe_step(label: tuple[Any, ...]) -> str:
 # -- the explorer -----------------------------------------------------------------------------------
 
 
+class _Interned:
+    """Each distinct value numbered once, from 0: the search's states hold the numbers."""
+
+    __slots__ = ("ids", "values")
+
+    def __init__(self) -> None:
+        self.ids: dict[Any, int] = {}
+        self.values: list[Any] = []
+
+    def __call__(self, value: Any) -> int:
+        i = self.ids.get(value)
+        if i is None:
+            i = self.ids[value] = len(self.values)
+            self.values.append(value)
+        return i
+
+
+class _Memo(dict):
+    """A function of one (hashable) argument, computed once per argument: ``memo[arg]``."""
+
+    def __init__(self, compute: Callable[[Any], Any]) -> None:
+        super().__init__()
+        self.compute = compute
+
+    def __missing__(self, key: Any) -> Any:
+        value = self[key] = self.compute(key)
+        return value
+
+
 @dataclass
 class Report:
     scenario: Scenario
@@ -551,6 +579,30 @@ class Explorer:
         self.rules = rules or Rules()
         self.agents = Agents(self.rules.adopts)
         self.checked: dict[tuple[Record, ...], bool] = {}
+        # the parts of the search's states, each numbered once (:meth:`_encode`)
+        self._sw, self._cl, self._ctl = _Interned(), _Interned(), _Interned()
+        self._hist, self._ag, self._m, self._msgs = (
+            _Interned(),
+            _Interned(),
+            _Interned(),
+            _Interned(),
+        )
+        # every step on a part, computed once per distinct input
+        self._add = _Memo(self._added)
+        self._moves = _Memo(self._in_flight)
+        self._req = _Memo(self._requested)
+        self._switch_steps = _Memo(self._switched)
+        self._server_steps = _Memo(self._served)
+        self._agent_steps = _Memo(self._agent_step)
+        self._call = _Memo(self._called)
+        self._answer = _Memo(self._answered)
+        self._client = _Memo(self._with_client)
+        self._done = _Memo(self._finished)
+        self._above = _Memo(self._ahead)
+        self._lin = _Memo(lambda hist: self.linearizable(self._hist.values[hist]))
+        # switch, clients, messages, controller, history: 4 bytes; the four fault counters: 1
+        # byte; each server's agent state: 4 bytes
+        self._packed = struct.Struct(f"<5I4B{1 + scenario.replicas}I")
 
     # -- the initial state: the key hot and synced at (1, 1) on every holder -------------------
 
@@ -630,50 +682,127 @@ class Explorer:
             return (gver, slot_ver, ov[0], valid, cur_epoch, floor, holders), [], False
         return sw, [], dst != SW
 
+    # -- the search's states: numbers of interned parts ------------------------------------------
+
+    # A state in the search is a flat tuple of small ints, packed into bytes for the visited set:
+    # (switch, clients, messages, controller, history, loss, dup, retry, sync retry, agent per
+    # server). Each part is interned (numbered once, :class:`_Interned`), and each step on a part
+    # is computed once per distinct input and memoised (the rules, the agent, the history), so a
+    # step of the search is a few dict look-ups; the rules and the agent still decide every one.
+
+    def _encode(self, s: State) -> tuple[int, ...]:
+        sw, agents, clients, msgs, used, ctl, hist = s
+        ms = self._msgs(tuple(sorted(self._m(m) for m in msgs)))
+        parts = (self._sw(sw), self._cl(clients), ms, self._ctl(ctl), self._hist(hist))
+        return (*parts, *used, *(self._ag(a) for a in agents))
+
+    def _added(self, key: tuple[int, tuple[int, ...]]) -> int:
+        ms, new = key
+        return self._msgs(tuple(sorted(self._msgs.values[ms] + new))) if new else ms
+
+    def _in_flight(
+        self, ms: int
+    ) -> tuple[tuple[tuple[int, int], ...], tuple[bool, ...], bool, bool]:
+        """What the messages in flight ``ms`` allow: (each distinct message with the messages
+        left without it, per client whether nothing in flight can answer it, a Get on its way to
+        the leaving replica, no write on its way to a server)."""
+        ids = self._msgs.values[ms]
+        msgs = tuple(self._m.values[m] for m in ids)
+        moves = tuple((m, self._msgs(_remove(ids, m))) for m in dict.fromkeys(ids))
+        silent = tuple(self._silent(msgs, c) for c in range(len(self.sc.programs)))
+        quiet = not any(m[0] == 1 and m[3] in (p.Op.SET, p.Op.UPDATE) for m in msgs)
+        return moves, silent, self._gets_to(msgs, self.sc.replicas), quiet
+
+    def _requested(self, key: tuple[int, int, int, int]) -> tuple[Any, ...]:
+        """:meth:`_request` over interned switch states and messages."""
+        sw, c, idx, attempt = key
+        return tuple(
+            (self._sw(sw2), tuple(self._m(m) for m in out), d)
+            for sw2, out, d in self._request(self._sw.values[sw], c, idx, attempt)
+        )
+
+    def _switched(self, key: tuple[int, int]) -> tuple[int, tuple[int, ...], bool]:
+        """:meth:`_at_switch` over interned switch states and messages."""
+        sw, m = key
+        sw2, out, onward = self._at_switch(self._sw.values[sw], self._m.values[m])
+        return self._sw(sw2), tuple(self._m(x) for x in out), onward
+
+    def _served(self, key: tuple[int, int]) -> tuple[int, tuple[int, ...], Any]:
+        """Server ``m[1]`` (agent state ``a``) handles message ``m``: the real agent's answer,
+        to the switch or a client (a reply answers the request's attempt)."""
+        a, m = key
+        msg = self._m.values[m]
+        st, out, synced = self.agents.handle(self._ag.values[a], _raw(msg), msg[2])
+        att = msg[11]
+        new = tuple(
+            self._m(_msg(0, to, msg[1], raw, att if to >= CLIENT0 else 0)) for raw, to in out
+        )
+        return self._ag(st), new, synced
+
+    def _agent_step(self, key: tuple[Any, ...]) -> tuple[int, tuple[int, ...]]:
+        """The control channel's sync (origin), push (replica ``r``) or remove, on an interned
+        agent state: (state after, its messages to the switch)."""
+        what, r, a, *args = key
+        st = self._ag.values[a]
+        if what == "sync":
+            st2, out = self.agents.start_sync(st)
+        elif what == "push":
+            st2, out = self.agents.push(st, args[0])
+        else:
+            st2, out = self.agents.remove(st), ()
+        return self._ag(st2), tuple(self._m(_msg(0, SW, r, raw)) for raw, _ in out)
+
+    def _called(self, key: tuple[int, int, int]) -> int:
+        hist, c, idx = key
+        h = self._hist.values[hist]
+        return self._hist((*h, (c, idx, _events(h), None, None)))
+
+    def _answered(self, key: tuple[int, int, int, int]) -> int:
+        hist, c, idx, m = key
+        return self._hist(self._returned(self._hist.values[hist], c, idx, self._m.values[m]))
+
+    def _with_client(self, key: tuple[int, int, tuple[int, bool, int]]) -> int:
+        cl, c, state = key
+        clients = self._cl.values[cl]
+        return self._cl((*clients[:c], state, *clients[c + 1 :]))
+
     # -- successors -----------------------------------------------------------------------------
 
-    def successors(self, s: State) -> Iterator[tuple[tuple[Any, ...], State]]:
-        sw, agents, clients, msgs, used, ctl, hist = s
-        sc = self.sc
-        loss, dup, retry, sretry = used
+    def successors(self, s: tuple[int, ...]) -> Iterator[tuple[tuple[Any, ...], tuple[int, ...]]]:
+        """Every step from search state ``s``: (label, next search state)."""
+        sw, cl, ms, ctl, hist, loss, dup, retry, sretry = s[:9]
+        agents = s[9:]
+        sc, add = self.sc, self._add
+        moves, silent, gets_to_leaving, quiet = self._moves[ms]
         # clients: invoke the next operation, or resend the pending one
-        for c, (invoked, waiting, attempt) in enumerate(clients):
+        for c, (invoked, waiting, attempt) in enumerate(self._cl.values[cl]):
             prog = sc.programs[c]
             if not waiting and invoked < len(prog):
-                rec = (c, invoked, _events(hist), None, None)
                 first = 1 if sc.latest_reply_only else 0
-                cl = (*clients[:c], (invoked + 1, True, first), *clients[c + 1 :])
-                for sw2, out, d in self._request(sw, c, invoked, 1):
+                cl2 = self._client[cl, c, (invoked + 1, True, first)]
+                h2 = self._call[hist, c, invoked]
+                for sw2, out, d in self._req[sw, c, invoked, 1]:
                     label = ("invoke", c, invoked, prog[invoked], d)
-                    yield label, (sw2, agents, cl, _add(msgs, out), used, ctl, (*hist, rec))
+                    yield label, (sw2, cl2, add[ms, out], ctl, h2, *s[5:])
             may_retry = sc.retriers is None or c in sc.retriers
-            if (
-                waiting
-                and may_retry
-                and retry < sc.retries
-                and (sc.eager_retries or self._silent(msgs, c))
-            ):
-                u = (loss, dup, retry + 1, sretry)
-                cl = clients
+            if waiting and may_retry and retry < sc.retries and (sc.eager_retries or silent[c]):
+                cl2 = cl
                 if sc.latest_reply_only:
-                    cl = (*clients[:c], (invoked, True, attempt + 1), *clients[c + 1 :])
+                    cl2 = self._client[cl, c, (invoked, True, attempt + 1)]
                 # the attempt number only matters to the candidates that read it
-                for sw2, out, d in self._request(sw, c, invoked - 1, max(attempt, 1) + 1):
+                for sw2, out, d in self._req[sw, c, invoked - 1, max(attempt, 1) + 1]:
                     label = ("retry", c, invoked - 1, prog[invoked - 1], d)
-                    yield label, (sw2, agents, cl, _add(msgs, out), u, ctl, hist)
+                    nxt = (sw2, cl2, add[ms, out], ctl, hist, loss, dup, retry + 1, sretry)
+                    yield label, (*nxt, *agents)
         # messages: deliver, lose or duplicate any one
-        for m in dict.fromkeys(msgs):
-            rest = _remove(msgs, m)
-            yield from self._deliver(m, (sw, agents, clients, rest, used, ctl, hist))
+        for m, rest in moves:
+            yield from self._deliver(m, (sw, cl, rest, *s[3:]))
             if loss < sc.losses:
-                yield (
-                    ("lose", m),
-                    (sw, agents, clients, rest, (loss + 1, dup, retry, sretry), ctl, hist),
-                )
+                yield ("lose", m), (sw, cl, rest, ctl, hist, loss + 1, *s[6:])
             if dup < sc.dups:
-                u = (loss, dup + 1, retry, sretry)
-                yield ("dup", m), (sw, agents, clients, _add(msgs, [m]), u, ctl, hist)
-        yield from self._controller(s)
+                nxt = (sw, cl, add[ms, (m,)], ctl, hist, loss, dup + 1, retry, sretry)
+                yield ("dup", m), (*nxt, *agents)
+        yield from self._controller(s, gets_to_leaving, quiet)
 
     @staticmethod
     def _gets_to(msgs: tuple[Msg, ...], server: int) -> bool:
@@ -688,38 +817,40 @@ class Explorer:
                 return False
         return True
 
-    def _deliver(self, m: Msg, s: State) -> Iterator[tuple[tuple[Any, ...], State]]:
-        sw, agents, clients, msgs, used, ctl, hist = s
-        hop, dst, src = m[0], m[1], m[2]
+    def _deliver(
+        self, m: int, s: tuple[int, ...]
+    ) -> Iterator[tuple[tuple[Any, ...], tuple[int, ...]]]:
+        """Message ``m`` delivered in ``s`` (which no longer holds it)."""
+        sw, cl, ms, ctl, hist, loss = s[:6]
+        msg = self._m.values[m]
+        hop, dst = msg[0], msg[1]
         if hop == 1:  # a server handles it: the real agent
-            st, out, synced = self.agents.handle(agents[dst], _raw(m), src)
-            # to the switch or a client (a reply answers the request's attempt)
-            new = [_msg(0, to, dst, raw, m[11] if to >= CLIENT0 else 0) for raw, to in out]
-            ag = (*agents[:dst], st, *agents[dst + 1 :])
-            phase, restarted, sync_for, pushes = ctl
-            if synced is not None and sync_for is not None:
-                # the controller's sync returns the item; it pushes it into every replica
-                pushes = tuple(sorted(pushes + tuple((r, *synced) for r in sync_for)))
-                ctl = (phase, restarted, None, pushes)
-            yield ("deliver", m), (sw, ag, clients, _add(msgs, new), used, ctl, hist)
+            a, new, synced = self._server_steps[s[9 + dst], m]
+            agents = (*s[9 : 9 + dst], a, *s[10 + dst :])
+            if synced is not None:
+                phase, restarted, sync_for, pushes = self._ctl.values[ctl]
+                if sync_for is not None:
+                    # the controller's sync returns the item; it pushes it into every replica
+                    pushes = tuple(sorted(pushes + tuple((r, *synced) for r in sync_for)))
+                    ctl = self._ctl((phase, restarted, None, pushes))
+            yield ("deliver", m), (sw, cl, self._add[ms, new], ctl, hist, *s[5:9], *agents)
             return
-        sw2, out, onward = self._at_switch(sw, m)
-        msgs = _add(msgs, out)
+        sw2, out, onward = self._switch_steps[sw, m]
+        ms = self._add[ms, out]
         if not onward:
-            yield ("deliver", m), (sw2, agents, clients, msgs, used, ctl, hist)
+            yield ("deliver", m), (sw2, cl, ms, *s[3:])
             return
         c = dst - CLIENT0
-        invoked, waiting, attempt = clients[c]
-        cl, h = clients, hist
+        invoked, waiting, attempt = self._cl.values[cl][c]
         # the pending request's reply (latest_reply_only: to its latest attempt)
-        if waiting and (m[4], m[5], m[11]) == (c + 1, invoked, attempt):
-            cl = (*clients[:c], (invoked, False, attempt), *clients[c + 1 :])
-            h = self._returned(hist, c, invoked - 1, m)
-        yield ("deliver", m), (sw2, agents, cl, msgs, used, ctl, h)
-        loss, dup, retry, sretry = used
-        if loss < self.sc.losses and h is not hist:  # lost between the switch and the client
-            u = (loss + 1, dup, retry, sretry)
-            yield ("lose-last-hop", m), (sw2, agents, clients, msgs, u, ctl, hist)
+        if waiting and (msg[4], msg[5], msg[11]) == (c + 1, invoked, attempt):
+            cl2 = self._client[cl, c, (invoked, False, attempt)]
+            h = self._answer[hist, c, invoked - 1, m]
+            yield ("deliver", m), (sw2, cl2, ms, ctl, h, *s[5:])
+            if loss < self.sc.losses:  # lost between the switch and the client
+                yield ("lose-last-hop", m), (sw2, cl, ms, ctl, hist, loss + 1, *s[6:])
+            return
+        yield ("deliver", m), (sw2, cl, ms, *s[3:])
 
     def _returned(self, hist: tuple[Record, ...], c: int, idx: int, m: Msg) -> tuple[Record, ...]:
         op, status, value = m[3], m[7], m[6]
@@ -739,27 +870,32 @@ class Explorer:
             for rc, ri, call, ret, out in hist
         )
 
-    def _controller(self, s: State) -> Iterator[tuple[tuple[Any, ...], State]]:
-        sw, agents, clients, msgs, used, ctl, hist = s
-        gver, slot_ver, origin_ver, valid, epoch, floor, holders = sw
-        phase, restarted, sync_for, pushes = ctl
+    def _controller(
+        self, s: tuple[int, ...], gets_to_leaving: bool, quiet: bool
+    ) -> Iterator[tuple[tuple[Any, ...], tuple[int, ...]]]:
+        """The controller's steps (and the origin's SYNC retry) from ``s``; ``gets_to_leaving``
+        and ``quiet`` are :meth:`_in_flight`'s."""
+        sw_id, cl, ms, ctl_id = s[:4]
+        sretry = s[8]
+        agents = s[9:]
+        gver, slot_ver, origin_ver, valid, epoch, floor, holders = self._sw.values[sw_id]
+        phase, restarted, sync_for, pushes = self._ctl.values[ctl_id]
         sc = self.sc
         for item in dict.fromkeys(pushes):  # the control channel's push into one replica
             r = item[0]
-            st, out = self.agents.push(agents[r], item[1:])
-            ag = (*agents[:r], st, *agents[r + 1 :])
-            c2 = (phase, restarted, sync_for, _remove(pushes, item))
-            new = [_msg(0, SW, r, raw) for raw, _ in out]
+            a, new = self._agent_steps["push", r, agents[r], item[1:]]
+            ag = (*agents[:r], a, *agents[r + 1 :])
+            c2 = self._ctl((phase, restarted, sync_for, _remove(pushes, item)))
             yield (
                 ("controller: push", f"r{r}", item),
-                (sw, ag, clients, _add(msgs, new), used, c2, hist),
+                (sw_id, cl, self._add[ms, new], c2, *s[4:9], *ag),
             )
         if (
             sc.hotset_change
             and phase == 0
             and sync_for is None
             and not pushes
-            and not (sc.drain_before_remove and self._gets_to(msgs, sc.replicas))
+            and not (sc.drain_before_remove and gets_to_leaving)
         ):
             # break: the last replica leaves (its cell 0; the floor is set only when holders are
             # added, as controller/plan.py does), then its copy is removed
@@ -774,11 +910,10 @@ class Explorer:
                 floor,
                 tuple(h for h in holders if h != r),
             )
-            ag = (*agents[:r], self.agents.remove(agents[r]), *agents[r + 1 :])
-            yield (
-                ("controller: remove", f"r{r}"),
-                (sw2, ag, clients, msgs, used, (1, restarted, None, ()), hist),
-            )
+            a, _ = self._agent_steps["remove", r, agents[r]]
+            ag = (*agents[:r], a, *agents[r + 1 :])
+            c2 = self._ctl((1, restarted, None, ()))
+            yield (("controller: remove", f"r{r}"), (self._sw(sw2), cl, ms, c2, *s[4:9], *ag))
         if sc.hotset_change and phase == 1:
             # make: it is back (floor = global_ver, then its cell 0); the origin SYNCs, the
             # controller pushes. (plan.py reads global_ver before planning: the versions handed
@@ -787,8 +922,8 @@ class Explorer:
             r = sc.replicas
             vv = tuple(0 if i == r else v for i, v in enumerate(valid))
             sw2 = (gver, slot_ver, origin_ver, vv, epoch, gver, (*holders, r))
-            c2 = (2, restarted, sw2[6][1:], pushes)
-            yield from self._sync(("controller: re-add", f"r{r}"), sw2, s, c2)
+            c2 = self._ctl((2, restarted, sw2[6][1:], pushes))
+            yield self._sync(("controller: re-add", f"r{r}"), self._sw(sw2), c2, s)
         for r in holders[1:] if sc.ahead and origin_ver else ():
             if valid[r] > origin_ver:  # it confirmed a version its origin never reported
                 if sc.ahead == "zero":
@@ -798,38 +933,34 @@ class Explorer:
                     sw2 = (gver, slot_ver, valid[r], valid, epoch, floor, holders)
                 yield (
                     (f"controller: {sc.ahead} the version of a replica above origin_ver", f"r{r}"),
-                    (sw2, agents, clients, msgs, used, ctl, hist),
+                    (self._sw(sw2), *s[1:]),
                 )
-        quiet = not any(m[0] == 1 and m[3] in (p.Op.SET, p.Op.UPDATE) for m in msgs)
         if sc.restart and not restarted and (quiet or not sc.restart_when_quiet):
             # switch restart: registers 0, epoch + 1; the controller re-pushes the hot key
             sw2 = (0, 0, 0, (0,) * len(valid), epoch + 1, 0, holders)
-            c2 = (phase, 1, holders[1:], pushes)
-            yield from self._sync(("controller: switch restart", f"epoch {epoch + 1}"), sw2, s, c2)
-        loss, dup, retry, sretry = used
-        if Agents.sync_pending(agents[ORIGIN]) and sretry < sc.sync_retries:
-            s2 = (sw, agents, clients, msgs, (loss, dup, retry, sretry + 1), ctl, hist)
-            yield from self._sync(("origin: SYNC again",), sw, s2, ctl)
+            c2 = self._ctl((phase, 1, holders[1:], pushes))
+            label = ("controller: switch restart", f"epoch {epoch + 1}")
+            yield self._sync(label, self._sw(sw2), c2, s)
+        if sretry < sc.sync_retries and Agents.sync_pending(self._ag.values[agents[ORIGIN]]):
+            s2 = (*s[:8], sretry + 1, *agents)
+            yield self._sync(("origin: SYNC again",), sw_id, ctl_id, s2)
 
     def _sync(
-        self,
-        label: tuple[Any, ...],
-        sw2: Switch,
-        s: State,
-        ctl: tuple[Any, ...],
-    ) -> Iterator[tuple[tuple[Any, ...], State]]:
-        _, agents, clients, msgs, used, _, hist = s
-        st, out = self.agents.start_sync(agents[ORIGIN])
-        new = [_msg(0, SW, ORIGIN, raw) for raw, _ in out]
-        ag = (st, *agents[1:])
-        yield label, (sw2, ag, clients, _add(msgs, new), used, ctl, hist)
+        self, label: tuple[Any, ...], sw: int, ctl: int, s: tuple[int, ...]
+    ) -> tuple[tuple[Any, ...], tuple[int, ...]]:
+        """The origin starts a SYNC (the controller's "sync" on its control channel)."""
+        a, new = self._agent_steps["sync", ORIGIN, s[9 + ORIGIN]]
+        return label, (sw, s[1], self._add[s[2], new], ctl, *s[4:9], a, *s[10:])
 
     # -- end states -----------------------------------------------------------------------------
 
-    def finished(self, s: State) -> bool:
-        """Every client has its last reply: nothing later can change the history."""
+    def _finished(self, cl: int) -> bool:
+        """Every client (interned clients ``cl``) has its last reply: nothing later can change
+        the history."""
+        clients = self._cl.values[cl]
         return all(
-            not w and i == len(prog) for (i, w, _), prog in zip(s[2], self.sc.programs, strict=True)
+            not w and i == len(prog)
+            for (i, w, _), prog in zip(clients, self.sc.programs, strict=True)
         )
 
     def history(self, hist: tuple[Record, ...]) -> list[Op]:
@@ -852,6 +983,11 @@ class Explorer:
             self.checked[hist] = ok
         return ok
 
+    def _ahead(self, sw: int) -> bool:
+        """A replica in the read set above origin_ver (interned switch state ``sw``)."""
+        s = self._sw.values[sw]
+        return any(s[3][r] > s[2] for r in s[6][1:])
+
     # -- the search -----------------------------------------------------------------------------
 
     def run(
@@ -860,13 +996,19 @@ class Explorer:
         progress: Callable[[Report], None] | None = None,
         every: int = 100_000,
     ) -> Report:
+        """Breadth first over every reachable state. The visited set maps each state, packed
+        into a few bytes (:meth:`_encode`), to the state it was first reached from: exact (no
+        hashing away of states), and the way back to the start for a counterexample."""
         rep = Report(self.sc)
         began = time.perf_counter()
-        start = self.initial()
-        parent: dict[State, tuple[State | None, tuple[Any, ...] | None]] = {start: (None, None)}
+        pack, unpack = self._packed.pack, self._packed.unpack
+        start = pack(*self._encode(self.initial()))
+        parent: dict[bytes, bytes | None] = {start: None}
         queue = deque([start])
+        successors, done = self.successors, self._done
         while queue:
-            s = queue.popleft()
+            key = queue.popleft()
+            s = unpack(key)
             rep.states += 1
             if progress is not None and rep.states % every == 0:
                 rep.seconds = time.perf_counter() - began
@@ -875,37 +1017,45 @@ class Explorer:
             if max_states is not None and rep.states > max_states:
                 rep.complete = False
                 break
-            end = self.finished(s)
+            end = done[s[1]]
             if not end:
                 moved = False
-                for label, nxt in self.successors(s):
+                for _, nxt in successors(s):
                     moved = True
                     rep.transitions += 1
-                    if nxt not in parent:
-                        parent[nxt] = (s, label)
-                        queue.append(nxt)
+                    k = pack(*nxt)
+                    if k not in parent:
+                        parent[k] = key
+                        queue.append(k)
                 end = not moved
             if end:
                 rep.end_states += 1
-                sw = s[0]
-                rep.ahead_ends += any(sw[3][r] > sw[2] for r in sw[6][1:])
-                if not self.linearizable(s[6]):
-                    rep.violation = self._trace(parent, s)
-                    rep.history = self.history(s[6])
+                rep.ahead_ends += self._above[s[0]]
+                if not self._lin[s[4]]:
+                    rep.violation = self._trace(parent, key)
+                    rep.history = self.history(self._hist.values[s[4]])
                     break
         rep.seconds = time.perf_counter() - began
         rep.histories, rep.agent_calls = len(self.checked), self.agents.calls
         return rep
 
-    def _trace(self, parent: dict[State, Any], s: State) -> list[str]:
-        steps = []
-        cur: State | None = s
+    def _trace(self, parent: dict[bytes, bytes | None], key: bytes) -> list[str]:
+        """The steps from the start to ``key``: each one found again among its predecessor's
+        successors (the visited set keeps states, not steps)."""
+        path: list[bytes] = []
+        cur: bytes | None = key
         while cur is not None:
-            prev, label = parent[cur]
-            if label is not None:
-                steps.append(describe_step(label))
-            cur = prev
-        return steps[::-1]
+            path.append(cur)
+            cur = parent[cur]
+        path.reverse()
+        pack, unpack = self._packed.pack, self._packed.unpack
+        steps = []
+        for before, after in itertools.pairwise(path):
+            label = next(lb for lb, nxt in self.successors(unpack(before)) if pack(*nxt) == after)
+            if label[0] in ("deliver", "lose", "dup", "lose-last-hop"):
+                label = (label[0], self._m.values[label[1]])
+            steps.append(describe_step(label))
+        return steps
 
 
 def explore(
