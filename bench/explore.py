@@ -591,11 +591,10 @@ class Explorer:
         self._add = _Memo(self._added)
         self._moves = _Memo(self._in_flight)
         self._req = _Memo(self._requested)
-        self._switch_steps = _Memo(self._switched)
-        self._server_steps = _Memo(self._served)
+        self._to_switch = _Memo(self._at_switch_delivered)
+        self._to_server = _Memo(self._at_server_delivered)
         self._agent_steps = _Memo(self._agent_step)
         self._call = _Memo(self._called)
-        self._answer = _Memo(self._answered)
         self._client = _Memo(self._with_client)
         self._done = _Memo(self._finished)
         self._above = _Memo(self._ahead)
@@ -702,13 +701,16 @@ class Explorer:
 
     def _in_flight(
         self, ms: int
-    ) -> tuple[tuple[tuple[int, int], ...], tuple[bool, ...], bool, bool]:
+    ) -> tuple[tuple[tuple[int, int, int, int], ...], tuple[bool, ...], bool, bool]:
         """What the messages in flight ``ms`` allow: (each distinct message with the messages
-        left without it, per client whether nothing in flight can answer it, a Get on its way to
-        the leaving replica, no write on its way to a server)."""
+        left without it, its hop and its destination; per client whether nothing in flight can
+        answer it; a Get on its way to the leaving replica; no write on its way to a server)."""
         ids = self._msgs.values[ms]
         msgs = tuple(self._m.values[m] for m in ids)
-        moves = tuple((m, self._msgs(_remove(ids, m))) for m in dict.fromkeys(ids))
+        moves = tuple(
+            (m, self._msgs(_remove(ids, m)), self._m.values[m][0], self._m.values[m][1])
+            for m in dict.fromkeys(ids)
+        )
         silent = tuple(self._silent(msgs, c) for c in range(len(self.sc.programs)))
         quiet = not any(m[0] == 1 and m[3] in (p.Op.SET, p.Op.UPDATE) for m in msgs)
         return moves, silent, self._gets_to(msgs, self.sc.replicas), quiet
@@ -721,23 +723,42 @@ class Explorer:
             for sw2, out, d in self._request(self._sw.values[sw], c, idx, attempt)
         )
 
-    def _switched(self, key: tuple[int, int]) -> tuple[int, tuple[int, ...], bool]:
-        """:meth:`_at_switch` over interned switch states and messages."""
-        sw, m = key
-        sw2, out, onward = self._at_switch(self._sw.values[sw], self._m.values[m])
-        return self._sw(sw2), tuple(self._m(x) for x in out), onward
+    def _at_switch_delivered(
+        self, key: tuple[int, int, int, int]
+    ) -> tuple[int, tuple[int, ...], int, int]:
+        """Message ``m`` (a server's, hop 0) reaches the switch in switch state ``sw``, clients
+        ``cl`` and history ``hist``: (switch after, messages it sends on, clients after, history
+        after). The history changes only when ``m`` is the reply its client waits for."""
+        sw, cl, hist, m = key
+        msg = self._m.values[m]
+        sw2, out, onward = self._at_switch(self._sw.values[sw], msg)
+        out_ids = tuple(self._m(x) for x in out)
+        if onward:
+            c = msg[1] - CLIENT0
+            invoked, waiting, attempt = self._cl.values[cl][c]
+            # the pending request's reply (latest_reply_only: to its latest attempt)
+            if waiting and (msg[4], msg[5], msg[11]) == (c + 1, invoked, attempt):
+                cl = self._client[cl, c, (invoked, False, attempt)]
+                hist = self._hist(self._returned(self._hist.values[hist], c, invoked - 1, msg))
+        return self._sw(sw2), out_ids, cl, hist
 
-    def _served(self, key: tuple[int, int]) -> tuple[int, tuple[int, ...], Any]:
-        """Server ``m[1]`` (agent state ``a``) handles message ``m``: the real agent's answer,
-        to the switch or a client (a reply answers the request's attempt)."""
-        a, m = key
+    def _at_server_delivered(self, key: tuple[int, int, int]) -> tuple[int, tuple[int, ...], int]:
+        """Message ``m`` (hop 1) reaches server ``m[1]`` in agent state ``a`` with controller
+        state ``ctl``: the real agent's answer (to the switch or a client; a reply answers the
+        request's attempt), as (agent state after, messages, controller state after: a SYNC the
+        controller started returns its item, to push into every replica)."""
+        a, ctl, m = key
         msg = self._m.values[m]
         st, out, synced = self.agents.handle(self._ag.values[a], _raw(msg), msg[2])
         att = msg[11]
         new = tuple(
             self._m(_msg(0, to, msg[1], raw, att if to >= CLIENT0 else 0)) for raw, to in out
         )
-        return self._ag(st), new, synced
+        phase, restarted, sync_for, pushes = self._ctl.values[ctl]
+        if synced is not None and sync_for is not None:
+            pushes = tuple(sorted(pushes + tuple((r, *synced) for r in sync_for)))
+            ctl = self._ctl((phase, restarted, None, pushes))
+        return self._ag(st), new, ctl
 
     def _agent_step(self, key: tuple[Any, ...]) -> tuple[int, tuple[int, ...]]:
         """The control channel's sync (origin), push (replica ``r``) or remove, on an interned
@@ -756,10 +777,6 @@ class Explorer:
         hist, c, idx = key
         h = self._hist.values[hist]
         return self._hist((*h, (c, idx, _events(h), None, None)))
-
-    def _answered(self, key: tuple[int, int, int, int]) -> int:
-        hist, c, idx, m = key
-        return self._hist(self._returned(self._hist.values[hist], c, idx, self._m.values[m]))
 
     def _with_client(self, key: tuple[int, int, tuple[int, bool, int]]) -> int:
         cl, c, state = key
@@ -795,8 +812,18 @@ class Explorer:
                     nxt = (sw2, cl2, add[ms, out], ctl, hist, loss, dup, retry + 1, sretry)
                     yield label, (*nxt, *agents)
         # messages: deliver, lose or duplicate any one
-        for m, rest in moves:
-            yield from self._deliver(m, (sw, cl, rest, *s[3:]))
+        for m, rest, hop, dst in moves:
+            if hop == 1:  # a server handles it: the real agent
+                a, new, ctl2 = self._to_server[agents[dst], ctl, m]
+                ag = (*agents[:dst], a, *agents[dst + 1 :])
+                nxt = (sw, cl, add[rest, new], ctl2, hist, loss, dup, retry, sretry)
+                yield ("deliver", m), (*nxt, *ag)
+            else:  # the switch's rules; a reply goes on to its client at once
+                sw2, out, cl2, h2 = self._to_switch[sw, cl, hist, m]
+                rest2 = add[rest, out]
+                yield ("deliver", m), (sw2, cl2, rest2, ctl, h2, *s[5:])
+                if h2 != hist and loss < sc.losses:  # lost between the switch and the client
+                    yield ("lose-last-hop", m), (sw2, cl, rest2, ctl, hist, loss + 1, *s[6:])
             if loss < sc.losses:
                 yield ("lose", m), (sw, cl, rest, ctl, hist, loss + 1, *s[6:])
             if dup < sc.dups:
@@ -816,41 +843,6 @@ class Explorer:
             if (m[0] == 0 and m[1] == me) or (m[0] == 1 and m[2] == me and m[3] != p.Op.UPDATE):
                 return False
         return True
-
-    def _deliver(
-        self, m: int, s: tuple[int, ...]
-    ) -> Iterator[tuple[tuple[Any, ...], tuple[int, ...]]]:
-        """Message ``m`` delivered in ``s`` (which no longer holds it)."""
-        sw, cl, ms, ctl, hist, loss = s[:6]
-        msg = self._m.values[m]
-        hop, dst = msg[0], msg[1]
-        if hop == 1:  # a server handles it: the real agent
-            a, new, synced = self._server_steps[s[9 + dst], m]
-            agents = (*s[9 : 9 + dst], a, *s[10 + dst :])
-            if synced is not None:
-                phase, restarted, sync_for, pushes = self._ctl.values[ctl]
-                if sync_for is not None:
-                    # the controller's sync returns the item; it pushes it into every replica
-                    pushes = tuple(sorted(pushes + tuple((r, *synced) for r in sync_for)))
-                    ctl = self._ctl((phase, restarted, None, pushes))
-            yield ("deliver", m), (sw, cl, self._add[ms, new], ctl, hist, *s[5:9], *agents)
-            return
-        sw2, out, onward = self._switch_steps[sw, m]
-        ms = self._add[ms, out]
-        if not onward:
-            yield ("deliver", m), (sw2, cl, ms, *s[3:])
-            return
-        c = dst - CLIENT0
-        invoked, waiting, attempt = self._cl.values[cl][c]
-        # the pending request's reply (latest_reply_only: to its latest attempt)
-        if waiting and (msg[4], msg[5], msg[11]) == (c + 1, invoked, attempt):
-            cl2 = self._client[cl, c, (invoked, False, attempt)]
-            h = self._answer[hist, c, invoked - 1, m]
-            yield ("deliver", m), (sw2, cl2, ms, ctl, h, *s[5:])
-            if loss < self.sc.losses:  # lost between the switch and the client
-                yield ("lose-last-hop", m), (sw2, cl, ms, ctl, hist, loss + 1, *s[6:])
-            return
-        yield ("deliver", m), (sw2, cl, ms, *s[3:])
 
     def _returned(self, hist: tuple[Record, ...], c: int, idx: int, m: Msg) -> tuple[Record, ...]:
         op, status, value = m[3], m[7], m[6]
