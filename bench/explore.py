@@ -91,7 +91,7 @@ import itertools
 import math
 import struct
 import time
-from collections import deque
+from array import array
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -541,6 +541,66 @@ class _Memo(dict):
         return value
 
 
+class _Visited:
+    """Every state reached, exactly and compactly: the packed states one after the other in
+    the order they were first reached (so also the breadth-first queue), each one's parent (the
+    number of the state it was first reached from, for a counterexample), and an open-addressing
+    index over them (each slot a state's hash and number + 1). About 60 bytes a state where a
+    dict of bytes keys takes about 130, and no state is ever confused with another (hash
+    compaction would save a little more at the price of a collision probability)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.records = bytearray()
+        self.parents = array("I")
+        self.count = 0
+        self._index(1 << 16)
+
+    def _index(self, slots: int) -> None:
+        old = getattr(self, "hashes", None), getattr(self, "slots", None)
+        self.mask = slots - 1
+        self.limit = slots // 2  # grow at half full: short probe runs
+        self.hashes = array("q", bytes(8 * slots))
+        self.slots = array("I", bytes(4 * slots))
+        hashes, numbers = old
+        if hashes is None or numbers is None:
+            return
+        for h, k in zip(hashes, numbers, strict=True):
+            if k:
+                i = h & self.mask
+                while self.slots[i]:
+                    i = (i + 1) & self.mask
+                self.hashes[i], self.slots[i] = h, k
+
+    def __len__(self) -> int:
+        return self.count
+
+    def add(self, state: bytes, parent: int) -> bool:
+        """Add a packed state first reached from state number ``parent``; False if known."""
+        h, mask, slots = hash(state), self.mask, self.slots
+        i = h & mask
+        while k := slots[i]:
+            if self.hashes[i] == h and self.records[(k - 1) * self.size : k * self.size] == state:
+                return False
+            i = (i + 1) & mask
+        n = self.count
+        self.hashes[i], slots[i] = h, n + 1
+        self.records += state
+        self.parents.append(parent)
+        self.count = n + 1
+        if n >= self.limit:
+            self._index(2 * (mask + 1))
+        return True
+
+    def state(self, n: int) -> bytes:
+        return bytes(self.records[n * self.size : (n + 1) * self.size])
+
+    def nbytes(self) -> int:
+        """What it holds in memory (its arrays' allocations)."""
+        arrays = (self.hashes, self.slots, self.parents)
+        return len(self.records) + sum(a.itemsize * len(a) for a in arrays)
+
+
 @dataclass
 class Report:
     scenario: Scenario
@@ -550,6 +610,7 @@ class Report:
     histories: int = 0
     agent_calls: int = 0
     seconds: float = 0.0
+    visited_bytes: int = 0  # the visited set's memory (the states, their parents, the index)
     # end states with a replica in the read set above origin_ver: rule 6 drops its replies until
     # the key's next write or the controller zeroes its cell (what a repeat not adopted costs)
     ahead_ends: int = 0
@@ -569,7 +630,7 @@ class Report:
             f"{self.states} states, {self.transitions} transitions, {self.end_states} end states, "
             f"{self.histories} histories checked, {self.agent_calls} agent transitions, "
             f"{self.ahead_ends} end states with a replica above origin_ver, "
-            f"{self.seconds:.1f} s: {verdict}"
+            f"{self.seconds:.1f} s, visited set {self.visited_bytes / 2**20:.0f} MB: {verdict}"
         )
 
 
@@ -590,6 +651,7 @@ class Explorer:
         # every step on a part, computed once per distinct input
         self._add = _Memo(self._added)
         self._moves = _Memo(self._in_flight)
+        self._shared: dict[Any, Any] = {}  # one copy of each small value many parts hold
         self._req = _Memo(self._requested)
         self._to_switch = _Memo(self._at_switch_delivered)
         self._to_server = _Memo(self._at_server_delivered)
@@ -701,19 +763,23 @@ class Explorer:
 
     def _in_flight(
         self, ms: int
-    ) -> tuple[tuple[tuple[int, int, int, int], ...], tuple[bool, ...], bool, bool]:
-        """What the messages in flight ``ms`` allow: (each distinct message with the messages
-        left without it, its hop and its destination; per client whether nothing in flight can
-        answer it; a Get on its way to the leaving replica; no write on its way to a server)."""
+    ) -> tuple[tuple[int, ...], tuple[int, ...], tuple[tuple[bool, ...], bool, bool]]:
+        """What the messages in flight ``ms`` allow: (the distinct messages, the messages left
+        without each, and (per client whether nothing in flight can answer it, a Get on its way
+        to the leaving replica, no write on its way to a server)). Kept for every distinct
+        ``ms``, so kept small: the last part is shared between all that have the same."""
         ids = self._msgs.values[ms]
         msgs = tuple(self._m.values[m] for m in ids)
-        moves = tuple(
-            (m, self._msgs(_remove(ids, m)), self._m.values[m][0], self._m.values[m][1])
-            for m in dict.fromkeys(ids)
-        )
+        distinct = tuple(dict.fromkeys(ids))
+        rests = tuple(self._msgs(_remove(ids, m)) for m in distinct)
         silent = tuple(self._silent(msgs, c) for c in range(len(self.sc.programs)))
         quiet = not any(m[0] == 1 and m[3] in (p.Op.SET, p.Op.UPDATE) for m in msgs)
-        return moves, silent, self._gets_to(msgs, self.sc.replicas), quiet
+        flags = (silent, self._gets_to(msgs, self.sc.replicas), quiet)
+        return (
+            ids if len(distinct) == len(ids) else distinct,
+            rests,
+            self._shared.setdefault(flags, flags),
+        )
 
     def _requested(self, key: tuple[int, int, int, int]) -> tuple[Any, ...]:
         """:meth:`_request` over interned switch states and messages."""
@@ -790,7 +856,8 @@ class Explorer:
         sw, cl, ms, ctl, hist, loss, dup, retry, sretry = s[:9]
         agents = s[9:]
         sc, add = self.sc, self._add
-        moves, silent, gets_to_leaving, quiet = self._moves[ms]
+        distinct, rests, (silent, gets_to_leaving, quiet) = self._moves[ms]
+        msg_values = self._m.values
         # clients: invoke the next operation, or resend the pending one
         for c, (invoked, waiting, attempt) in enumerate(self._cl.values[cl]):
             prog = sc.programs[c]
@@ -812,7 +879,8 @@ class Explorer:
                     nxt = (sw2, cl2, add[ms, out], ctl, hist, loss, dup, retry + 1, sretry)
                     yield label, (*nxt, *agents)
         # messages: deliver, lose or duplicate any one
-        for m, rest, hop, dst in moves:
+        for m, rest in zip(distinct, rests, strict=True):
+            hop, dst = msg_values[m][:2]
             if hop == 1:  # a server handles it: the real agent
                 a, new, ctl2 = self._to_server[agents[dst], ctl, m]
                 ag = (*agents[:dst], a, *agents[dst + 1 :])
@@ -988,19 +1056,17 @@ class Explorer:
         progress: Callable[[Report], None] | None = None,
         every: int = 100_000,
     ) -> Report:
-        """Breadth first over every reachable state. The visited set maps each state, packed
-        into a few bytes (:meth:`_encode`), to the state it was first reached from: exact (no
-        hashing away of states), and the way back to the start for a counterexample."""
+        """Breadth first over every reachable state (:class:`_Visited`: each state is numbered
+        in the order it was first reached, which is also the order it is expanded in)."""
         rep = Report(self.sc)
         began = time.perf_counter()
-        pack, unpack = self._packed.pack, self._packed.unpack
-        start = pack(*self._encode(self.initial()))
-        parent: dict[bytes, bytes | None] = {start: None}
-        queue = deque([start])
-        successors, done = self.successors, self._done
-        while queue:
-            key = queue.popleft()
-            s = unpack(key)
+        pack, unpack_from, size = self._packed.pack, self._packed.unpack_from, self._packed.size
+        seen = _Visited(size)
+        seen.add(pack(*self._encode(self.initial())), 0)
+        add, successors, done = seen.add, self.successors, self._done
+        n = 0
+        while n < len(seen):
+            s = unpack_from(seen.records, n * size)
             rep.states += 1
             if progress is not None and rep.states % every == 0:
                 rep.seconds = time.perf_counter() - began
@@ -1015,35 +1081,35 @@ class Explorer:
                 for _, nxt in successors(s):
                     moved = True
                     rep.transitions += 1
-                    k = pack(*nxt)
-                    if k not in parent:
-                        parent[k] = key
-                        queue.append(k)
+                    add(pack(*nxt), n)
                 end = not moved
             if end:
                 rep.end_states += 1
                 rep.ahead_ends += self._above[s[0]]
                 if not self._lin[s[4]]:
-                    rep.violation = self._trace(parent, key)
+                    rep.violation = self._trace(seen, n)
                     rep.history = self.history(self._hist.values[s[4]])
                     break
+            n += 1
         rep.seconds = time.perf_counter() - began
         rep.histories, rep.agent_calls = len(self.checked), self.agents.calls
+        rep.visited_bytes = seen.nbytes()
         return rep
 
-    def _trace(self, parent: dict[bytes, bytes | None], key: bytes) -> list[str]:
-        """The steps from the start to ``key``: each one found again among its predecessor's
-        successors (the visited set keeps states, not steps)."""
-        path: list[bytes] = []
-        cur: bytes | None = key
-        while cur is not None:
-            path.append(cur)
-            cur = parent[cur]
+    def _trace(self, seen: _Visited, n: int) -> list[str]:
+        """The steps from the start to state ``n``: each one found again among its
+        predecessor's successors (the visited set keeps states, not steps)."""
+        path = [n]
+        while n:
+            n = seen.parents[n]
+            path.append(n)
         path.reverse()
         pack, unpack = self._packed.pack, self._packed.unpack
         steps = []
         for before, after in itertools.pairwise(path):
-            label = next(lb for lb, nxt in self.successors(unpack(before)) if pack(*nxt) == after)
+            want = seen.state(after)
+            moves = self.successors(unpack(seen.state(before)))
+            label = next(lb for lb, nxt in moves if pack(*nxt) == want)
             if label[0] in ("deliver", "lose", "dup", "lose-last-hop"):
                 label = (label[0], self._m.values[label[1]])
             steps.append(describe_step(label))
