@@ -2,8 +2,8 @@
 
 A small rack: clients issuing Gets and Sets of one hot key, its origin (server 0) and replicas
 (servers 1 .. R), and the switch (the registers of the key's slot, its holders and its floor).
-Every reachable state is visited once (breadth first, a visited set over the whole state): each
-step delivers any one message in flight (so every interleaving and reordering), or, within the
+Every reachable state is visited once (breadth first, an exact visited set over the whole state,
+each state packed into a few bytes: :class:`_Visited`): each step delivers any one message in flight (so every interleaving and reordering), or, within the
 bounds, loses or duplicates one, lets a client invoke its next operation or retry the pending one
 (same request id), or lets the controller act (a replica removed and re-added; a switch restart;
 one push of a synced item into one replica).
@@ -20,6 +20,12 @@ Nothing here re-states a rule:
   distinct transition and the explorer stays fast without a second copy of the agent's rules.
   The controller reaches the agents as server.py's control channel does (``remove_local``,
   ``start_sync``, ``push_item``), each call one atomic step.
+
+Speed: a state is a tuple of numbers, one per part (switch, clients, messages in flight,
+controller, history, fault counters, each agent), each part interned; a step on a part (the
+switch's rules on a message, the agent on a message, a reply ending an operation) is computed
+once per distinct input and memoised, as the agent's transitions are. The rules and the agent
+still decide every step; they run once per distinct (part, input) instead of once per state.
 
 Messages: a server's message goes to the switch (hop 0: replies, CONFIRM, SYNC, SYNC_DONE), which
 applies its rules when it is delivered and forwards a reply to its client at once; a request, a
