@@ -88,6 +88,18 @@ presets the rules pass):
   replicas adopting like the origin and the flag trusted without the stored-version check
   (``BROKEN``); never adopting (``NEVER_ADOPT``) is linearizable too but leaves more replicas
   above origin_ver (``Report.ahead_ends``).
+- ``resend-reread`` (open, :data:`OPEN`): the same eager resend, not settled (the first attempt
+  and a second writer's write are on their way). The replica's copy of the *first* attempt is
+  late, so the first copy it applies is the resend's, at the resend's version v4, above the
+  second writer's v3; it confirms v4. The origin holds the second value at v3 and answers the
+  resend with its first result. The resending client, answered, reads the second value at the
+  origin; the second writer's next write is stamped v5 and reported; the client's next Get,
+  routed to the replica while origin_ver was 3 (valid_ver 4 >= 3), returns the first value at v4,
+  which rule 6 now passes (4 <= 5): the first value, the second, then the first again. Found
+  after 4 082 821 states. No adoption takes part (the replica's first application is the
+  resend's copy; the origin does not adopt an unsettled repeat), so replicas adopting
+  (``BROKEN["adopt-at-replicas"]``) fails it the same way (4 115 023 states) and cannot be told
+  from the real rules until this is closed.
 """
 
 from __future__ import annotations
@@ -264,6 +276,15 @@ PRESETS: dict[str, Scenario] = {
     "resend-overtaken": _scenario(
         ((b"a1",), (b"a2",), (_G, _G)), replicas=1, retries=1, eager_retries=True, retriers=(0,)
     ),
+    # the same resend, the second writer writes twice, the resending client reads twice: the
+    # module docstring's "resend-reread" (open: the real rules fail it)
+    "resend-reread": _scenario(
+        ((b"a1", _G, _G), (b"a2", b"a3")),
+        replicas=1,
+        retries=1,
+        eager_retries=True,
+        retriers=(0,),
+    ),
 }
 
 #: The presets the real rules pass (``make test``, ``kvswitch sim explore``).
@@ -276,6 +297,10 @@ CHECKED: tuple[str, ...] = (
     "ahead",
     "resend-overtaken",
 )
+
+#: Open findings: presets the real rules fail (module docstring; tests expect the failure, so
+#: that a fix moves them to :data:`CHECKED`).
+OPEN: tuple[str, ...] = ("resend-reread",)
 
 
 def _confirm_without_floor(slot, cell, current, ver, floor, slot_ver, valid_ver) -> None:

@@ -57,7 +57,15 @@ def _mark(name: str) -> Any:
     return pytest.param(name, marks=HEAVY) if name in HEAVY_PRESETS else name
 
 
-@pytest.mark.parametrize("preset", [_mark(n) for n in ex.CHECKED])
+# an open finding (bench/explore.py, ex.OPEN): expected to fail until the rules close it; strict,
+# so that a fix shows as a failure here and moves the preset to ex.CHECKED
+OPEN = pytest.mark.xfail(strict=True, reason="open finding: the real rules fail it")
+
+
+@pytest.mark.parametrize(
+    "preset",
+    [_mark(n) for n in ex.CHECKED] + [pytest.param(n, marks=(*HEAVY, OPEN)) for n in ex.OPEN],
+)
 def test_real_rules_linearizable(preset: str) -> None:
     rep = ex.explore(ex.PRESETS[preset])
     print(f"{preset}: {rep.summary()}")
@@ -113,21 +121,14 @@ def test_switch_not_stamping_a_repeat_loses_a_write() -> None:
 
 
 @heavy
-@pytest.mark.parametrize("variant", ["adopt-unsettled", "adopt-unchecked", "adopt-at-replicas"])
+@pytest.mark.parametrize("variant", ["adopt-unsettled", "adopt-unchecked"])
 def test_adoption_variant_caught(variant: str) -> None:
-    """The adoption rule's tempting wrong variants, each in a scenario the real rules pass:
-    adopting without F_SETTLED (the rule before: preset resend-overtaken), F_SETTLED trusted
-    without the stored-version check (a second writer's write applied and reported between the
-    attempts: preset ahead's clients with an eager resend), replicas adopting like the origin (a
-    third write reported after a replica moved its older copy up)."""
-    scenario = {
-        "adopt-unsettled": ex.PRESETS["resend-overtaken"],
-        "adopt-unchecked": ex.PRESETS["resend-overtaken"],
-        "adopt-at-replicas": dataclasses.replace(
-            ex.PRESETS["resend-overtaken"], programs=((b"a1",), (b"a2", b"a3"), (G,))
-        ),
-    }[variant]
-    rep = ex.explore(scenario, ex.BROKEN[variant])
+    """The adoption rule's tempting wrong variants, each in a scenario the real rules pass
+    (resend-overtaken): adopting without F_SETTLED (the rule before), F_SETTLED trusted without
+    the stored-version check (a second writer's write applied and reported between the
+    attempts). Replicas adopting like the origin fails only where the real rules fail too
+    (preset resend-reread, an open finding: bench/explore.py), so it has no test of its own."""
+    rep = ex.explore(ex.PRESETS["resend-overtaken"], ex.BROKEN[variant])
     print(f"{variant}: {rep.summary()}")
     assert rep.violation is not None
 
