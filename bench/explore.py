@@ -588,20 +588,21 @@ class _Visited:
         self._index(1 << 16)
 
     def _index(self, slots: int) -> None:
-        old = getattr(self, "hashes", None), getattr(self, "slots", None)
         self.mask = slots - 1
         self.limit = slots // 2  # grow at half full: short probe runs
         self.hashes = array("q", bytes(8 * slots))
         self.slots = array("I", bytes(4 * slots))
-        hashes, numbers = old
-        if hashes is None or numbers is None:
-            return
+
+    def _grow(self) -> None:
+        hashes, numbers = self.hashes, self.slots
+        self._index(2 * len(numbers))
+        mask, slots = self.mask, self.slots
         for h, k in zip(hashes, numbers, strict=True):
             if k:
-                i = h & self.mask
-                while self.slots[i]:
-                    i = (i + 1) & self.mask
-                self.hashes[i], self.slots[i] = h, k
+                i = h & mask
+                while slots[i]:
+                    i = (i + 1) & mask
+                self.hashes[i], slots[i] = h, k
 
     def __len__(self) -> int:
         return self.count
@@ -620,7 +621,7 @@ class _Visited:
         self.parents.append(parent)
         self.count = n + 1
         if n >= self.limit:
-            self._index(2 * (mask + 1))
+            self._grow()
         return True
 
     def state(self, n: int) -> bytes:
