@@ -88,7 +88,7 @@ presets the rules pass):
   replicas adopting like the origin and the flag trusted without the stored-version check
   (``BROKEN``); never adopting (``NEVER_ADOPT``) is linearizable too but leaves more replicas
   above origin_ver (``Report.ahead_ends``).
-- ``resend-reread`` (open, :data:`OPEN`): the same eager resend, not settled (the first attempt
+- ``resend-reread`` (open: the real rules fail it): the same eager resend, not settled (the first attempt
   and a second writer's write are on their way). The replica's copy of the *first* attempt is
   late, so the first copy it applies is the resend's, at the resend's version v4, above the
   second writer's v3; it confirms v4. The origin holds the second value at v3 and answers the
@@ -297,10 +297,6 @@ CHECKED: tuple[str, ...] = (
     "ahead",
     "resend-overtaken",
 )
-
-#: Open findings: presets the real rules fail (module docstring; tests expect the failure, so
-#: that a fix moves them to :data:`CHECKED`).
-OPEN: tuple[str, ...] = ("resend-reread",)
 
 
 def _confirm_without_floor(slot, cell, current, ver, floor, slot_ver, valid_ver) -> None:
