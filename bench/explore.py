@@ -2,8 +2,8 @@
 
 A small rack: clients issuing Gets and Sets of one hot key, its origin (server 0) and replicas
 (servers 1 .. R), and the switch (the registers of the key's slot, its holders and its floor).
-Every reachable state is visited once (breadth first, a visited set over the whole state): each
-step delivers any one message in flight (so every interleaving and reordering), or, within the
+Every reachable state is visited once (breadth first, an exact visited set over the whole state,
+each state packed into a few bytes: :class:`_Visited`): each step delivers any one message in flight (so every interleaving and reordering), or, within the
 bounds, loses or duplicates one, lets a client invoke its next operation or retry the pending one
 (same request id), or lets the controller act (a replica removed and re-added; a switch restart;
 one push of a synced item into one replica).
@@ -20,6 +20,12 @@ Nothing here re-states a rule:
   distinct transition and the explorer stays fast without a second copy of the agent's rules.
   The controller reaches the agents as server.py's control channel does (``remove_local``,
   ``start_sync``, ``push_item``), each call one atomic step.
+
+Speed: a state is a tuple of numbers, one per part (switch, clients, messages in flight,
+controller, history, fault counters, each agent), each part interned; a step on a part (the
+switch's rules on a message, the agent on a message, a reply ending an operation) is computed
+once per distinct input and memoised, as the agent's transitions are. The rules and the agent
+still decide every step; they run once per distinct (part, input) instead of once per state.
 
 Messages: a server's message goes to the switch (hop 0: replies, CONFIRM, SYNC, SYNC_DONE), which
 applies its rules when it is delivered and forwards a reply to its client at once; a request, a
@@ -82,14 +88,28 @@ presets the rules pass):
   replicas adopting like the origin and the flag trusted without the stored-version check
   (``BROKEN``); never adopting (``NEVER_ADOPT``) is linearizable too but leaves more replicas
   above origin_ver (``Report.ahead_ends``).
+- ``resend-reread`` (open: the real rules fail it): the same eager resend, not settled (the first attempt
+  and a second writer's write are on their way). The replica's copy of the *first* attempt is
+  late, so the first copy it applies is the resend's, at the resend's version v4, above the
+  second writer's v3; it confirms v4. The origin holds the second value at v3 and answers the
+  resend with its first result. The resending client, answered, reads the second value at the
+  origin; the second writer's next write is stamped v5 and reported; the client's next Get,
+  routed to the replica while origin_ver was 3 (valid_ver 4 >= 3), returns the first value at v4,
+  which rule 6 now passes (4 <= 5): the first value, the second, then the first again. Found
+  after 4 082 821 states. No adoption takes part (the replica's first application is the
+  resend's copy; the origin does not adopt an unsettled repeat), so replicas adopting
+  (``BROKEN["adopt-at-replicas"]``) fails it the same way (4 115 023 states) and cannot be told
+  from the real rules until this is closed.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
+import struct
 import time
-from collections import deque
+from array import array
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -255,6 +275,15 @@ PRESETS: dict[str, Scenario] = {
     # docstring's "resend-overtaken", found with or without the controller's zeroing
     "resend-overtaken": _scenario(
         ((b"a1",), (b"a2",), (_G, _G)), replicas=1, retries=1, eager_retries=True, retriers=(0,)
+    ),
+    # the same resend, the second writer writes twice, the resending client reads twice: the
+    # module docstring's "resend-reread" (open: the real rules fail it)
+    "resend-reread": _scenario(
+        ((b"a1", _G, _G), (b"a2", b"a3")),
+        replicas=1,
+        retries=1,
+        eager_retries=True,
+        retriers=(0,),
     ),
 }
 
@@ -451,11 +480,8 @@ def _msg(hop: int, dst: int, src: int, raw: bytes, attempt: int = 0) -> Msg:
     return (hop, dst, src, d.op, d.cid, d.seq, d.value, d.status, d.epoch, d.ver, d.flags, attempt)
 
 
-def _add(msgs: tuple[Msg, ...], new: Sequence[Msg]) -> tuple[Msg, ...]:
-    return tuple(sorted(msgs + tuple(new))) if new else msgs
-
-
-def _remove(msgs: tuple[Msg, ...], m: Msg) -> tuple[Msg, ...]:
+def _remove(msgs: tuple[Any, ...], m: Any) -> tuple[Any, ...]:
+    """``msgs`` without one ``m``."""
     i = msgs.index(m)
     return msgs[:i] + msgs[i + 1 :]
 
@@ -513,6 +539,96 @@ def describe_step(label: tuple[Any, ...]) -> str:
 # -- the explorer -----------------------------------------------------------------------------------
 
 
+class _Interned:
+    """Each distinct value numbered once, from 0: the search's states hold the numbers."""
+
+    __slots__ = ("ids", "values")
+
+    def __init__(self) -> None:
+        self.ids: dict[Any, int] = {}
+        self.values: list[Any] = []
+
+    def __call__(self, value: Any) -> int:
+        i = self.ids.get(value)
+        if i is None:
+            i = self.ids[value] = len(self.values)
+            self.values.append(value)
+        return i
+
+
+class _Memo(dict):
+    """A function of one (hashable) argument, computed once per argument: ``memo[arg]``."""
+
+    def __init__(self, compute: Callable[[Any], Any]) -> None:
+        super().__init__()
+        self.compute = compute
+
+    def __missing__(self, key: Any) -> Any:
+        value = self[key] = self.compute(key)
+        return value
+
+
+class _Visited:
+    """Every state reached, exactly and compactly: the packed states one after the other in
+    the order they were first reached (so also the breadth-first queue), each one's parent (the
+    number of the state it was first reached from, for a counterexample), and an open-addressing
+    index over them (each slot a state's hash and number + 1). 60 to 85 bytes a state where a
+    dict of bytes keys takes about 130, and no state is ever confused with another (hash
+    compaction would save a little more at the price of a collision probability)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.records = bytearray()
+        self.parents = array("I")
+        self.count = 0
+        self._index(1 << 16)
+
+    def _index(self, slots: int) -> None:
+        self.mask = slots - 1
+        self.limit = slots // 2  # grow at half full: short probe runs
+        self.hashes = array("q", bytes(8 * slots))
+        self.slots = array("I", bytes(4 * slots))
+
+    def _grow(self) -> None:
+        hashes, numbers = self.hashes, self.slots
+        self._index(2 * len(numbers))
+        mask, slots = self.mask, self.slots
+        for h, k in zip(hashes, numbers, strict=True):
+            if k:
+                i = h & mask
+                while slots[i]:
+                    i = (i + 1) & mask
+                self.hashes[i], slots[i] = h, k
+
+    def __len__(self) -> int:
+        return self.count
+
+    def add(self, state: bytes, parent: int) -> bool:
+        """Add a packed state first reached from state number ``parent``; False if known."""
+        h, mask, slots = hash(state), self.mask, self.slots
+        i = h & mask
+        while k := slots[i]:
+            if self.hashes[i] == h and self.records[(k - 1) * self.size : k * self.size] == state:
+                return False
+            i = (i + 1) & mask
+        n = self.count
+        self.hashes[i], slots[i] = h, n + 1
+        self.records += state
+        self.parents.append(parent)
+        self.count = n + 1
+        if n >= self.limit:
+            self._grow()
+        return True
+
+    def state(self, n: int) -> bytes:
+        return bytes(self.records[n * self.size : (n + 1) * self.size])
+
+    def nbytes(self) -> int:
+        """What it holds in memory (its arrays' allocations)."""
+        arrays = (self.hashes, self.slots, self.parents)
+        return len(self.records) + sum(a.itemsize * len(a) for a in arrays)
+
+
 @dataclass
 class Report:
     scenario: Scenario
@@ -522,6 +638,7 @@ class Report:
     histories: int = 0
     agent_calls: int = 0
     seconds: float = 0.0
+    visited_bytes: int = 0  # the visited set's memory (the states, their parents, the index)
     # end states with a replica in the read set above origin_ver: rule 6 drops its replies until
     # the key's next write or the controller zeroes its cell (what a repeat not adopted costs)
     ahead_ends: int = 0
@@ -541,7 +658,7 @@ class Report:
             f"{self.states} states, {self.transitions} transitions, {self.end_states} end states, "
             f"{self.histories} histories checked, {self.agent_calls} agent transitions, "
             f"{self.ahead_ends} end states with a replica above origin_ver, "
-            f"{self.seconds:.1f} s: {verdict}"
+            f"{self.seconds:.1f} s, visited set {self.visited_bytes / 2**20:.0f} MB: {verdict}"
         )
 
 
@@ -551,6 +668,30 @@ class Explorer:
         self.rules = rules or Rules()
         self.agents = Agents(self.rules.adopts)
         self.checked: dict[tuple[Record, ...], bool] = {}
+        # the parts of the search's states, each numbered once (:meth:`_encode`)
+        self._sw, self._cl, self._ctl = _Interned(), _Interned(), _Interned()
+        self._hist, self._ag, self._m, self._msgs = (
+            _Interned(),
+            _Interned(),
+            _Interned(),
+            _Interned(),
+        )
+        # every step on a part, computed once per distinct input
+        self._add = _Memo(self._added)
+        self._moves = _Memo(self._in_flight)
+        self._shared: dict[Any, Any] = {}  # one copy of each small value many parts hold
+        self._req = _Memo(self._requested)
+        self._to_switch = _Memo(self._at_switch_delivered)
+        self._to_server = _Memo(self._at_server_delivered)
+        self._agent_steps = _Memo(self._agent_step)
+        self._call = _Memo(self._called)
+        self._client = _Memo(self._with_client)
+        self._done = _Memo(self._finished)
+        self._above = _Memo(self._ahead)
+        self._lin = _Memo(lambda hist: self.linearizable(self._hist.values[hist]))
+        # switch, clients, messages, controller, history: 4 bytes; the four fault counters: 1
+        # byte; each server's agent state: 4 bytes
+        self._packed = struct.Struct(f"<5I4B{1 + scenario.replicas}I")
 
     # -- the initial state: the key hot and synced at (1, 1) on every holder -------------------
 
@@ -630,50 +771,161 @@ class Explorer:
             return (gver, slot_ver, ov[0], valid, cur_epoch, floor, holders), [], False
         return sw, [], dst != SW
 
+    # -- the search's states: numbers of interned parts ------------------------------------------
+
+    # A state in the search is a flat tuple of small ints, packed into bytes for the visited set:
+    # (switch, clients, messages, controller, history, loss, dup, retry, sync retry, agent per
+    # server). Each part is interned (numbered once, :class:`_Interned`), and each step on a part
+    # is computed once per distinct input and memoised (the rules, the agent, the history), so a
+    # step of the search is a few dict look-ups; the rules and the agent still decide every one.
+
+    def _encode(self, s: State) -> tuple[int, ...]:
+        sw, agents, clients, msgs, used, ctl, hist = s
+        ms = self._msgs(tuple(sorted(self._m(m) for m in msgs)))
+        parts = (self._sw(sw), self._cl(clients), ms, self._ctl(ctl), self._hist(hist))
+        return (*parts, *used, *(self._ag(a) for a in agents))
+
+    def _added(self, key: tuple[int, tuple[int, ...]]) -> int:
+        ms, new = key
+        return self._msgs(tuple(sorted(self._msgs.values[ms] + new))) if new else ms
+
+    def _in_flight(
+        self, ms: int
+    ) -> tuple[tuple[int, ...], tuple[int, ...], tuple[tuple[bool, ...], bool, bool]]:
+        """What the messages in flight ``ms`` allow: (the distinct messages, the messages left
+        without each, and (per client whether nothing in flight can answer it, a Get on its way
+        to the leaving replica, no write on its way to a server)). Kept for every distinct
+        ``ms``, so kept small: the last part is shared between all that have the same."""
+        ids = self._msgs.values[ms]
+        msgs = tuple(self._m.values[m] for m in ids)
+        distinct = tuple(dict.fromkeys(ids))
+        rests = tuple(self._msgs(_remove(ids, m)) for m in distinct)
+        silent = tuple(self._silent(msgs, c) for c in range(len(self.sc.programs)))
+        quiet = not any(m[0] == 1 and m[3] in (p.Op.SET, p.Op.UPDATE) for m in msgs)
+        flags = (silent, self._gets_to(msgs, self.sc.replicas), quiet)
+        return (
+            ids if len(distinct) == len(ids) else distinct,
+            rests,
+            self._shared.setdefault(flags, flags),
+        )
+
+    def _requested(self, key: tuple[int, int, int, int]) -> tuple[Any, ...]:
+        """:meth:`_request` over interned switch states and messages."""
+        sw, c, idx, attempt = key
+        return tuple(
+            (self._sw(sw2), tuple(self._m(m) for m in out), d)
+            for sw2, out, d in self._request(self._sw.values[sw], c, idx, attempt)
+        )
+
+    def _at_switch_delivered(
+        self, key: tuple[int, int, int, int]
+    ) -> tuple[int, tuple[int, ...], int, int]:
+        """Message ``m`` (a server's, hop 0) reaches the switch in switch state ``sw``, clients
+        ``cl`` and history ``hist``: (switch after, messages it sends on, clients after, history
+        after). The history changes only when ``m`` is the reply its client waits for."""
+        sw, cl, hist, m = key
+        msg = self._m.values[m]
+        sw2, out, onward = self._at_switch(self._sw.values[sw], msg)
+        out_ids = tuple(self._m(x) for x in out)
+        if onward:
+            c = msg[1] - CLIENT0
+            invoked, waiting, attempt = self._cl.values[cl][c]
+            # the pending request's reply (latest_reply_only: to its latest attempt)
+            if waiting and (msg[4], msg[5], msg[11]) == (c + 1, invoked, attempt):
+                cl = self._client[cl, c, (invoked, False, attempt)]
+                hist = self._hist(self._returned(self._hist.values[hist], c, invoked - 1, msg))
+        return self._sw(sw2), out_ids, cl, hist
+
+    def _at_server_delivered(self, key: tuple[int, int, int]) -> tuple[int, tuple[int, ...], int]:
+        """Message ``m`` (hop 1) reaches server ``m[1]`` in agent state ``a`` with controller
+        state ``ctl``: the real agent's answer (to the switch or a client; a reply answers the
+        request's attempt), as (agent state after, messages, controller state after: a SYNC the
+        controller started returns its item, to push into every replica)."""
+        a, ctl, m = key
+        msg = self._m.values[m]
+        st, out, synced = self.agents.handle(self._ag.values[a], _raw(msg), msg[2])
+        att = msg[11]
+        new = tuple(
+            self._m(_msg(0, to, msg[1], raw, att if to >= CLIENT0 else 0)) for raw, to in out
+        )
+        phase, restarted, sync_for, pushes = self._ctl.values[ctl]
+        if synced is not None and sync_for is not None:
+            pushes = tuple(sorted(pushes + tuple((r, *synced) for r in sync_for)))
+            ctl = self._ctl((phase, restarted, None, pushes))
+        return self._ag(st), new, ctl
+
+    def _agent_step(self, key: tuple[Any, ...]) -> tuple[int, tuple[int, ...]]:
+        """The control channel's sync (origin), push (replica ``r``) or remove, on an interned
+        agent state: (state after, its messages to the switch)."""
+        what, r, a, *args = key
+        st = self._ag.values[a]
+        if what == "sync":
+            st2, out = self.agents.start_sync(st)
+        elif what == "push":
+            st2, out = self.agents.push(st, args[0])
+        else:
+            st2, out = self.agents.remove(st), ()
+        return self._ag(st2), tuple(self._m(_msg(0, SW, r, raw)) for raw, _ in out)
+
+    def _called(self, key: tuple[int, int, int]) -> int:
+        hist, c, idx = key
+        h = self._hist.values[hist]
+        return self._hist((*h, (c, idx, _events(h), None, None)))
+
+    def _with_client(self, key: tuple[int, int, tuple[int, bool, int]]) -> int:
+        cl, c, state = key
+        clients = self._cl.values[cl]
+        return self._cl((*clients[:c], state, *clients[c + 1 :]))
+
     # -- successors -----------------------------------------------------------------------------
 
-    def successors(self, s: State) -> Iterator[tuple[tuple[Any, ...], State]]:
-        sw, agents, clients, msgs, used, ctl, hist = s
-        sc = self.sc
-        loss, dup, retry, sretry = used
+    def successors(self, s: tuple[int, ...]) -> Iterator[tuple[tuple[Any, ...], tuple[int, ...]]]:
+        """Every step from search state ``s``: (label, next search state)."""
+        sw, cl, ms, ctl, hist, loss, dup, retry, sretry = s[:9]
+        agents = s[9:]
+        sc, add = self.sc, self._add
+        distinct, rests, (silent, gets_to_leaving, quiet) = self._moves[ms]
+        msg_values = self._m.values
         # clients: invoke the next operation, or resend the pending one
-        for c, (invoked, waiting, attempt) in enumerate(clients):
+        for c, (invoked, waiting, attempt) in enumerate(self._cl.values[cl]):
             prog = sc.programs[c]
             if not waiting and invoked < len(prog):
-                rec = (c, invoked, _events(hist), None, None)
                 first = 1 if sc.latest_reply_only else 0
-                cl = (*clients[:c], (invoked + 1, True, first), *clients[c + 1 :])
-                for sw2, out, d in self._request(sw, c, invoked, 1):
+                cl2 = self._client[cl, c, (invoked + 1, True, first)]
+                h2 = self._call[hist, c, invoked]
+                for sw2, out, d in self._req[sw, c, invoked, 1]:
                     label = ("invoke", c, invoked, prog[invoked], d)
-                    yield label, (sw2, agents, cl, _add(msgs, out), used, ctl, (*hist, rec))
+                    yield label, (sw2, cl2, add[ms, out], ctl, h2, *s[5:])
             may_retry = sc.retriers is None or c in sc.retriers
-            if (
-                waiting
-                and may_retry
-                and retry < sc.retries
-                and (sc.eager_retries or self._silent(msgs, c))
-            ):
-                u = (loss, dup, retry + 1, sretry)
-                cl = clients
+            if waiting and may_retry and retry < sc.retries and (sc.eager_retries or silent[c]):
+                cl2 = cl
                 if sc.latest_reply_only:
-                    cl = (*clients[:c], (invoked, True, attempt + 1), *clients[c + 1 :])
+                    cl2 = self._client[cl, c, (invoked, True, attempt + 1)]
                 # the attempt number only matters to the candidates that read it
-                for sw2, out, d in self._request(sw, c, invoked - 1, max(attempt, 1) + 1):
+                for sw2, out, d in self._req[sw, c, invoked - 1, max(attempt, 1) + 1]:
                     label = ("retry", c, invoked - 1, prog[invoked - 1], d)
-                    yield label, (sw2, agents, cl, _add(msgs, out), u, ctl, hist)
+                    nxt = (sw2, cl2, add[ms, out], ctl, hist, loss, dup, retry + 1, sretry)
+                    yield label, (*nxt, *agents)
         # messages: deliver, lose or duplicate any one
-        for m in dict.fromkeys(msgs):
-            rest = _remove(msgs, m)
-            yield from self._deliver(m, (sw, agents, clients, rest, used, ctl, hist))
+        for m, rest in zip(distinct, rests, strict=True):
+            hop, dst = msg_values[m][:2]
+            if hop == 1:  # a server handles it: the real agent
+                a, new, ctl2 = self._to_server[agents[dst], ctl, m]
+                ag = (*agents[:dst], a, *agents[dst + 1 :])
+                nxt = (sw, cl, add[rest, new], ctl2, hist, loss, dup, retry, sretry)
+                yield ("deliver", m), (*nxt, *ag)
+            else:  # the switch's rules; a reply goes on to its client at once
+                sw2, out, cl2, h2 = self._to_switch[sw, cl, hist, m]
+                rest2 = add[rest, out]
+                yield ("deliver", m), (sw2, cl2, rest2, ctl, h2, *s[5:])
+                if h2 != hist and loss < sc.losses:  # lost between the switch and the client
+                    yield ("lose-last-hop", m), (sw2, cl, rest2, ctl, hist, loss + 1, *s[6:])
             if loss < sc.losses:
-                yield (
-                    ("lose", m),
-                    (sw, agents, clients, rest, (loss + 1, dup, retry, sretry), ctl, hist),
-                )
+                yield ("lose", m), (sw, cl, rest, ctl, hist, loss + 1, *s[6:])
             if dup < sc.dups:
-                u = (loss, dup + 1, retry, sretry)
-                yield ("dup", m), (sw, agents, clients, _add(msgs, [m]), u, ctl, hist)
-        yield from self._controller(s)
+                nxt = (sw, cl, add[ms, (m,)], ctl, hist, loss, dup + 1, retry, sretry)
+                yield ("dup", m), (*nxt, *agents)
+        yield from self._controller(s, gets_to_leaving, quiet)
 
     @staticmethod
     def _gets_to(msgs: tuple[Msg, ...], server: int) -> bool:
@@ -687,39 +939,6 @@ class Explorer:
             if (m[0] == 0 and m[1] == me) or (m[0] == 1 and m[2] == me and m[3] != p.Op.UPDATE):
                 return False
         return True
-
-    def _deliver(self, m: Msg, s: State) -> Iterator[tuple[tuple[Any, ...], State]]:
-        sw, agents, clients, msgs, used, ctl, hist = s
-        hop, dst, src = m[0], m[1], m[2]
-        if hop == 1:  # a server handles it: the real agent
-            st, out, synced = self.agents.handle(agents[dst], _raw(m), src)
-            # to the switch or a client (a reply answers the request's attempt)
-            new = [_msg(0, to, dst, raw, m[11] if to >= CLIENT0 else 0) for raw, to in out]
-            ag = (*agents[:dst], st, *agents[dst + 1 :])
-            phase, restarted, sync_for, pushes = ctl
-            if synced is not None and sync_for is not None:
-                # the controller's sync returns the item; it pushes it into every replica
-                pushes = tuple(sorted(pushes + tuple((r, *synced) for r in sync_for)))
-                ctl = (phase, restarted, None, pushes)
-            yield ("deliver", m), (sw, ag, clients, _add(msgs, new), used, ctl, hist)
-            return
-        sw2, out, onward = self._at_switch(sw, m)
-        msgs = _add(msgs, out)
-        if not onward:
-            yield ("deliver", m), (sw2, agents, clients, msgs, used, ctl, hist)
-            return
-        c = dst - CLIENT0
-        invoked, waiting, attempt = clients[c]
-        cl, h = clients, hist
-        # the pending request's reply (latest_reply_only: to its latest attempt)
-        if waiting and (m[4], m[5], m[11]) == (c + 1, invoked, attempt):
-            cl = (*clients[:c], (invoked, False, attempt), *clients[c + 1 :])
-            h = self._returned(hist, c, invoked - 1, m)
-        yield ("deliver", m), (sw2, agents, cl, msgs, used, ctl, h)
-        loss, dup, retry, sretry = used
-        if loss < self.sc.losses and h is not hist:  # lost between the switch and the client
-            u = (loss + 1, dup, retry, sretry)
-            yield ("lose-last-hop", m), (sw2, agents, clients, msgs, u, ctl, hist)
 
     def _returned(self, hist: tuple[Record, ...], c: int, idx: int, m: Msg) -> tuple[Record, ...]:
         op, status, value = m[3], m[7], m[6]
@@ -739,27 +958,32 @@ class Explorer:
             for rc, ri, call, ret, out in hist
         )
 
-    def _controller(self, s: State) -> Iterator[tuple[tuple[Any, ...], State]]:
-        sw, agents, clients, msgs, used, ctl, hist = s
-        gver, slot_ver, origin_ver, valid, epoch, floor, holders = sw
-        phase, restarted, sync_for, pushes = ctl
+    def _controller(
+        self, s: tuple[int, ...], gets_to_leaving: bool, quiet: bool
+    ) -> Iterator[tuple[tuple[Any, ...], tuple[int, ...]]]:
+        """The controller's steps (and the origin's SYNC retry) from ``s``; ``gets_to_leaving``
+        and ``quiet`` are :meth:`_in_flight`'s."""
+        sw_id, cl, ms, ctl_id = s[:4]
+        sretry = s[8]
+        agents = s[9:]
+        gver, slot_ver, origin_ver, valid, epoch, floor, holders = self._sw.values[sw_id]
+        phase, restarted, sync_for, pushes = self._ctl.values[ctl_id]
         sc = self.sc
         for item in dict.fromkeys(pushes):  # the control channel's push into one replica
             r = item[0]
-            st, out = self.agents.push(agents[r], item[1:])
-            ag = (*agents[:r], st, *agents[r + 1 :])
-            c2 = (phase, restarted, sync_for, _remove(pushes, item))
-            new = [_msg(0, SW, r, raw) for raw, _ in out]
+            a, new = self._agent_steps["push", r, agents[r], item[1:]]
+            ag = (*agents[:r], a, *agents[r + 1 :])
+            c2 = self._ctl((phase, restarted, sync_for, _remove(pushes, item)))
             yield (
                 ("controller: push", f"r{r}", item),
-                (sw, ag, clients, _add(msgs, new), used, c2, hist),
+                (sw_id, cl, self._add[ms, new], c2, *s[4:9], *ag),
             )
         if (
             sc.hotset_change
             and phase == 0
             and sync_for is None
             and not pushes
-            and not (sc.drain_before_remove and self._gets_to(msgs, sc.replicas))
+            and not (sc.drain_before_remove and gets_to_leaving)
         ):
             # break: the last replica leaves (its cell 0; the floor is set only when holders are
             # added, as controller/plan.py does), then its copy is removed
@@ -774,11 +998,10 @@ class Explorer:
                 floor,
                 tuple(h for h in holders if h != r),
             )
-            ag = (*agents[:r], self.agents.remove(agents[r]), *agents[r + 1 :])
-            yield (
-                ("controller: remove", f"r{r}"),
-                (sw2, ag, clients, msgs, used, (1, restarted, None, ()), hist),
-            )
+            a, _ = self._agent_steps["remove", r, agents[r]]
+            ag = (*agents[:r], a, *agents[r + 1 :])
+            c2 = self._ctl((1, restarted, None, ()))
+            yield (("controller: remove", f"r{r}"), (self._sw(sw2), cl, ms, c2, *s[4:9], *ag))
         if sc.hotset_change and phase == 1:
             # make: it is back (floor = global_ver, then its cell 0); the origin SYNCs, the
             # controller pushes. (plan.py reads global_ver before planning: the versions handed
@@ -787,8 +1010,8 @@ class Explorer:
             r = sc.replicas
             vv = tuple(0 if i == r else v for i, v in enumerate(valid))
             sw2 = (gver, slot_ver, origin_ver, vv, epoch, gver, (*holders, r))
-            c2 = (2, restarted, sw2[6][1:], pushes)
-            yield from self._sync(("controller: re-add", f"r{r}"), sw2, s, c2)
+            c2 = self._ctl((2, restarted, sw2[6][1:], pushes))
+            yield self._sync(("controller: re-add", f"r{r}"), self._sw(sw2), c2, s)
         for r in holders[1:] if sc.ahead and origin_ver else ():
             if valid[r] > origin_ver:  # it confirmed a version its origin never reported
                 if sc.ahead == "zero":
@@ -798,38 +1021,34 @@ class Explorer:
                     sw2 = (gver, slot_ver, valid[r], valid, epoch, floor, holders)
                 yield (
                     (f"controller: {sc.ahead} the version of a replica above origin_ver", f"r{r}"),
-                    (sw2, agents, clients, msgs, used, ctl, hist),
+                    (self._sw(sw2), *s[1:]),
                 )
-        quiet = not any(m[0] == 1 and m[3] in (p.Op.SET, p.Op.UPDATE) for m in msgs)
         if sc.restart and not restarted and (quiet or not sc.restart_when_quiet):
             # switch restart: registers 0, epoch + 1; the controller re-pushes the hot key
             sw2 = (0, 0, 0, (0,) * len(valid), epoch + 1, 0, holders)
-            c2 = (phase, 1, holders[1:], pushes)
-            yield from self._sync(("controller: switch restart", f"epoch {epoch + 1}"), sw2, s, c2)
-        loss, dup, retry, sretry = used
-        if Agents.sync_pending(agents[ORIGIN]) and sretry < sc.sync_retries:
-            s2 = (sw, agents, clients, msgs, (loss, dup, retry, sretry + 1), ctl, hist)
-            yield from self._sync(("origin: SYNC again",), sw, s2, ctl)
+            c2 = self._ctl((phase, 1, holders[1:], pushes))
+            label = ("controller: switch restart", f"epoch {epoch + 1}")
+            yield self._sync(label, self._sw(sw2), c2, s)
+        if sretry < sc.sync_retries and Agents.sync_pending(self._ag.values[agents[ORIGIN]]):
+            s2 = (*s[:8], sretry + 1, *agents)
+            yield self._sync(("origin: SYNC again",), sw_id, ctl_id, s2)
 
     def _sync(
-        self,
-        label: tuple[Any, ...],
-        sw2: Switch,
-        s: State,
-        ctl: tuple[Any, ...],
-    ) -> Iterator[tuple[tuple[Any, ...], State]]:
-        _, agents, clients, msgs, used, _, hist = s
-        st, out = self.agents.start_sync(agents[ORIGIN])
-        new = [_msg(0, SW, ORIGIN, raw) for raw, _ in out]
-        ag = (st, *agents[1:])
-        yield label, (sw2, ag, clients, _add(msgs, new), used, ctl, hist)
+        self, label: tuple[Any, ...], sw: int, ctl: int, s: tuple[int, ...]
+    ) -> tuple[tuple[Any, ...], tuple[int, ...]]:
+        """The origin starts a SYNC (the controller's "sync" on its control channel)."""
+        a, new = self._agent_steps["sync", ORIGIN, s[9 + ORIGIN]]
+        return label, (sw, s[1], self._add[s[2], new], ctl, *s[4:9], a, *s[10:])
 
     # -- end states -----------------------------------------------------------------------------
 
-    def finished(self, s: State) -> bool:
-        """Every client has its last reply: nothing later can change the history."""
+    def _finished(self, cl: int) -> bool:
+        """Every client (interned clients ``cl``) has its last reply: nothing later can change
+        the history."""
+        clients = self._cl.values[cl]
         return all(
-            not w and i == len(prog) for (i, w, _), prog in zip(s[2], self.sc.programs, strict=True)
+            not w and i == len(prog)
+            for (i, w, _), prog in zip(clients, self.sc.programs, strict=True)
         )
 
     def history(self, hist: tuple[Record, ...]) -> list[Op]:
@@ -852,6 +1071,11 @@ class Explorer:
             self.checked[hist] = ok
         return ok
 
+    def _ahead(self, sw: int) -> bool:
+        """A replica in the read set above origin_ver (interned switch state ``sw``)."""
+        s = self._sw.values[sw]
+        return any(s[3][r] > s[2] for r in s[6][1:])
+
     # -- the search -----------------------------------------------------------------------------
 
     def run(
@@ -860,13 +1084,17 @@ class Explorer:
         progress: Callable[[Report], None] | None = None,
         every: int = 100_000,
     ) -> Report:
+        """Breadth first over every reachable state (:class:`_Visited`: each state is numbered
+        in the order it was first reached, which is also the order it is expanded in)."""
         rep = Report(self.sc)
         began = time.perf_counter()
-        start = self.initial()
-        parent: dict[State, tuple[State | None, tuple[Any, ...] | None]] = {start: (None, None)}
-        queue = deque([start])
-        while queue:
-            s = queue.popleft()
+        pack, unpack_from, size = self._packed.pack, self._packed.unpack_from, self._packed.size
+        seen = _Visited(size)
+        seen.add(pack(*self._encode(self.initial())), 0)
+        add, successors, done = seen.add, self.successors, self._done
+        n = 0
+        while n < len(seen):
+            s = unpack_from(seen.records, n * size)
             rep.states += 1
             if progress is not None and rep.states % every == 0:
                 rep.seconds = time.perf_counter() - began
@@ -875,37 +1103,45 @@ class Explorer:
             if max_states is not None and rep.states > max_states:
                 rep.complete = False
                 break
-            end = self.finished(s)
+            end = done[s[1]]
             if not end:
                 moved = False
-                for label, nxt in self.successors(s):
+                for _, nxt in successors(s):
                     moved = True
                     rep.transitions += 1
-                    if nxt not in parent:
-                        parent[nxt] = (s, label)
-                        queue.append(nxt)
+                    add(pack(*nxt), n)
                 end = not moved
             if end:
                 rep.end_states += 1
-                sw = s[0]
-                rep.ahead_ends += any(sw[3][r] > sw[2] for r in sw[6][1:])
-                if not self.linearizable(s[6]):
-                    rep.violation = self._trace(parent, s)
-                    rep.history = self.history(s[6])
+                rep.ahead_ends += self._above[s[0]]
+                if not self._lin[s[4]]:
+                    rep.violation = self._trace(seen, n)
+                    rep.history = self.history(self._hist.values[s[4]])
                     break
+            n += 1
         rep.seconds = time.perf_counter() - began
         rep.histories, rep.agent_calls = len(self.checked), self.agents.calls
+        rep.visited_bytes = seen.nbytes()
         return rep
 
-    def _trace(self, parent: dict[State, Any], s: State) -> list[str]:
+    def _trace(self, seen: _Visited, n: int) -> list[str]:
+        """The steps from the start to state ``n``: each one found again among its
+        predecessor's successors (the visited set keeps states, not steps)."""
+        path = [n]
+        while n:
+            n = seen.parents[n]
+            path.append(n)
+        path.reverse()
+        pack, unpack = self._packed.pack, self._packed.unpack
         steps = []
-        cur: State | None = s
-        while cur is not None:
-            prev, label = parent[cur]
-            if label is not None:
-                steps.append(describe_step(label))
-            cur = prev
-        return steps[::-1]
+        for before, after in itertools.pairwise(path):
+            want = seen.state(after)
+            moves = self.successors(unpack(seen.state(before)))
+            label = next(lb for lb, nxt in moves if pack(*nxt) == want)
+            if label[0] in ("deliver", "lose", "dup", "lose-last-hop"):
+                label = (label[0], self._m.values[label[1]])
+            steps.append(describe_step(label))
+        return steps
 
 
 def explore(

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 from typing import Any
 
 import pytest
@@ -20,13 +19,19 @@ from kvswitch.bench import explore as ex
 from kvswitch.bench.sim_cli import main
 
 G = None
-# Runs of several minutes each, kept out of `make test` (figures in docs/protocol.md)
-HEAVY = pytest.mark.skipif(
-    not os.environ.get("KVS_EXPLORE_HEAVY"),
-    reason="minutes per run (figures in docs/protocol.md): set KVS_EXPLORE_HEAVY=1",
-)
-#: resend-overtaken: 5.6M states, beyond the minute make test may still spend
-HEAVY_PRESETS = ("resend-overtaken",)
+# The explorer's runs of a minute or more (figures in docs/protocol.md): make test runs them in a
+# pytest process of their own (-m explore_heavy), at low priority, beside the rack tests. Each
+# is a few minutes at most on a loaded core; the limit leaves room for a busy machine.
+HEAVY = (pytest.mark.explore_heavy, pytest.mark.timeout(1200))
+HEAVY_PRESETS = ("ahead", "resend-overtaken")
+
+
+def heavy(test: Any) -> Any:
+    for mark in HEAVY:
+        test = mark(test)
+    return test
+
+
 # Reads under one write, no faults: small enough to run per variant.
 SMALL = ex.Scenario(
     programs=((b"a1",), (G, G)),
@@ -48,14 +53,8 @@ def test_explorer_runs_the_real_rules() -> None:
     assert rules.replica_reply_passes is coherence.replica_reply_passes.py_func
 
 
-# the ahead preset is 9.2M states (about 200 s on an idle core): more than pytest's default limit
-LONG = pytest.mark.timeout(900)
-
-
 def _mark(name: str) -> Any:
-    if name in HEAVY_PRESETS:
-        return pytest.param(name, marks=HEAVY)
-    return pytest.param(name, marks=LONG) if name == "ahead" else name
+    return pytest.param(name, marks=HEAVY) if name in HEAVY_PRESETS else name
 
 
 @pytest.mark.parametrize("preset", [_mark(n) for n in ex.CHECKED])
@@ -84,7 +83,7 @@ def test_broken_variant_caught(variant: str, scenario: ex.Scenario) -> None:
     assert not ex.Explorer(scenario).linearizable(_records(rep))
 
 
-@LONG
+@heavy
 def test_adopting_the_version_of_a_replica_above_a_live_origin_is_caught() -> None:
     """The controller's answer to a replica above origin_ver is to zero its cell (preset ahead,
     checked); taking its version as origin_ver, as for a dead origin's keys, is not linearizable."""
@@ -113,27 +112,20 @@ def test_switch_not_stamping_a_repeat_loses_a_write() -> None:
     assert rep.violation is not None  # the real rules pass faults: test_real_rules_linearizable
 
 
-@HEAVY
-@pytest.mark.parametrize("variant", ["adopt-unsettled", "adopt-unchecked", "adopt-at-replicas"])
+@heavy
+@pytest.mark.parametrize("variant", ["adopt-unsettled", "adopt-unchecked"])
 def test_adoption_variant_caught(variant: str) -> None:
-    """The adoption rule's tempting wrong variants, each in a scenario the real rules pass:
-    adopting without F_SETTLED (the rule before: preset resend-overtaken), F_SETTLED trusted
-    without the stored-version check (a second writer's write applied and reported between the
-    attempts: preset ahead's clients with an eager resend), replicas adopting like the origin (a
-    third write reported after a replica moved its older copy up)."""
-    scenario = {
-        "adopt-unsettled": ex.PRESETS["resend-overtaken"],
-        "adopt-unchecked": ex.PRESETS["resend-overtaken"],
-        "adopt-at-replicas": dataclasses.replace(
-            ex.PRESETS["resend-overtaken"], programs=((b"a1",), (b"a2", b"a3"), (G,))
-        ),
-    }[variant]
-    rep = ex.explore(scenario, ex.BROKEN[variant])
+    """The adoption rule's tempting wrong variants, each in a scenario the real rules pass
+    (resend-overtaken): adopting without F_SETTLED (the rule before), F_SETTLED trusted without
+    the stored-version check (a second writer's write applied and reported between the
+    attempts). Replicas adopting like the origin fails only where the real rules fail too
+    (preset resend-reread, an open finding: bench/explore.py), so it has no test yet."""
+    rep = ex.explore(ex.PRESETS["resend-overtaken"], ex.BROKEN[variant])
     print(f"{variant}: {rep.summary()}")
     assert rep.violation is not None
 
 
-@HEAVY
+@heavy
 def test_latest_attempt_reply_only_is_caught() -> None:
     """Rejected fix: an attempt number in the header, a client taking only its latest attempt's
     reply, the old adoption rule. The adoption still re-writes the first value after a second
