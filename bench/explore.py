@@ -119,6 +119,7 @@ from kvswitch.agent.backends import Item, MemoryBackend
 from kvswitch.agent.core import AgentCore, RecentIds
 from kvswitch.bench import coherence
 from kvswitch.bench.lincheck import Op, check_register
+from kvswitch.controller.repair import replica_repair
 
 KEY = p.pad_key(b"hot")
 STALE = "stale"  # a write's outcome in a history: answered STALE
@@ -198,7 +199,7 @@ class Scenario:
     stale_is_success: bool = False
     # what the controller does, at any moment, with a replica that confirmed a version above
     # origin_ver (a re-sent write its origin answered with its first result): "zero" its cell
-    # (controller/runtime.py repush_lagging), "adopt" that version as origin_ver (the rule for a
+    # (controller/repair.py replica_repair), "adopt" that version as origin_ver (the rule for a
     # dead origin's keys, wrong for a live one: the explorer must catch it), or "" nothing
     ahead: str = ""
     # two candidates for resend-overtaken that were tried and rejected (module docstring):
@@ -1012,17 +1013,18 @@ class Explorer:
             sw2 = (gver, slot_ver, origin_ver, vv, epoch, gver, (*holders, r))
             c2 = self._ctl((2, restarted, sw2[6][1:], pushes))
             yield self._sync(("controller: re-add", f"r{r}"), self._sw(sw2), c2, s)
-        for r in holders[1:] if sc.ahead and origin_ver else ():
-            if valid[r] > origin_ver:  # it confirmed a version its origin never reported
-                if sc.ahead == "zero":
-                    vv = tuple(0 if i == r else v for i, v in enumerate(valid))
-                    sw2 = (gver, slot_ver, origin_ver, vv, epoch, floor, holders)
-                else:
-                    sw2 = (gver, slot_ver, valid[r], valid, epoch, floor, holders)
-                yield (
-                    (f"controller: {sc.ahead} the version of a replica above origin_ver", f"r{r}"),
-                    (self._sw(sw2), *s[1:]),
-                )
+        for r in holders[1:] if sc.ahead else ():
+            # the controller's own decision (controller/repair.py); "adopt" asks it as for a
+            # dead origin's keys, wrong for a live one (the explorer must catch it)
+            fix = replica_repair(origin_ver, {r: valid[r]}, origin_died=sc.ahead == "adopt")
+            if not fix.zero and fix.origin_ver == origin_ver:
+                continue  # not above origin_ver (or origin_ver 0): nothing to repair
+            vv = tuple(0 if i in fix.zero else v for i, v in enumerate(valid))
+            sw2 = (gver, slot_ver, fix.origin_ver, vv, epoch, floor, holders)
+            yield (
+                (f"controller: {sc.ahead} the version of a replica above origin_ver", f"r{r}"),
+                (self._sw(sw2), *s[1:]),
+            )
         if sc.restart and not restarted and (quiet or not sc.restart_when_quiet):
             # switch restart: registers 0, epoch + 1; the controller re-pushes the hot key
             sw2 = (0, 0, 0, (0,) * len(valid), epoch + 1, 0, holders)
