@@ -66,6 +66,11 @@ lint: $(STAMP)
 # explore_heavy: one process, pure CPU): the racks mostly wait on their periods (measured: 0.6 of
 # a core on average), so the checks use the idle core. Their output follows the racks'.
 PYTEST_WORKERS ?= 2
+# A rack test that fails is run once more (pytest-rerunfailures; its first failure is printed and
+# counted as "rerun" in the summary): the racks' loss, timing and placement figures are measured on
+# a shared 2-core machine, where one run in several meets a scheduling hiccup somewhere among the
+# ~220 (docs/rack.md); a failure that repeats fails the run. RACK_RERUNS=0 turns it off.
+RACK_RERUNS ?= 1
 HEAVY_LOG := $(ROOT)/build/explore_heavy.log
 test-py: $(STAMP) c $(P4RTSH_STAMP)
 	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist worksteal -m "not netns and not explore_heavy" \
@@ -74,7 +79,7 @@ test-py: $(STAMP) c $(P4RTSH_STAMP)
 	@echo "the explorer's long checks run beside the rack tests; their output: $(HEAVY_LOG)"
 	@nice -n 19 $(PY) -m pytest -q -p no:cacheprovider -m explore_heavy --durations=15 \
 		> $(HEAVY_LOG) 2>&1 & heavy=$$!; \
-	$(PY) -m pytest -q -m netns --durations=15; racks=$$?; \
+	$(PY) -m pytest -q -m netns --durations=15 --reruns $(RACK_RERUNS); racks=$$?; \
 	echo "the explorer's long checks:"; wait $$heavy; explore=$$?; cat $(HEAVY_LOG); \
 	exit $$(( racks || explore ))
 

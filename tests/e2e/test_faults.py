@@ -108,7 +108,11 @@ def test_dead_server_then_restarted(rack: Any) -> None:
         if op.kind == "get" and op.key in own and since < op.call and op.ret < until
     ]
     print(f"{len(served)} Gets of {victim}'s hot keys served while it was down")
-    assert len(served) > 50
+    # the holders of its keys in the last plan before the kill (CI, 2026-11-25: 0 served once,
+    # in 1 run of many; the plan then was not recorded)
+    before = [m["holders"] for m in run.metrics if m["time"] <= killed][-1:] or [{}]
+    holders = {k.hex()[:8]: before[0].get(k.hex(), []) for k in own}
+    assert len(served) > 50, holders
 
     # restarted: back in the rack within 3 periods and balanced (lambda < 0.1) within 5; the first
     # of them ends with the restart seen, and its lambda is that of the 7 servers the switch
