@@ -323,7 +323,14 @@ def _control(
         before = dict(fabric.spine_of)
         started = time.perf_counter()
         cold = [x for leaf in leaves for x in leaf.cold]
-        report = fabric.decide(observed, writes, list(loads), None, floors, cold)
+        # each rack-hot key's holders in its rack's plan of this period, as fabric server ids
+        homes = {
+            key: tuple(r * b.servers + s for s in kp.holders)
+            for r, leaf in enumerate(leaves)
+            if leaf.controller is not None
+            for key, kp in leaf.controller.plan.keys.items()
+        }
+        report = fabric.decide(observed, writes, list(loads), None, floors, cold, homes)
         row["fabric_plan_seconds"] = time.perf_counter() - started
         for s, spine in enumerate(spines):
             spine.apply(report.ops[s])

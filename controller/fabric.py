@@ -142,6 +142,7 @@ def place_fabric(
     room: Sequence[int] | None = None,
     previous: Mapping[K, Sequence[int]] | None = None,
     fixed: Sequence[float] | None = None,
+    home: Sequence[Sequence[int]] | None = None,
 ) -> list[tuple[int, ...]]:
     """Holders (fabric server ids, origin first) of each of ``keys`` (key, predicted load);
     a single holder means the key stays in its home rack.
@@ -151,7 +152,14 @@ def place_fabric(
     rack so that a key's holders change only where the racks' loads did; ``fixed``: the load on
     each server its rack controller cannot move (its cold keys), by which servers are chosen
     inside a rack (default ``base``): a rack balances around a fabric holder only by moving its
-    own hot keys off that server."""
+    own hot keys off that server. ``home``: each key's holders in its home rack's plan (origin
+    first; default the origin alone): a key that stays in its rack costs that rack its queries
+    plus the write copies of its in-rack replicas, ``load * (1 + w * (n - 1))``, and sheds
+    those copies when it becomes fabric-hot.
+
+    After the water-filling, holders of keys with writes that no longer lower the busiest rack
+    are taken away again (each costs the fabric its key's writes), so that holders kept from
+    ``previous`` do not pile up period after period."""
     total = shape.total
     if len(origins) != len(keys):
         raise ValueError("one origin per key")
@@ -171,20 +179,32 @@ def place_fabric(
     stuck = [float(x) for x in (fixed if fixed is not None else base)]
     if len(stuck) != total:
         raise ValueError("one fixed load per server of the fabric")
+    homes = [tuple(h) for h in home] if home is not None else [(o,) for o in origins]
+    if len(homes) != len(keys):
+        raise ValueError("one home holder set per key")
     rack = [sum(server[s] for s in shape.servers_of(r)) for r in range(shape.racks)]
     holders: list[list[int]] = [[o] for o in origins]
-    for (_, load), o in zip(keys, origins, strict=True):
+    # while a key is rack-hot (True) its load sits on its home holders, write copies included
+    at_home = [True] * len(keys)
+    for ((_, load), o), hs, w in zip(zip(keys, origins, strict=True), homes, write_ratios,
+                                     strict=True):  # fmt: skip
         if not 0 <= o < total:
             raise ValueError(f"origin {o} outside the fabric")
-        server[o] += load
-        stuck[o] += load  # a key's share at its origin is its holder load there, as elsewhere
-        rack[shape.rack_of(o)] += load
+        if not hs or hs[0] != o or len(set(hs)) != len(hs):
+            raise ValueError("a key's home holders start with its origin, each once")
+        if any(not 0 <= s < total or shape.rack_of(s) != shape.rack_of(o) for s in hs):
+            raise ValueError("a key's home holders are servers of its origin's rack")
+        each = holder_load(load, len(hs), w)
+        for s in hs:
+            server[s] += each
+            stuck[s] += each  # a key's share on a server is its holder load there, as elsewhere
+        rack[shape.rack_of(o)] += each * len(hs)
     whole = sum(rack)
     if whole <= 0:
         return [tuple(h) for h in holders]
     mean = whole / shape.racks
     server_mean = mean / shape.servers
-    unit = server_mean * 1e-3
+    unit = server_mean * holder_share  # a holder's replica slot, priced as write copies
     heaps: list[list[tuple[float, int]]] = [[] for _ in range(shape.racks)]
 
     def priority(i: int, n: int) -> float:
@@ -202,6 +222,29 @@ def place_fabric(
 
     def in_rack(i: int, r: int) -> int:
         return per_rack[i].get(r, 0)
+
+    def now(i: int) -> dict[int, float]:
+        """Key i's load on each rack that carries some of it."""
+        load, w = keys[i][1], write_ratios[i]
+        if at_home[i]:
+            return {shape.rack_of(origins[i]): load * (1.0 + w * (len(homes[i]) - 1))}
+        each = holder_load(load, len(holders[i]), w)
+        return {r: c * each for r, c in per_rack[i].items()}
+
+    def spread_to(i: int) -> float:
+        """The reads per holder below which key i gets no more holders: holder_share of a
+        server's mean, or its writes (every holder receives them all) if those are more: past
+        that, a holder adds more write copies than it takes reads off the others."""
+        load, w = keys[i][1], write_ratios[i]
+        return max(holder_share * server_mean, load * w)
+
+    def most(i: int) -> int:
+        """Key i's most holders: none past spread_to for a key whose writes alone exceed
+        holder_share of a server (the read-only and lightly written keys are not bounded)."""
+        load, w = keys[i][1], write_ratios[i]
+        if load * w <= holder_share * server_mean:
+            return total
+        return max(1, math.ceil(load * (1.0 - w) / spread_to(i)))
 
     def spread(i: int, extra: int, each: float) -> list[int] | None:
         """Racks of ``extra`` new holders of key i, each on the least loaded rack (as filled so
@@ -223,13 +266,14 @@ def place_fabric(
         """Whether new holders of key i in ``racks`` (one each) bring the top rack down without
         lifting a rack to its level."""
         load, w = keys[i][1], write_ratios[i]
-        n = len(holders[i])
-        before, after = holder_load(load, n, w), holder_load(load, n + len(racks), w)
-        change = {r: in_rack(i, r) * (after - before) for r in range(shape.racks)}
+        after = holder_load(load, len(holders[i]) + len(racks), w)
+        change = {r: -x for r, x in now(i).items()}
+        for r, c in per_rack[i].items():
+            change[r] += c * after
         for r in racks:
-            change[r] += after
+            change[r] = change.get(r, 0.0) + after
         level = rack[top]
-        return rack[top] + change[top] < level and all(
+        return rack[top] + change.get(top, 0.0) < level and all(
             rack[r] + change[r] < level for r in set(racks)
         )
 
@@ -245,12 +289,13 @@ def place_fabric(
         first = 1
         room_each = holder_share * server_mean
         wanted = math.ceil(load * (1.0 - w) / room_each) if room_each > 0 else 1
-        if n == 1 and wanted * w < 1.0:
+        if n == 1 and wanted * w <= holder_share:
             # becoming fabric-hot: each holder's reads within holder_share of a server, unless
             # those holders' write copies would add up to more than the key's own load (every
             # holder receives every write): then the smallest count that lowers the top rack
             first = max(1, wanted - 1)
         limit = sum(max(0, with_room[r] - in_rack(i, r)) for r in range(shape.racks))
+        limit = min(limit, most(i) - n)
         first = min(first, limit)  # a goal: with fewer servers, as many as there are
         if first < 1:
             return None
@@ -283,14 +328,29 @@ def place_fabric(
             key=lambda s: (stuck[s], -free[s], s),
         )
 
+    def add(s: int, x: float) -> None:
+        server[s] += x
+        stuck[s] += x
+        rack[shape.rack_of(s)] += x
+
+    def leave_home(i: int) -> None:
+        """Key i becomes fabric-hot: its home replicas and their write copies go, the origin
+        stays (as its only holder so far)."""
+        load, w = keys[i][1], write_ratios[i]
+        each = holder_load(load, len(homes[i]), w)
+        for s in homes[i]:
+            add(s, -each)
+        add(origins[i], holder_load(load, 1, w))
+        at_home[i] = False
+
     def grow(i: int, servers: Sequence[int]) -> None:
+        if at_home[i]:
+            leave_home(i)
         load, w = keys[i][1], write_ratios[i]
         n = len(holders[i])
         before, after = holder_load(load, n, w), holder_load(load, n + len(servers), w)
         for s in holders[i]:
-            server[s] += after - before
-            stuck[s] += after - before
-            rack[shape.rack_of(s)] += after - before
+            add(s, after - before)
         for s in servers:
             r = shape.rack_of(s)
             holders[i].append(s)
@@ -298,11 +358,25 @@ def place_fabric(
             free[s] -= 1
             if free[s] == 0:
                 with_room[r] -= 1
-            server[s] += after
-            stuck[s] += after
-            rack[r] += after
+            add(s, after)
         for r in {shape.rack_of(s) for s in holders[i]}:
             heapq.heappush(heaps[r], (-priority(i, len(holders[i])), i))
+
+    def shrink(i: int, s: int) -> None:
+        load, w = keys[i][1], write_ratios[i]
+        n = len(holders[i])
+        before, after = holder_load(load, n, w), holder_load(load, n - 1, w)
+        holders[i].remove(s)
+        r = shape.rack_of(s)
+        per_rack[i][r] -= 1
+        if per_rack[i][r] == 0:
+            del per_rack[i][r]
+        if free[s] == 0:
+            with_room[r] += 1
+        free[s] += 1
+        add(s, -before)
+        for x in holders[i]:
+            add(x, after - before)
 
     # warm start: a key still above the threshold keeps last period's holders (each change
     # costs pushes and table writes, and a plan from scratch moves keys back and forth between
@@ -334,6 +408,34 @@ def place_fabric(
             moved = True
         if not moved:
             break
+
+    # no ratchet: a holder of a key with writes costs the fabric every write of that key, so
+    # holders whose removal lifts no rack above the busiest one (or the tolerance), nor a
+    # remaining holder's reads above spread_to, go again: the keys
+    # whose last holder lowers least per write copy first, each from its most loaded rack. A
+    # key fabric-hot last period keeps a replica (leaving the fabric is a level change: the
+    # threshold and the predictor decide that); a new one may fall back to its rack.
+    level = max(max(rack), mean * (1.0 + tolerance))
+    writers = [
+        i
+        for i in range(len(keys))
+        if len(holders[i]) > 1 and keys[i][1] * write_ratios[i] > server_mean * 1e-3
+    ]
+    for i in sorted(writers, key=lambda i: (priority(i, len(holders[i]) - 1), i)):
+        load, w = keys[i][1], write_ratios[i]
+        least = 1
+        while len(holders[i]) > least:
+            n = len(holders[i])
+            before, after = holder_load(load, n, w), holder_load(load, n - 1, w)
+            s = max(holders[i][1:], key=lambda s: (rack[shape.rack_of(s)], stuck[s], s))
+            r = shape.rack_of(s)
+            change = {x: c * (after - before) for x, c in per_rack[i].items()}
+            change[r] -= after
+            if any(rack[x] + c > level for x, c in change.items() if c > 0) or load * (1.0 - w) / (
+                n - 1
+            ) > spread_to(i):
+                break
+            shrink(i, s)
     return [tuple(h) for h in holders]
 
 
@@ -379,13 +481,18 @@ class FabricController:
         replicas: Sequence[int] | None = None,
         floors: Sequence[int] | None = None,
         fixed: Sequence[float] | None = None,
+        rack_holders: Mapping[bytes, Sequence[int]] | None = None,
     ) -> FabricReport:
         """One period. ``observed``: queries of every candidate the leaves and spines counted
         (hot-key counters and HashPipe, merged); ``writes``: Sets and Deletes of the keys whose
         writes were counted; ``loads``: packets each server of the fabric received;
         ``replicas``: each server's replicas of rack-hot keys (their controllers' plans);
         ``floors``: each spine's ``global_ver`` read before this plan (plan.diff); ``fixed``:
-        each server's cold load as its rack controller estimated it (see :func:`place_fabric`)."""
+        each server's cold load as its rack controller estimated it (see :func:`place_fabric`);
+        ``rack_holders``: the holders (fabric server ids, origin first) of each rack-hot key in
+        its home rack's current plan, so that its load and its replicas' write copies are taken
+        out of the base where they are and a key staying in its rack costs them (default: a
+        rack-hot key's load counted at its origin only, its replicas' write copies left in)."""
         shape, cfg = self.shape, self.config
         if len(loads) != shape.total:
             raise ValueError("one load per server of the fabric")
@@ -399,11 +506,9 @@ class FabricController:
         # put them, the others at their origin (a rack-hot key's replicas are in its rack)
         base = [float(x) for x in loads]
         current = self.holders()
+        homes = self._homes(rack_holders or {})
         for key, count in observed.items():
-            hs = current.get(key)
-            if hs is None:
-                base[self.origin_of(key)] -= count
-                continue
+            hs = current.get(key) or homes.get(key) or (self.origin_of(key),)
             each = holder_load(float(count), len(hs), measured.get(key, default))
             for s in hs:
                 base[s] -= each
@@ -425,6 +530,7 @@ class FabricController:
             room=room,
             previous=current,
             fixed=fixed,
+            home=[homes.get(key, (o,)) for (key, _), o in zip(predicted, origins, strict=True)],
         )
         chosen = {key: hs for (key, _), hs in zip(predicted, placed, strict=True) if len(hs) > 1}
         spine_of = self._assign_spines(chosen, dict(predicted))
@@ -447,6 +553,23 @@ class FabricController:
         return FabricReport(
             predicted, threshold, racks, plans, ops, spine_of, expected, promoted, demoted
         )
+
+    def _homes(self, rack_holders: Mapping[bytes, Sequence[int]]) -> dict[bytes, tuple[int, ...]]:
+        """The rack-hot keys' in-rack holders that fit this fabric: the key's origin first, every
+        holder in the origin's rack, each once (a rack plan from before a ring change may name
+        another origin: such a key counts at its origin alone)."""
+        shape, out = self.shape, {}
+        for key, hs in rack_holders.items():
+            hs = tuple(int(s) for s in hs)
+            o = self.origin_of(key)
+            if (
+                hs
+                and hs[0] == o
+                and len(set(hs)) == len(hs)
+                and all(0 <= s < shape.total and shape.rack_of(s) == shape.rack_of(o) for s in hs)
+            ):
+                out[key] = hs
+        return out
 
     def _assign_spines(
         self, chosen: Mapping[bytes, tuple[int, ...]], loads: Mapping[bytes, float]
