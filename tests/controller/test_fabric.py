@@ -3,6 +3,8 @@ holders in other racks, one spine per fabric-hot key, the rack controllers leavi
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from kvswitch.controller import names
@@ -197,3 +199,56 @@ def test_a_key_leaving_for_the_fabric_takes_its_load_with_it() -> None:
     gone = cold_load_estimate(loads, {key16(1): 400}, plan, [], {}, lambda k: 0, gone=[key16(1)])
     assert back == [500.0, 100.0]  # it returns to its origin
     assert gone == [100.0, 100.0]  # a spine serializes it next period
+
+
+def test_holders_kept_from_a_read_only_plan_go_when_the_key_turns_write_heavy() -> None:
+    keys = [("hot", 1600.0)]
+    first = place_fabric(keys, [0], SHAPE, [100.0] * SHAPE.total, threshold=10.0)
+    assert len(first[0]) == SHAPE.total  # read-only: everywhere
+    # then rack 1's own load grows and the key takes 30 % Sets: every holder receives them all
+    base = [300.0 if SHAPE.rack_of(s) == 1 else 100.0 for s in range(SHAPE.total)]
+    again = place_fabric(
+        keys, [0], SHAPE, base, threshold=10.0, write_ratios=0.3, previous={"hot": first[0]}
+    )
+    assert set(again[0]) < set(first[0])  # no ratchet: the warm start is not kept whole
+    assert all(SHAPE.rack_of(s) != 1 for s in again[0])  # the busiest rack's holders went first
+    kept = rack_loads(SHAPE, base, keys, first, [0.3])
+    now = rack_loads(SHAPE, base, keys, again, [0.3])
+    assert max(now) < max(kept)
+
+
+def test_holders_are_not_added_period_after_period_under_writes() -> None:
+    """The fabric controller's holders of a hot key over 8 periods, the loads measured as its
+    plan puts them: read-only first, then 30 % Sets while rack 1's own load doubles. The warm
+    start used to keep every holder of the read-only plan for good."""
+    hot = key16(SHAPE.total * 5)  # origin 0, rack 0
+    fc = FabricController(SHAPE, FabricConfig(k=8, t0=5.0), origin_of)
+    count, history = 1600, []
+    for period in range(8):
+        w = 0.0 if period < 2 else 0.3
+        loads = [200.0 if period >= 2 and SHAPE.rack_of(s) == 1 else 100.0 for s in range(16)]
+        hs = fc.holders().get(hot, (origin_of(hot),))
+        for s in hs:
+            loads[s] += holder_load(count, len(hs), w)
+        fc.decide({hot: count}, {hot: int(count * w)}, loads, floors=[0, 0])
+        history.append(len(fc.holders().get(hot, (0,))))
+    assert history[1] == SHAPE.total
+    assert history[-1] < history[1] and history[-3:] == [history[-1]] * 3  # fewer, then steady
+    assert all(later <= earlier for earlier, later in itertools.pairwise(history[2:]))
+
+
+def test_a_rack_hot_key_costs_its_rack_the_write_copies_of_its_replicas() -> None:
+    """Rack 0 carries a key of 800 queries (25 % Sets) on its 4 servers: 200 writes and 150
+    reads each. Counted at its origin alone, the copies stay in rack 0's own load and moving the
+    key looks worth it; with its holders reported, moving it would lift another rack above rack
+    0 (every new holder takes its 200 writes): it stays."""
+    key = key16(SHAPE.total * 3)  # origin 0
+    loads = [250.0] * SHAPE.total
+    for s in SHAPE.servers_of(0):
+        loads[s] = 100.0 + 200.0 + 150.0
+    moved = {}
+    for homes in (None, {key: (0, 1, 2, 3)}):
+        fc = FabricController(SHAPE, FabricConfig(k=8, t0=5.0), origin_of)
+        fc.decide({key: 800}, {key: 200}, loads, floors=[0, 0], rack_holders=homes)
+        moved[homes is not None] = key in fc.spine_of
+    assert moved == {False: True, True: False}
