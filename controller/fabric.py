@@ -186,8 +186,8 @@ def place_fabric(
     holders: list[list[int]] = [[o] for o in origins]
     # while a key is rack-hot (True) its load sits on its home holders, write copies included
     at_home = [True] * len(keys)
-    for ((_, load), o), hs, w in zip(zip(keys, origins, strict=True), homes, write_ratios,
-                                     strict=True):  # fmt: skip
+    for i, ((_, load), o) in enumerate(zip(keys, origins, strict=True)):
+        hs, w = homes[i], write_ratios[i]
         if not 0 <= o < total:
             raise ValueError(f"origin {o} outside the fabric")
         if not hs or hs[0] != o or len(set(hs)) != len(hs):
@@ -291,8 +291,9 @@ def place_fabric(
         wanted = math.ceil(load * (1.0 - w) / room_each) if room_each > 0 else 1
         if n == 1 and wanted * w <= holder_share:
             # becoming fabric-hot: each holder's reads within holder_share of a server, unless
-            # those holders' write copies would add up to more than the key's own load (every
-            # holder receives every write): then the smallest count that lowers the top rack
+            # those holders' write copies would add up to more than holder_share of the key's
+            # own load (every holder receives every write): then the smallest count that lowers
+            # the top rack
             first = max(1, wanted - 1)
         limit = sum(max(0, with_room[r] - in_rack(i, r)) for r in range(shape.racks))
         limit = min(limit, most(i) - n)

@@ -108,6 +108,9 @@ def test_servers_are_chosen_by_the_load_their_rack_cannot_move() -> None:
         {"room": [1]},
         {"write_ratios": [0.1, 0.2]},
         {"threshold": 0.0},
+        {"home": [(1,)]},  # home holders start with the origin
+        {"home": [(0, 5)]},  # server 5 is in another rack
+        {"home": [(0,), (0,)]},
     ],
 )
 def test_bad_input_is_refused(change: dict) -> None:
