@@ -14,7 +14,7 @@ STAMP := $(VENV)/.installed
 P4RTSH := $(ROOT)/.venv-p4rtsh
 P4RTSH_STAMP := $(P4RTSH)/.installed
 
-.PHONY: help deps venv install p4rtsh test test-py test-c lint c demo bench sim clean install-c tofino
+.PHONY: help deps venv install p4rtsh test test-py test-c lint c demo bench sim sim-racks clean install-c tofino
 
 help:
 	@echo "make demo     start a rack on the software switch, run a skewed workload, plot the balance"
@@ -24,6 +24,8 @@ help:
 	@echo "make c        build the C client library and load generator"
 	@echo "make bench    run the benchmarks (prints figures)"
 	@echo "make sim      reproduce the paper's figures with the simulator (writes results/)"
+	@echo "make sim-racks  λ over all servers vs racks 1-32, spine level on and off (results/racks.*;"
+	@echo "              about 30 min on 2 cores; docs/results.md \"32 racks\")"
 	@echo "make tofino   compile p4src/kvswitch_tna.p4 for Tofino (needs a Tofino P4 compiler on PATH)"
 
 # System packages (Debian/Ubuntu, as root). Skipped when everything is already there.
@@ -93,6 +95,11 @@ bench: $(STAMP) c
 
 sim: $(STAMP)
 	$(PY) -m kvswitch sim figures --out results
+
+# docs/results.md "32 racks", Fig. 7f (racks): copy results/racks.png to docs/figures/fig7f_racks.png
+sim-racks: $(STAMP)
+	$(PY) -m kvswitch sim racks --sweep 1,2,4,8,16,32 --policy balance --max-replicas 53 \
+		--queries 1000000 --periods 7 --warmup 4 --csv results/racks.csv --plot results/racks.png
 
 # TARGET=bmv2: the rack on BMv2's simple_switch_grpc (the program compiled with p4c-bm2-ss; both
 # on PATH), instead of the software switch
