@@ -135,7 +135,7 @@ def load_program(args: argparse.Namespace) -> Program:
     p4c's JSON and P4Info (given, or compiled here with p4c-bm2-ss), the software switch the P4
     source."""
     from kvswitch.paths import p4src_dir
-    from softswitch.cli import parse_defines
+    from softswitch.main import parse_defines
 
     source = Path(args.p4) if args.p4 else p4src_dir() / "kvswitch.p4"
     defines = parse_defines(args.defines)

@@ -9,7 +9,7 @@ import importlib
 import pytest
 
 from kvswitch import cli
-from kvswitch.bench import cli as bench_cli
+from kvswitch.bench import benchmarks as bench_cli
 
 BAD = [
     ["switch", "--thrift-port", "99999", "x.p4"],
@@ -107,7 +107,7 @@ ENTRY_POINTS = [[name] for name in cli.SUBCOMMANDS if name != "bench"] + [
 def test_every_option_has_help(argv: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
     parsers = parsers_of(argv, monkeypatch)
     if argv == ["switch"]:
-        parsers.append(importlib.import_module("softswitch.cli").target_parser())
+        parsers.append(importlib.import_module("softswitch.main").target_parser())
     missing = [
         f"{p.prog} {'/'.join(a.option_strings) or a.dest}"
         for p in parsers
