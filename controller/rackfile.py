@@ -84,6 +84,19 @@ class RackFile:
     servers: tuple[Host, ...]
     clients: tuple[Host, ...]
 
+    @classmethod
+    def of(
+        cls,
+        switch_ip: str,
+        switch_mac: str,
+        servers: tuple[Host, ...],
+        clients: tuple[Host, ...] = (),
+        kvs_port: int = p.KVS_PORT,
+    ) -> RackFile:
+        """A rack file with the switch's addresses as text."""
+        ip, mac = _ip(switch_ip, "switch.ip"), _mac(switch_mac, "switch.mac")
+        return cls(kvs_port, ip, mac, servers, clients)
+
     def rack(self) -> Rack:
         return Rack(tuple(ServerAddress(s.ip, s.mac, s.port) for s in self.servers))
 
