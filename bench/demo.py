@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from kvswitch import argtypes as t
+from kvswitch.bench.c_client_bench import find_loadgen
 
 
 def rack_command() -> list[str] | None:
@@ -141,6 +142,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if os.geteuid() != 0:
         print("kvswitch demo: needs root (Mininet); run `sudo make demo`", file=sys.stderr)
+        return 2
+    try:
+        find_loadgen()  # built here where it is missing, not inside the rack
+    except (OSError, subprocess.CalledProcessError) as exc:
+        print(f"kvswitch demo: {exc}", file=sys.stderr)
         return 2
     if args.target == "bmv2":
         missing = [t for t in ("simple_switch_grpc", "p4c-bm2-ss") if shutil.which(t) is None]
