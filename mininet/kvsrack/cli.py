@@ -27,6 +27,7 @@ from pathlib import Path
 from kvsrack import scenarios
 from kvsrack.launchers import PROGRAMS
 from kvsrack.scenarios import ServerEvent, Workload, check_events, spares_of
+from kvswitch import argtypes as t
 
 
 def server_event(action: str) -> Callable[[str], ServerEvent]:
@@ -43,24 +44,26 @@ def server_event(action: str) -> Callable[[str], ServerEvent]:
     return parse
 
 
-def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="kvswitch rack", description=__doc__.split("\n")[0])
+def build_parser() -> t.Parser:
+    ap = t.Parser(prog="kvswitch rack", description=__doc__.split("\n")[0])
     a = ap.add_argument
-    a("--servers", type=int, default=8, help="servers M (default 8)")
-    a("--clients", type=int, default=2, help="clients C (default 2)")
-    a("--backend", choices=("memory", "memcached", "redis"), default="memory")
-    a("--target", choices=("softswitch", "bmv2"), default="softswitch")
+    a("--servers", type=t.positive_int, default=8, help="servers M (default 8)")
+    a("--clients", type=t.positive_int, default=2, help="clients C (default 2)")
+    a("--backend", choices=("memory", "memcached", "redis"), default="memory",
+      help="the servers' store (default memory)")  # fmt: skip
+    a("--target", choices=("softswitch", "bmv2"), default="softswitch",
+      help="the switch: the software switch (default) or BMv2's simple_switch_grpc")  # fmt: skip
     a("--arch", choices=sorted(PROGRAMS), default="v1model",
       help="data-plane build: v1model (p4src/kvswitch.p4) or tna (p4src/kvswitch_tna.p4, "
            "software switch only)")  # fmt: skip
     a("--bmv2-json", help="p4c-compiled BMv2 JSON of p4src/kvswitch.p4 (--target bmv2; "
       "default: the controller compiles it with p4c-bm2-ss and the -D defines)")  # fmt: skip
     a("--p4info", help="the P4Info text file p4c wrote with it (--target bmv2)")
-    a("--period", type=float, default=1.0, help="controller period in seconds")
-    a("--k", type=int, default=64, help="hot-key slots the controller uses")
+    a("--period", type=t.positive_float, default=1.0, help="controller period in seconds")
+    a("--k", type=t.positive_int, default=64, help="hot-key slots the controller uses")
     a("--policy", default="balance", help="placement policy (ring, least-loaded, balance)")
     a("--observe-only", action="store_true", help="controller reports but installs no hot keys")
-    a("--bound", type=float, help="the controller's max/mean bound (its default: 0.30)")
+    a("--bound", type=t.nonneg_float, help="the controller's max/mean bound (its default: 0.30)")
     a("--controller-arg", action="append", default=[],
       help="one more controller argument, e.g. --controller-arg=--gamma=0.5")  # fmt: skip
     a("-D", dest="defines", action="append", default=[],
@@ -68,25 +71,31 @@ def build_parser() -> argparse.ArgumentParser:
     a("--agent-arg", action="append", default=[],
       help="one more agent argument, e.g. --agent-arg=--test-no-trust=network-push")  # fmt: skip
     a("--no-controller", action="store_true", help="start no controller (nothing is forwarded)")
-    a("--rate", type=int, default=400, help="Gets+Sets per second over all clients (open loop)")
-    a("--duration", type=float, default=20.0, help="seconds of load")
-    a("--zipf", type=float, default=0.99)
-    a("--keys", type=int, default=1000)
-    a("--write-ratio", type=float, default=0.0)
+    a("--rate", type=t.nonneg_int, default=400,
+      help="Gets+Sets per second over all clients (open loop)")  # fmt: skip
+    a("--duration", type=t.nonneg_float, default=20.0, help="seconds of load")
+    a("--zipf", type=t.nonneg_float, default=0.99, help="Zipf skew of the keys (default 0.99)")
+    a("--keys", type=t.positive_int, default=1000, help="distinct keys (default 1000)")
+    a("--write-ratio", type=t.fraction, default=0.0, help="share of Sets (default 0)")
     a("--no-preload", action="store_true", help="do not Set every key before the run")
     a("--seed", type=int, default=1, help="the loadgens' seed (key popularity and sampling)")
-    a("--loadgens", type=int, default=1, help="clients running the loadgen (0 = all)")
+    a("--loadgens", type=t.nonneg_int, default=1, help="clients running the loadgen (0 = all)")
     a("--loadgen-arg", action="append", default=[],
       help="one more kvswitch-loadgen argument, e.g. --loadgen-arg=--timeout-us=200")  # fmt: skip
     a("--history-arg", action="append", default=[],
       help="one more kvsrack.history argument, e.g. --history-arg=--timeout=0.0005")  # fmt: skip
-    a("--history-threads", type=int, default=0, help="Python client threads per client host")
-    a("--history-keys", type=int, default=4, help="keys the history clients share")
-    a("--history-rate", type=float, default=100.0, help="operations/s per history thread")
-    a("--history-set-ratio", type=float, default=0.05, help="share of Sets in the histories")
-    a("--read-tail", type=float, default=0.0,
+    a(
+        "--history-threads",
+        type=t.nonneg_int,
+        default=0,
+        help="Python client threads per client host",
+    )
+    a("--history-keys", type=t.positive_int, default=4, help="keys the history clients share")
+    a("--history-rate", type=t.nonneg_float, default=100.0, help="operations/s per history thread")
+    a("--history-set-ratio", type=t.fraction, default=0.05, help="share of Sets in the histories")
+    a("--read-tail", type=t.nonneg_float, default=0.0,
       help="seconds of Gets only after --duration (versions are read halfway through)")  # fmt: skip
-    a("--restart-controller-at", type=float, default=0.0, help="SIGKILL + restart at S s")
+    a("--restart-controller-at", type=t.nonneg_float, default=0.0, help="SIGKILL + restart at S s")
     a("--crash-controller-in-handoff", action="store_true",
       help="TESTS ONLY: the controller exits between release and activation of its first ring "
            "change (--add/--remove); the rack starts it again, which finishes the change")  # fmt: skip
