@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from kvsrack.procs import InHost, Proc, Procs, wait_tcp_in
-from kvsrack.topology import Node
+from kvsrack.topology import Node, Topology, control_socket
 from kvswitch.agent.control import AgentControl, ControlError
 from kvswitch.bench.c_client_bench import find_loadgen
 from kvswitch.controller.program import ProgramError, cached_p4c_bm2_ss
@@ -94,30 +94,29 @@ def agent_command(
 
 
 class Agents:
-    """The agents of a set of servers: started, waited for, killed and started again by server
-    name; the running one of each server in :attr:`running`."""
+    """The agents of the topology's servers: started, waited for, killed and started again by
+    server name; the running one of each server in :attr:`running`."""
 
     def __init__(
         self,
         procs: Procs,
         host: Callable[[str], InHost],
-        servers: Sequence[Node],
+        topo: Topology,
         *,
         backend: str,
-        switch_ip: str,
         run_dir: Path,
         out: Path,
         extra: Sequence[str] = (),
     ) -> None:
-        self.procs, self.host, self.servers = procs, host, list(servers)
-        self.backend, self.switch_ip, self.extra = backend, switch_ip, list(extra)
+        self.procs, self.host, self.topo, self.servers = procs, host, topo, topo.servers
+        self.backend, self.extra = backend, list(extra)
         self.run_dir, self.out = run_dir, out
         self.running: dict[str, Proc] = {}  # the running agent of each server, by server name
         self.starts: dict[str, int] = {}
         self.backend_addrs: dict[str, str | None] = {}
 
     def control(self, name: str) -> Path:
-        return self.run_dir / f"{name}.ctl"
+        return control_socket(self.run_dir, name)
 
     def start_all(self) -> None:
         """Every server's backend (if any), then every agent; until each control answers."""
@@ -134,10 +133,9 @@ class Agents:
 
     def start(self, name: str) -> Proc:
         """Start (or restart) the agent of server ``name``; its log is ``<name>-agent[-N].log``."""
-        s = next(s for s in self.servers if s.name == name)
         args = agent_command(
-            s, self.backend, self.switch_ip, self.control(name), self.backend_addrs.get(name),
-            self.extra,
+            self.topo.server(name), self.backend, self.topo.gateway(name)[0], self.control(name),
+            self.backend_addrs.get(name), self.extra,
         )  # fmt: skip
         n = self.starts[name] = self.starts.get(name, 0) + 1
         log = f"{name}-agent.log" if n == 1 else f"{name}-agent-{n}.log"

@@ -80,7 +80,7 @@ class Network:
             intf = h.defaultIntf().name
             h.cmd(f"ethtool --offload {intf} rx off tx off >/dev/null 2>&1")
             h.cmd(f"sysctl -qw net.ipv6.conf.{intf}.disable_ipv6=1")
-            h.setARP(self.topo.switch_ip, self.topo.switch_mac)
+            h.setARP(*self.topo.gateway(n.name))
             for other in everyone:
                 if other is not n:
                     h.setARP(other.ip, other.mac)

@@ -84,9 +84,8 @@ class Rack:
         self.agents = Agents(
             self.procs,
             self.network.host,
-            self.topology.servers,
+            self.topology,
             backend=opts.backend,
-            switch_ip=self.topology.switch_ip,
             run_dir=self.run_dir,
             out=out,
             extra=opts.agent_args,

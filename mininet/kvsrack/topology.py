@@ -8,7 +8,8 @@ function returning a :class:`Topology`, with more switches and links between the
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from kvswitch.controller.rackfile import Host, RackFile
@@ -41,7 +42,8 @@ class Link:
 class Topology:
     """Switches by role (``("tor",)`` for a rack), servers in ring order, clients, the links.
     ``spares`` are servers outside the first ring (added later, online). Every host is on one
-    subnet (``prefix``) with static ARP entries for the others and the switch address."""
+    subnet (``prefix``) with static ARP entries for the others and for its switch's address:
+    ``switch_ip``/``switch_mac``, or its own in ``gateways`` (a fabric's leaves)."""
 
     switches: tuple[str, ...]
     servers: tuple[Node, ...]
@@ -51,10 +53,15 @@ class Topology:
     switch_ip: str = SWITCH_IP
     switch_mac: str = SWITCH_MAC
     prefix: int = 16
+    gateways: Mapping[str, tuple[str, str]] = field(default_factory=dict)
 
     @property
     def hosts(self) -> tuple[Node, ...]:
         return (*self.servers, *self.clients)
+
+    def gateway(self, host: str) -> tuple[str, str]:
+        """The IPv4 and MAC address of ``host``'s switch (the agents reply through it)."""
+        return self.gateways.get(host, (self.switch_ip, self.switch_mac))
 
     def server(self, name: str) -> Node:
         return next(s for s in self.servers if s.name == name)
@@ -92,9 +99,14 @@ def rack(servers: int, clients: int, spares: int = 0) -> Topology:
     )
 
 
+def control_socket(run_dir: Path, server: str) -> Path:
+    """The Unix socket of ``server``'s agent control API, in the run's socket folder."""
+    return run_dir / f"{server}.ctl"
+
+
 def control_endpoint(run_dir: Path, server: str) -> str:
-    """The agent's control socket of ``server`` (the rack file's ``control``)."""
-    return f"unix:{run_dir / (server + '.ctl')}"
+    """The agent's control endpoint of ``server`` (the rack file's ``control``)."""
+    return f"unix:{control_socket(run_dir, server)}"
 
 
 def rack_file(topo: Topology, run_dir: Path) -> RackFile:
