@@ -6,9 +6,11 @@ from __future__ import annotations
 import re
 import tomllib
 from fnmatch import fnmatch
+from pathlib import Path
 
 import pytest
 
+from kvswitch.bench.c_client_bench import build_loadgen
 from kvswitch.paths import repo_root
 
 ROOT = repo_root()
@@ -57,3 +59,20 @@ def test_the_loadgen_sources_are_package_data() -> None:
         needed += m.group(1).split()
     uncovered = [f for f in needed if not any(fnmatch(f, p) for p in patterns)]
     assert not uncovered
+
+
+def test_loadgen_built_once_from_sources(tmp_path: Path) -> None:
+    """An installed copy's loadgen: built with the sources' Makefile into a cache folder named
+    after their digest, once; a failed build is one line."""
+    src = tmp_path / "src"
+    src.mkdir()
+    rule = "$(B)/kvswitch-loadgen:\n\techo built >> ../builds.txt\n\tprintf 'x' > $@\n"
+    (src / "Makefile").write_text(rule)
+    cache = tmp_path / "cache"
+    first = build_loadgen(src, cache)
+    assert first.read_text() == "x" and first.parent.parent == cache
+    assert build_loadgen(src, cache) == first
+    assert (tmp_path / "builds.txt").read_text() == "built\n"  # the second call built nothing
+    (src / "Makefile").write_text(rule.replace("printf 'x'", "false"))
+    with pytest.raises(FileNotFoundError, match="the build failed"):
+        build_loadgen(src, cache)
