@@ -143,6 +143,11 @@ def main(argv: list[str] | None = None) -> int:
     if os.geteuid() != 0:
         print("kvswitch demo: needs root (Mininet); run `sudo make demo`", file=sys.stderr)
         return 2
+    if importlib.util.find_spec("mininet") is None:
+        print("kvswitch demo: needs Mininet's Python package (Debian: apt-get install mininet; a "
+              "venv made with Debian's python3 and --system-site-packages sees it)",
+              file=sys.stderr)  # fmt: skip
+        return 2
     try:
         find_loadgen()  # built here where it is missing, not inside the rack
     except (OSError, subprocess.CalledProcessError) as exc:
