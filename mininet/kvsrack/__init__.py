@@ -9,7 +9,9 @@ topology function and its own launch sequence over the same parts:
 - :mod:`kvsrack.procs`: process supervision (every PID recorded, stopped in reverse order);
 - :mod:`kvsrack.launchers`: each role's command line and life cycle (backends, agents, the
   controller, the load generator, the history clients);
-- :mod:`kvsrack.rack`: one rack, up and torn down (a context manager);
+- :mod:`kvsrack.deployment`: a topology up and torn down (folders, network, processes), the
+  life cycle a rack (and a fabric) shares;
+- :mod:`kvsrack.rack`: one rack: its switch, agents and controller (a context manager);
 - :mod:`kvsrack.scenarios`: workloads and fault schedules run against a running rack;
 - :mod:`kvsrack.history`: the history client started inside the client hosts;
 - :mod:`kvsrack.cli`: the command line.
