@@ -24,6 +24,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "sim": ("kvswitch.bench.sim_cli:main", "trace-driven simulator and paper figures"),
     "bench": ("kvswitch.bench.benchmarks:main", "benchmarks that print their figures"),
     "demo": ("kvswitch.bench.demo:main", "start a rack, run a skewed workload, plot the balance"),
+    "rack": (
+        "kvsrack.cli:main",
+        "one Mininet rack under a workload and faults (the demo's runner)",
+    ),
 }
 
 

@@ -6,8 +6,8 @@ both. Repeats of hot writes cross the switch again, some stamped after another w
 the histories must stay linearizable (the explorer's ``resend-overtaken``, closed by
 ``F_SETTLED``), and the resends must really have happened.
 
-Uses rack.py's ``--loadgen-arg`` and ``--history-arg`` (extra arguments for every loadgen and
-every history client) and mininet/history.py's ``--timeout``/``--retries``.
+Uses the rack's ``--loadgen-arg`` and ``--history-arg`` (extra arguments for every loadgen and
+every history client) and kvsrack.history's ``--timeout``/``--retries``.
 """
 
 from __future__ import annotations
