@@ -22,15 +22,25 @@ class TableEntry:
 
     op: EntryOp
     table: str
-    match: tuple[tuple[str, int | bytes], ...]
+    match: tuple[tuple[str, int | bytes | tuple[int, int]], ...]  # lpm: (address, length)
     action: str = ""
     params: tuple[tuple[str, int], ...] = ()
 
-    def match_dict(self) -> dict[str, int | bytes]:
+    def match_dict(self) -> dict[str, int | bytes | tuple[int, int]]:
         return dict(self.match)
 
     def param_dict(self) -> dict[str, int]:
         return dict(self.params)
+
+
+@dataclass(frozen=True)
+class DefaultAction:
+    """Set the default action of ``table`` (a fabric's leaf: FabricHotTable's ``hold`` ->
+    ``NoAction`` once its entries are in, docs/fabric.md "Leaf program")."""
+
+    table: str
+    action: str
+    params: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -75,6 +85,7 @@ class RemoveRequest:
 
 Operation = (
     TableEntry
+    | DefaultAction
     | MulticastGroupSet
     | MulticastGroupDelete
     | RegisterWrite
@@ -97,7 +108,7 @@ class OpCounts:
     def of(cls, ops: list[Operation]) -> OpCounts:
         counts = cls()
         for op in ops:
-            if isinstance(op, TableEntry):
+            if isinstance(op, TableEntry | DefaultAction):
                 counts.table += 1
                 counts.by_table[op.table] = counts.by_table.get(op.table, 0) + 1
             elif isinstance(op, MulticastGroupSet | MulticastGroupDelete):

@@ -1,0 +1,188 @@
+"""The fabric controller's runtime (controller/fabric_runtime.py) against two spines and three
+leaves of the software switch behind P4Runtime and Thrift (fabric_net.py), through the rack
+controller's P4Runtime driver: a period makes a key fabric-hot (spine tables, every leaf's
+steering, the pushes as packets), Gets from a client spread over holders in several racks, a
+write from another rack is stamped by the key's spine and copied to every holder, a restarted
+runtime recovers the same state from the switches and its state file, and a refused write is
+reported and read back, never counted as done."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kvswitch import protocol as p
+from kvswitch.controller import names
+from kvswitch.controller.fabric import FabricConfig
+from kvswitch.controller.fabric_runtime import FabricRuntime, RackInput
+from kvswitch.controller.ops import RegisterWrite
+from kvswitch.controller.p4rt_driver import P4RuntimeDriver, Program
+from tests.controller.fabric_net import (
+    MAX_HOLDERS,
+    RACKS,
+    SERVERS,
+    Net,
+    PacketAgents,
+    fabric_net,
+    leaf_drivers,
+    programs,
+    spine_drivers,
+)
+
+HOT = p.pad_key(b"fabric-hot")
+ORIGIN = 0  # server 0 of rack 0
+
+
+def origin_of(key: bytes) -> int:
+    return ORIGIN if key == HOT else p.HashRing.of(range(RACKS * SERVERS)).origin(key)
+
+
+@pytest.fixture(scope="module")
+def progs() -> tuple[Program, Program]:
+    return programs()
+
+
+@pytest.fixture
+def net(tmp_path: Path) -> Iterator[Net]:
+    with fabric_net(tmp_path) as n:
+        yield n
+
+
+def config() -> FabricConfig:
+    return FabricConfig(k=16, t0=10.0, holder_share=0.1)
+
+
+def inputs(hot: int = 1000) -> list[RackInput]:
+    """Rack 0 carries HOT's Gets on its origin; every server has 100 packets of its own."""
+    racks = [RackInput({}, [100.0] * SERVERS) for _ in range(RACKS)]
+    racks[0].observed[HOT] = hot
+    racks[0].loads[0] += hot
+    return racks
+
+
+class Fabric:
+    def __init__(self, net: Net, progs: tuple[Program, Program], state: Path, cls=P4RuntimeDriver):
+        self.agents = PacketAgents(net)
+        self.spines = spine_drivers(net, progs[0], self.agents, cls)
+        self.leaves = leaf_drivers(net, progs[1], cls)
+        self.runtime = FabricRuntime(
+            net.fabric, self.spines, self.leaves, config(), origin_of, state
+        )
+
+    def close(self) -> None:
+        for d in self.spines + self.leaves:
+            d.close()
+
+
+def held(drivers: list[P4RuntimeDriver], table: str) -> list[dict]:
+    return [drv.read_entries(table) for drv in drivers]
+
+
+def test_a_period_makes_a_key_fabric_hot_and_spreads_its_reads(
+    net: Net, progs: tuple[Program, Program], tmp_path: Path
+) -> None:
+    f = Fabric(net, progs, tmp_path / "state.json")
+    try:
+        rt = f.runtime
+        rt.start()
+        m = rt.period(inputs())
+        assert m.errors == []
+        assert HOT in rt.spine_of
+        s = rt.spine_of[HOT]
+        holders = rt.plans[s].keys[HOT].holders
+        assert holders[0] == ORIGIN and len({h // SERVERS for h in holders}) >= 2
+        # place_fabric wanted more holders than the spine's MAX_HOLDERS: cut to them
+        assert m.capped == 1 and len(holders) == MAX_HOLDERS
+        # every leaf steers HOT to its spine's port, and forwards KVSwitch packets
+        for r, entries in enumerate(held(f.leaves, names.FABRIC_HOT_TABLE)):
+            [entry] = entries.values()
+            assert entry.params[names.PARAM_PORT] == net.fabric.racks[r].uplinks[s]
+        # the spine holds exactly the plan (read back the way a restarted runtime does)
+        assert len(f.spines[s].read_entries(names.SERVEROFFSET_TABLE)) == len(holders)
+        assert f.agents.pushes == [(HOT, ORIGIN, holders[1:])]
+        assert f.agents.stamps[0][0] == rt.epochs[s]
+
+        # Gets from a client of rack 2: round-robin over every holder, in several racks
+        for seq in range(2 * len(holders)):
+            net.from_host("c3", net.server_ip(ORIGIN), p.Message(p.Op.GET, HOT, cid=9, seq=seq))
+        served = [name for name, msg in net.take() if msg.op == p.Op.GET]
+        assert sorted(set(served)) == sorted(net.server_name(h) for h in holders)
+
+        # a write from rack 2: stamped by the spine with its epoch, copied to every holder
+        net.from_host("c3", net.server_ip(ORIGIN), p.Message(p.Op.SET, HOT, b"v2", cid=9, seq=99))
+        got = net.take()
+        ver = f.agents.stamps[0][1] + 1
+        assert sorted((n, m.op, m.epoch, m.ver) for n, m in got) == sorted(
+            [(net.server_name(ORIGIN), p.Op.SET, rt.epochs[s], ver)]
+            + [(net.server_name(h), p.Op.UPDATE, rt.epochs[s], ver) for h in holders[1:]]
+        )
+        # until the origin completes it, Gets go to the origin only
+        net.from_host("c3", net.server_ip(ORIGIN), p.Message(p.Op.GET, HOT, cid=9, seq=100))
+        assert [n for n, _ in net.take()] == [net.server_name(ORIGIN)]
+    finally:
+        f.close()
+
+
+def test_a_restarted_runtime_recovers_the_fabric(
+    net: Net, progs: tuple[Program, Program], tmp_path: Path
+) -> None:
+    state = tmp_path / "state.json"
+    f = Fabric(net, progs, state)
+    try:
+        f.runtime.start()
+        f.runtime.period(inputs())
+        epochs, plans = list(f.runtime.epochs), [dict(pl.keys) for pl in f.runtime.plans]
+        tables = (
+            names.HOTKEY_TABLE,
+            names.KEYINDEX_TABLE,
+            names.SERVERMAP_TABLE,
+            names.SERVEROFFSET_TABLE,
+            "ipv4_lpm",
+            names.HOSTPORT_TABLE,
+            names.RIDTOSERVER_TABLE,
+        )
+        spine_before = {t: held(f.spines, t) for t in tables}
+        leaf_before = held(f.leaves, names.FABRIC_HOT_TABLE)
+        groups = [d.read_groups() for d in f.spines]
+    finally:
+        f.close()
+    g = Fabric(net, progs, state)
+    try:
+        rt = g.runtime
+        rt.start()
+        assert rt.epochs == epochs  # the spines did not restart: same epochs
+        assert [dict(pl.keys) for pl in rt.plans] == plans
+        after = {t: held(g.spines, t) for t in tables}
+        # a recovered key's floor is the spine's global_ver (as a rack's: confirms sent before
+        # this runtime took over validate nothing); the rest is what was there, nothing twice
+        for s, entries in enumerate(after.pop(names.KEYINDEX_TABLE)):
+            for match, entry in entries.items():
+                assert entry.params[names.PARAM_FLOOR] == g.spines[s].read_version()
+                before = spine_before[names.KEYINDEX_TABLE][s][match]
+                assert {**entry.params, names.PARAM_FLOOR: 0} == {**before.params, "floor": 0}
+            assert entries.keys() == spine_before[names.KEYINDEX_TABLE][s].keys()
+        del spine_before[names.KEYINDEX_TABLE]
+        assert after == spine_before
+        assert held(g.leaves, names.FABRIC_HOT_TABLE) == leaf_before
+        assert [d.read_groups() for d in g.spines] == groups
+        m = rt.period(inputs())  # the same load: the same plan, nothing to write
+        assert m.errors == [] and m.updates == 0 and [dict(pl.keys) for pl in rt.plans] == plans
+    finally:
+        g.close()
+
+
+def test_a_restarted_spine_gets_a_new_epoch(
+    net: Net, progs: tuple[Program, Program], tmp_path: Path
+) -> None:
+    f = Fabric(net, progs, tmp_path / "state.json")
+    try:
+        f.runtime.start()
+        before = list(f.runtime.epochs)
+        f.spines[0].apply([RegisterWrite(names.REG_EPOCH, 0, 0)])  # as a restarted switch
+        f.runtime.start()
+        assert f.runtime.epochs == [before[0] + 1, before[1]]
+        assert f.spines[0].read_register(names.REG_EPOCH)[0] == before[0] + 1
+    finally:
+        f.close()
