@@ -161,7 +161,7 @@ class Net:
             kind, where, port, frame = work.pop(0)
             if kind == "leaf":
                 for out, data in self.leaves[where].device.process(port, frame):
-                    if out >= UPLINK:
+                    if UPLINK <= out < UPLINK + SPINES:
                         work.append(("spine", out - UPLINK, where + 1, data))
                     else:
                         msg = p.Message.decode(bytes(Ether(data)[UDP].payload))
@@ -175,7 +175,9 @@ class Net:
         out, self.delivered = self.delivered, []
         return out
 
-    def from_host(self, name: str, dst_ip: str, msg: p.Message, sport: int = 40000) -> None:
+    def from_host(
+        self, name: str, dst_ip: str, msg: p.Message, sport: int = 40000, dport: int = p.KVS_PORT
+    ) -> None:
         """``msg`` sent by host ``name`` (a server or a client of any rack) to ``dst_ip``."""
         for r, rack in enumerate(self.racks):
             for h in rack.servers + rack.clients:
@@ -184,7 +186,7 @@ class Net:
                     frame = (
                         Ether(src=mac, dst=leaf_mac(r))
                         / IP(src=h.ip_text, dst=dst_ip)
-                        / UDP(sport=sport, dport=p.KVS_PORT)
+                        / UDP(sport=sport, dport=dport)
                         / msg.encode()
                     )
                     self.send(r, h.port, bytes(frame))

@@ -17,7 +17,7 @@ from kvswitch import protocol as p
 from kvswitch.controller import names
 from kvswitch.controller.fabric import FabricConfig
 from kvswitch.controller.fabric_runtime import FabricRuntime, RackInput
-from kvswitch.controller.ops import RegisterWrite
+from kvswitch.controller.ops import EntryOp, RegisterWrite, TableEntry
 from kvswitch.controller.p4rt_driver import P4RuntimeDriver, Program
 from tests.controller.fabric_net import (
     MAX_HOLDERS,
@@ -63,13 +63,18 @@ def inputs(hot: int = 1000) -> list[RackInput]:
 
 
 class Fabric:
-    def __init__(self, net: Net, progs: tuple[Program, Program], state: Path, cls=P4RuntimeDriver):
+    def __init__(
+        self,
+        net: Net,
+        progs: tuple[Program, Program],
+        state: Path,
+        leaf_cls: type[P4RuntimeDriver] = P4RuntimeDriver,
+        runtime_cls: type[FabricRuntime] = FabricRuntime,
+    ):
         self.agents = PacketAgents(net)
-        self.spines = spine_drivers(net, progs[0], self.agents, cls)
-        self.leaves = leaf_drivers(net, progs[1], cls)
-        self.runtime = FabricRuntime(
-            net.fabric, self.spines, self.leaves, config(), origin_of, state
-        )
+        self.spines = spine_drivers(net, progs[0], self.agents)
+        self.leaves = leaf_drivers(net, progs[1], leaf_cls)
+        self.runtime = runtime_cls(net.fabric, self.spines, self.leaves, config(), origin_of, state)
 
     def close(self) -> None:
         for d in self.spines + self.leaves:
@@ -83,12 +88,17 @@ def held(drivers: list[P4RuntimeDriver], table: str) -> list[dict]:
 def test_a_period_makes_a_key_fabric_hot_and_spreads_its_reads(
     net: Net, progs: tuple[Program, Program], tmp_path: Path
 ) -> None:
-    f = Fabric(net, progs, tmp_path / "state.json")
+    ProbeLeaf.net, ProbeLeaf.seen = net, []
+    f = Fabric(net, progs, tmp_path / "state.json", ProbeLeaf)
     try:
         rt = f.runtime
         rt.start()
         m = rt.period(inputs())
         assert m.errors == []
+        # from the moment each leaf steered HOT, a write from the origin's own rack reached the
+        # origin stamped by the spine (docs/fabric.md F3; test_steering_first_is_caught)
+        assert len(ProbeLeaf.seen) == RACKS
+        assert all(msg.epoch == rt.epochs[rt.spine_of[HOT]] and msg.ver for msg in ProbeLeaf.seen)
         assert HOT in rt.spine_of
         s = rt.spine_of[HOT]
         holders = rt.plans[s].keys[HOT].holders
@@ -169,20 +179,103 @@ def test_a_restarted_runtime_recovers_the_fabric(
         assert [d.read_groups() for d in g.spines] == groups
         m = rt.period(inputs())  # the same load: the same plan, nothing to write
         assert m.errors == [] and m.updates == 0 and [dict(pl.keys) for pl in rt.plans] == plans
+        # a spine that restarted (its epoch register back to 0) gets a new epoch
+        g.spines[0].apply([RegisterWrite(names.REG_EPOCH, 0, 0)])
+        rt.start()
+        assert rt.epochs == [epochs[0] + 1, epochs[1]]
+        assert g.spines[0].read_register(names.REG_EPOCH)[0] == epochs[0] + 1
     finally:
         g.close()
 
 
-def test_a_restarted_spine_gets_a_new_epoch(
+def test_a_refused_write_is_reported_and_read_back(
     net: Net, progs: tuple[Program, Program], tmp_path: Path
 ) -> None:
+    """A spine refuses part of the batch that makes HOT fabric-hot (an entry it already holds):
+    the period reports it, the spine's plan is read back (HOT's half-made entries deleted, its
+    HotkeyTable entry too if it went in), no leaf steers HOT, nobody is pushed; the next period
+    makes it properly."""
     f = Fabric(net, progs, tmp_path / "state.json")
     try:
+        rt = f.runtime
+        rt.start()
+        stray = TableEntry(
+            EntryOp.ADD,
+            names.SERVERMAP_TABLE,
+            ((names.MATCH_SLOT, 0), (names.MATCH_ORDINAL, 1)),
+            names.ACT_SET_SERVER,
+            (
+                (names.PARAM_VIDX, 1),
+                (names.PARAM_IP, 1),
+                (names.PARAM_MAC, 1),
+                (names.PARAM_PORT, 1),
+            ),
+        )
+        f.spines[0].apply([stray])  # HOT takes slot 0 of spine 0: its ordinal 1 is refused
+        m = rt.period(inputs())
+        assert len(m.errors) == 1 and m.errors[0].startswith("spine spine1: P4Runtime")
+        assert m.updates == 0 and HOT not in rt.spine_of and rt.plans[0].keys == {}
+        assert held(f.spines, names.HOTKEY_TABLE) == [{}, {}]
+        assert held(f.spines, names.SERVERMAP_TABLE) == [{}, {}]
+        assert held(f.leaves, names.FABRIC_HOT_TABLE) == [{}] * RACKS
+        assert f.agents.pushes == []
+        m = rt.period(inputs())
+        assert m.errors == [] and HOT in rt.spine_of
+        assert all(len(entries) == 1 for entries in held(f.leaves, names.FABRIC_HOT_TABLE))
+        assert len(f.agents.pushes) == 1
+    finally:
+        f.close()
+
+
+class ProbeLeaf(P4RuntimeDriver):
+    """A leaf driver that, right after each write of steering entries, sends a Set of HOT from
+    the client in the origin's rack (c1, the client F3 is about) and keeps what reached the
+    origin."""
+
+    net: Net
+    seen: list[p.Message]
+
+    def apply(self, ops) -> None:
+        super().apply(ops)
+        if any(
+            isinstance(op, TableEntry)
+            and op.table == names.FABRIC_HOT_TABLE
+            and op.op is EntryOp.ADD
+            for op in ops
+        ):
+            set_ = p.Message(p.Op.SET, HOT, b"probe", cid=5, seq=len(self.seen) + 1)
+            self.net.from_host("c1", self.net.server_ip(ORIGIN), set_)
+            origin = self.net.server_name(ORIGIN)
+            got = [m for n, m in self.net.take() if n == origin and m.op == p.Op.SET]
+            self.seen += got
+            for m in got:  # the origin completes the write (the spine's origin_ver follows)
+                reply = p.Message(p.Op.SET_REPLY, HOT, cid=5, seq=m.seq, epoch=m.epoch, ver=m.ver)
+                self.net.from_host(origin, "10.1.1.1", reply, p.KVS_PORT, 40000)
+                self.net.take()
+
+
+class SteerFirst(FabricRuntime):
+    """Deliberately broken: the leaves steer before the spines hold the key's entries."""
+
+    def _write(self, m, batches) -> None:
+        held = self.controller.spine_of
+        self.controller.spine_of = {
+            key: s for s, plan in enumerate(self.plans) for key in plan.keys
+        }
+        self._write_steering(m)
+        self.controller.spine_of = held
+        self._write_spines(m, batches)
+        self._write_agents(m, batches)
+
+
+def test_steering_first_is_caught(net: Net, progs: tuple[Program, Program], tmp_path: Path) -> None:
+    """The probe of the first test on a runtime that writes the leaves' steering before the
+    spines' entries: the near client's write reaches the origin unstamped (the hazard F3 names)."""
+    ProbeLeaf.net, ProbeLeaf.seen = net, []
+    f = Fabric(net, progs, tmp_path / "state.json", ProbeLeaf, SteerFirst)
+    try:
         f.runtime.start()
-        before = list(f.runtime.epochs)
-        f.spines[0].apply([RegisterWrite(names.REG_EPOCH, 0, 0)])  # as a restarted switch
-        f.runtime.start()
-        assert f.runtime.epochs == [before[0] + 1, before[1]]
-        assert f.spines[0].read_register(names.REG_EPOCH)[0] == before[0] + 1
+        f.runtime.period(inputs())
+        assert ProbeLeaf.seen and any(msg.ver == 0 and msg.epoch == 0 for msg in ProbeLeaf.seen)
     finally:
         f.close()
