@@ -43,6 +43,7 @@ from kvswitch.controller.fabric_ops import (
     spine_static,
     steering,
     steering_diff,
+    steering_of,
     steering_ready,
 )
 from kvswitch.controller.fabricfile import FabricFile
@@ -124,8 +125,10 @@ class FabricRuntime:
         self.controller = FabricController(fabric.shape, config, origin_of)
         self.layouts = [SpineLayout(fabric, s) for s in range(len(spines))]
         self.epochs = [0] * len(spines)
-        # what each leaf's FabricHotTable holds (None: unknown, reconciled whole next period)
+        # what each leaf's FabricHotTable holds (None: unknown), and whether it holds nothing
+        # else and forwards (its default NoAction); a leaf that is not clean is reconciled whole
         self.steered: list[dict[bytes, int] | None] = [None] * len(leaves)
+        self.clean = [False] * len(leaves)
         self.spine_ok = [False] * len(spines)
         self.withheld: dict[bytes, PushRequest] = {}  # pushes waiting for every leaf's steering
         self.periods = 0
@@ -238,7 +241,7 @@ class FabricRuntime:
 
     def _start_leaf(self, r: int) -> None:
         drv = self.leaves[r]
-        self.steered[r] = None
+        self.steered[r], self.clean[r] = None, False
         drv.apply(drv.reconcile(leaf_static(self.fabric, r)))
         self._reconcile_steering(r)
 
@@ -246,10 +249,12 @@ class FabricRuntime:
         """Leaf ``r``'s FabricHotTable made to hold exactly the keys the spines hold, then its
         default set to NoAction (it forwards KVSwitch packets again)."""
         drv = self.leaves[r]
+        self.steered[r], self.clean[r] = None, False
         wanted = steering(self.fabric, r, self.spine_of)
         drv.apply(drv.reconcile(wanted, prune=(names.FABRIC_HOT_TABLE,)))
-        drv.apply([steering_ready()])
         self.steered[r] = dict(self.spine_of)
+        drv.apply([steering_ready()])
+        self.clean[r] = True
 
     # -- periods ------------------------------------------------------------------------------------
 
@@ -320,6 +325,8 @@ class FabricRuntime:
         docstring)."""
         self._write_spines(m, batches)
         self._write_steering(m)
+        if any(held is None for held in self.steered):
+            self._unsteered(m)
         self._write_agents(m, batches)
 
     def _write_spines(self, m: FabricMetrics, batches: list[list[Operation]]) -> None:
@@ -340,7 +347,7 @@ class FabricRuntime:
         for r, drv in enumerate(self.leaves):
             held = self.steered[r]
             try:
-                if held is None:
+                if held is None or not self.clean[r]:
                     self._reconcile_steering(r)
                     continue
                 gone, made = steering_diff(self.fabric, r, held, spine_of)
@@ -350,8 +357,52 @@ class FabricRuntime:
                 self.steered[r] = dict(spine_of)
                 m.updates += len(gone) + len(made)
             except DriverError as exc:
+                self.steered[r], self.clean[r] = None, False
                 m.errors.append(f"leaf {self._leaf_name(r)}: {_first_line(exc)}")
                 LOG.error("leaf %s: steering not written: %s", self._leaf_name(r), exc)
+
+    def _unsteered(self, m: FabricMetrics) -> None:
+        """After a leaf refused steering: the keys some leaf does not steer to their spine are
+        broken at that spine (a write from the origin's rack would reach the origin unstamped,
+        and a replica an UPDATE copy validated would then serve a stale value), then their
+        steering entries go from every leaf that has them."""
+        held: list[dict[bytes, int]] = []
+        for r, drv in enumerate(self.leaves):
+            try:
+                held.append(steering_of(drv.read_entries(names.FABRIC_HOT_TABLE), self.fabric, r))
+            except DriverError:
+                held.append({})  # unreachable: its rack is cut off; it steers nothing known
+        spine_of = self.spine_of
+        bad = {key for key, s in spine_of.items() if any(h.get(key) != s for h in held)}
+        if not bad:
+            return
+        LOG.warning(
+            "%d fabric-hot keys not steered by every leaf: broken at their spines", len(bad)
+        )
+        for s, plan in enumerate(self.plans):
+            kept = Plan(
+                plan.servers, plan.slots, {k: v for k, v in plan.keys.items() if k not in bad}
+            )
+            if len(kept.keys) == len(plan.keys):
+                continue
+            ops = [op for op in spine_diff(plan, kept, self.layouts[s]) if _switch_op(op)]
+            try:
+                self.spines[s].apply(ops)
+                self.controller.plans[s] = kept
+            except DriverError as exc:
+                self._spine_error(m, s, exc)
+        self.controller.spine_of = {
+            key: s for s, plan in enumerate(self.plans) for key in plan.keys
+        }
+        for r, drv in enumerate(self.leaves):
+            gone, _ = steering_diff(self.fabric, r, held[r], self.spine_of)
+            try:
+                drv.apply(gone)
+                # known again; a leaf that refused is still reconciled whole next period
+                self.steered[r] = {k: v for k, v in held[r].items() if k in self.spine_of}
+            except DriverError as exc:
+                m.errors.append(f"leaf {self._leaf_name(r)}: {_first_line(exc)}")
+                self.steered[r], self.clean[r] = None, False
 
     def _write_agents(self, m: FabricMetrics, batches: list[list[Operation]]) -> None:
         """Pushes and removals; a push only once every leaf steers its key (the origin's SYNC
@@ -430,7 +481,7 @@ class FabricRuntime:
                 drv.reconnect()
                 self._start_leaf(r)
             except DriverError as exc:
-                self.steered[r] = None
+                self.steered[r], self.clean[r] = None, False
                 m.errors.append(f"leaf {self._leaf_name(r)}: {_first_line(exc)}")
 
     def _done(self, m: FabricMetrics, began: float) -> FabricMetrics:

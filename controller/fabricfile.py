@@ -1,7 +1,7 @@
 """The fabric file (JSON) that ``kvswitch fabric-controller --config`` reads: the spines, the
 leaves and their servers, the ports between them (docs/fabric.md "Runtime").
 
-    {"k": 1024, "max_holders": 64,
+    {"k": 1024, "max_holders": 64, "leaf_keys": 4096,
      "spines": [{"name": "sp1", "mac": "02:00:00:00:f0:01",
                  "p4runtime": "127.0.0.1:9559", "thrift": "127.0.0.1:9090", "device_id": 0,
                  "ports": [1, 2]}],
@@ -10,7 +10,9 @@ leaves and their servers, the ports between them (docs/fabric.md "Runtime").
                 "uplinks": [5], "servers": ["10.1.0.1", "10.1.0.2"]}, ...]}
 
 A spine's ``ports[r]`` is its port to rack r's leaf; a leaf's ``uplinks[s]`` its port to spine s.
-Servers are numbered rack by rack in file order (``FabricShape``: server j of rack r is
+``k`` is each spine's hot-key slots the controller uses, ``max_holders`` the spines' MAX_HOLDERS
+and ``leaf_keys`` the leaves' FabricHotTable size (FABRIC_KEYS): every fabric-hot key is steered
+by every leaf, so k x spines must fit it. Servers are numbered rack by rack in file order (``FabricShape``: server j of rack r is
 ``r * servers + j``); every rack has the same number of servers.
 """
 
@@ -28,6 +30,8 @@ from kvswitch.controller.rackfile import _int, _ip, _list, _mac, _object
 
 #: A spine's holders of one key at most (p4src/shared/sizes.p4 MAX_HOLDERS, its default).
 MAX_HOLDERS = 64
+#: Fabric-hot keys a leaf steers at most (steering.p4 FABRIC_KEYS = 4 x HOT_KEYS, its default).
+LEAF_KEYS = 4096
 
 
 class FabricFileError(ValueError):
@@ -67,6 +71,7 @@ class FabricFile:
     racks: tuple[RackSide, ...]
     k: int = 1024
     max_holders: int = MAX_HOLDERS
+    leaf_keys: int = LEAF_KEYS
 
     @property
     def shape(self) -> FabricShape:
@@ -118,6 +123,7 @@ class FabricFile:
             )
             k = _int(top.get("k", 1024), "k", 1, 1 << 20)
             holders = _int(top.get("max_holders", MAX_HOLDERS), "max_holders", 2, 255)
+            leaf_keys = _int(top.get("leaf_keys", LEAF_KEYS), "leaf_keys", 1, 1 << 24)
         except (TypeError, ValueError) as exc:
             raise FabricFileError(f"{where}: {exc}") from exc
         if not spines or not racks:
@@ -136,7 +142,12 @@ class FabricFile:
         names = [x.switch.name for x in spines] + [x.switch.name for x in racks]
         if len(set(names)) != len(names):
             raise FabricFileError(f"{where}: two switches share a name")
-        return cls(spines, racks, k, holders)
+        if k * len(spines) > leaf_keys:
+            raise FabricFileError(
+                f"{where}: {len(spines)} spines x k = {k} fabric-hot keys do not fit the "
+                f"leaves' {leaf_keys} steering entries (leaf_keys)"
+            )
+        return cls(spines, racks, k, holders, leaf_keys)
 
 
 def _endpoint(h: dict[str, Any], what: str) -> Endpoint:

@@ -114,6 +114,7 @@ def fabric_json(spines: list[Switch], leaves: list[Switch], k: int = 16) -> dict
     return {
         "k": k,
         "max_holders": MAX_HOLDERS,
+        "leaf_keys": 4 * int(LEAF_DEFINES["HOT_KEYS"]),  # steering.p4's FABRIC_KEYS
         "spines": [
             {**ends(sw), "mac": spine_mac(s), "ports": [r + 1 for r in range(RACKS)]}
             for s, sw in enumerate(spines)

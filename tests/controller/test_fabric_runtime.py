@@ -227,6 +227,41 @@ def test_a_refused_write_is_reported_and_read_back(
         f.close()
 
 
+def test_a_key_a_leaf_does_not_steer_is_broken_at_its_spine(
+    net: Net, progs: tuple[Program, Program], tmp_path: Path
+) -> None:
+    """Leaf 2 refuses HOT's steering entry (it holds another one for HOT): HOT is taken off its
+    spine again and its entries off the other leaves (a write from its origin's rack could
+    otherwise reach the origin unstamped while the spine serves reads from replicas), nobody
+    is pushed; the next period reconciles leaf 2 and makes HOT properly."""
+    f = Fabric(net, progs, tmp_path / "state.json")
+    try:
+        rt = f.runtime
+        rt.start()
+        stray = TableEntry(
+            EntryOp.ADD,
+            names.FABRIC_HOT_TABLE,
+            ((names.MATCH_KEY, HOT),),
+            names.ACT_SET_SPINE,
+            ((names.PARAM_PORT, 7), (names.PARAM_DMAC, 1)),
+        )
+        f.leaves[1].apply([stray])
+        m = rt.period(inputs())
+        assert [e.split(":")[0] for e in m.errors] == ["leaf leaf2"]
+        assert rt.spine_of == {} and held(f.spines, names.HOTKEY_TABLE) == [{}, {}]
+        assert [len(x) for x in held(f.leaves, names.FABRIC_HOT_TABLE)] == [0, 1, 0]
+        assert f.agents.pushes == []
+        m = rt.period(inputs())
+        assert m.errors == [] and HOT in rt.spine_of
+        s = rt.spine_of[HOT]
+        for r, entries in enumerate(held(f.leaves, names.FABRIC_HOT_TABLE)):
+            [entry] = entries.values()
+            assert entry.params[names.PARAM_PORT] == net.fabric.racks[r].uplinks[s]
+        assert len(f.agents.pushes) == 1
+    finally:
+        f.close()
+
+
 class ProbeLeaf(P4RuntimeDriver):
     """A leaf driver that, right after each write of steering entries, sends a Set of HOT from
     the client in the origin's rack (c1, the client F3 is about) and keeps what reached the
