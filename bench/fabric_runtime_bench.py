@@ -25,7 +25,6 @@ from kvswitch.controller.fabric import FabricConfig
 from kvswitch.controller.fabric_runtime import FabricRuntime, RackInput
 from kvswitch.controller.fabricfile import FabricFile
 from kvswitch.controller.p4rt_driver import P4RuntimeDriver, Program, SwitchAddress
-from kvswitch.controller.rack import Rack, ServerAddress
 
 
 @dataclass
@@ -163,15 +162,7 @@ def run(spines: int, racks: int, servers: int, keys: int, k: int, holders: int) 
                     )
                 )
             for r, sw in enumerate(sws[spines:]):
-                rack = Rack(
-                    tuple(
-                        ServerAddress(
-                            fabric.server_ip(r * servers + j), 0x020000000000 + j + 1, j + 1
-                        )
-                        for j in range(servers)
-                    )
-                )
-                drivers.append(P4RuntimeDriver(sw.address, leaf_prog, rack))
+                drivers.append(P4RuntimeDriver(sw.address, leaf_prog, fabric.leaf_rack(r)))
             hot = [p.pad_key(b"bench-%d" % i) for i in range(keys)]
             origin = {key: i % servers for i, key in enumerate(hot)}  # all in rack 0
             runtime = FabricRuntime(

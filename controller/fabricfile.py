@@ -7,12 +7,17 @@ leaves and their servers, the ports between them (docs/fabric.md "Runtime").
                  "ports": [1, 2]}],
      "racks": [{"name": "r1", "leaf_mac": "02:00:00:00:01:fe", "subnet": "10.1.0.0/16",
                 "p4runtime": "127.0.0.1:9561", "thrift": "127.0.0.1:9092", "device_id": 0,
-                "uplinks": [5], "servers": ["10.1.0.1", "10.1.0.2"]}, ...]}
+                "uplinks": [5], "servers": ["10.1.0.1", {"ip": "10.1.0.2", "control": "unix:/run/s12.ctl"}],
+                "inputs": "/run/kvswitch/r1.inputs.json"}, ...]}
 
 A spine's ``ports[r]`` is its port to rack r's leaf; a leaf's ``uplinks[s]`` its port to spine s.
 ``k`` is each spine's hot-key slots the controller uses, ``max_holders`` the spines' MAX_HOLDERS
 and ``leaf_keys`` the leaves' FabricHotTable size (FABRIC_KEYS): every fabric-hot key is steered
-by every leaf, so k x spines must fit it. Servers are numbered rack by rack in file order (``FabricShape``: server j of rack r is
+by every leaf, so k x spines must fit it. A server is its address, or ``{"ip", "control"}`` with its agent's control endpoint (pushes
+and removals of fabric replicas, as in a rack file). ``inputs`` (optional) is the file the
+rack's controller writes each period for the fabric controller (``kvswitch fabric-controller``,
+:func:`kvswitch.controller.fabric_main.read_inputs`). Servers are numbered rack by rack in file
+order (``FabricShape``: server j of rack r is
 ``r * servers + j``); every rack has the same number of servers.
 """
 
@@ -26,7 +31,7 @@ from typing import Any
 
 from kvswitch.controller.fabric import FabricShape
 from kvswitch.controller.rack import Rack, ServerAddress
-from kvswitch.controller.rackfile import _int, _ip, _list, _mac, _object
+from kvswitch.controller.rackfile import Host, RackFile, _int, _ip, _list, _mac, _object
 
 #: A spine's holders of one key at most (p4src/shared/sizes.p4 MAX_HOLDERS, its default).
 MAX_HOLDERS = 64
@@ -63,6 +68,8 @@ class RackSide:
     subnet: tuple[int, int]  # (address, prefix length)
     uplinks: tuple[int, ...]  # port to spine s
     servers: tuple[int, ...]  # IPv4 addresses
+    controls: tuple[str | None, ...] = ()  # each server's agent control endpoint
+    inputs: str | None = None  # the rack controller's hand-off file
 
 
 @dataclass(frozen=True)
@@ -102,6 +109,22 @@ class FabricFile:
                 for s in range(self.total)
             )
         )
+
+    def leaf_rack(self, rack: int) -> Rack:
+        """Rack ``rack``'s servers as its leaf's driver counts them (by address)."""
+        servers = self.spine_rack().servers
+        per = len(self.racks[0].servers)
+        return Rack(servers[rack * per : (rack + 1) * per])
+
+    def agents_rack(self) -> RackFile:
+        """The fabric's servers as :class:`~kvswitch.controller.agents.AgentPool` takes them
+        (names, addresses, control endpoints; fabric server numbers)."""
+        hosts = tuple(
+            Host(f"{r.switch.name}-{j + 1}", ip, 0, 0, r.controls[j] if r.controls else None)
+            for r in self.racks
+            for j, ip in enumerate(r.servers)
+        )
+        return RackFile(0, 0, 0, hosts, ())
 
     @classmethod
     def load(cls, path: str | Path) -> FabricFile:
@@ -192,10 +215,19 @@ def _rack(value: Any, what: str) -> RackSide:
         net = ipaddress.IPv4Network(subnet if isinstance(subnet, str) else "")
     except ValueError as exc:
         raise ValueError(f"{what}.subnet must be an IPv4 network a.b.c.d/n ({exc})") from exc
-    servers = tuple(
-        _ip(x, f"{what}.servers[{i}]")
-        for i, x in enumerate(_list(h.get("servers"), f"{what}.servers"))
-    )
+    servers: list[int] = []
+    controls: list[str | None] = []
+    for i, x in enumerate(_list(h.get("servers"), f"{what}.servers")):
+        where = f"{what}.servers[{i}]"
+        entry = x if isinstance(x, dict) else {"ip": x}
+        control = entry.get("control")
+        if control is not None and not isinstance(control, str):
+            raise ValueError(f"{where}.control must be a string (unix:PATH or HOST:PORT)")
+        servers.append(_ip(entry.get("ip"), f"{where}.ip" if isinstance(x, dict) else where))
+        controls.append(control)
+    inputs = h.get("inputs")
+    if inputs is not None and not isinstance(inputs, str):
+        raise ValueError(f"{what}.inputs must be a path")
     for i, ip in enumerate(servers):
         if ipaddress.IPv4Address(ip) not in net:
             raise ValueError(f"{what}.servers[{i}] is outside its rack's subnet")
@@ -204,5 +236,7 @@ def _rack(value: Any, what: str) -> RackSide:
         _mac(h.get("leaf_mac"), f"{what}.leaf_mac"),
         (int(net.network_address), net.prefixlen),
         _ports(h.get("uplinks"), f"{what}.uplinks"),
-        servers,
+        tuple(servers),
+        tuple(controls),
+        inputs,
     )

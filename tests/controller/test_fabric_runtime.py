@@ -8,6 +8,7 @@ reported and read back, never counted as done."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,9 +21,11 @@ from kvswitch.controller.fabric_runtime import FabricRuntime, RackInput
 from kvswitch.controller.ops import EntryOp, RegisterWrite, TableEntry
 from kvswitch.controller.p4rt_driver import P4RuntimeDriver, Program
 from tests.controller.fabric_net import (
+    LEAF_DEFINES,
     MAX_HOLDERS,
     RACKS,
     SERVERS,
+    SPINE_DEFINES,
     Net,
     PacketAgents,
     fabric_net,
@@ -314,3 +317,46 @@ def test_steering_first_is_caught(net: Net, progs: tuple[Program, Program], tmp_
         assert ProbeLeaf.seen and any(msg.ver == 0 and msg.epoch == 0 for msg in ProbeLeaf.seen)
     finally:
         f.close()
+
+
+def test_the_fabric_controller_process(
+    net: Net, progs: tuple[Program, Program], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``kvswitch fabric-controller --config``: the racks' hand-off files name a heavy key of
+    rack 0; one period makes it fabric-hot on the switches; a second run from the state file
+    keeps the spines' epochs. A bad fabric file is one line on stderr and exit 2."""
+    from kvswitch.controller import fabric_main
+
+    raw = json.loads((tmp_path / "fabric.json").read_text())
+    shape = net.fabric.shape
+    ring = p.HashRing.of(range(shape.total))
+    key = next(
+        k for k in (p.pad_key(b"cli-%d" % i) for i in range(100)) if ring.origin(k) < SERVERS
+    )
+    for r, rack in enumerate(raw["racks"]):
+        rack["inputs"] = str(tmp_path / f"r{r}.json")
+        loads = [100.0] * SERVERS
+        observed = {}
+        if r == 0:
+            loads[ring.origin(key)] += 1000
+            observed = {key.hex(): 1000}
+        (tmp_path / f"r{r}.json").write_text(json.dumps({"loads": loads, "observed": observed}))
+    raw["racks"][2]["inputs"] = str(tmp_path / "missing.json")  # idle, said in the log
+    (tmp_path / "cli.json").write_text(json.dumps(raw))
+    argv = ["--config", str(tmp_path / "cli.json"), "--state", str(tmp_path / "cli-state.json")]
+    argv += ["--period", "0.01", "--periods", "1"]
+    argv += [f"--spine-define={k}={v}" for k, v in SPINE_DEFINES.items()]
+    argv += [f"--leaf-define={k}={v}" for k, v in LEAF_DEFINES.items()]
+    assert fabric_main.main(argv) == 0
+    state = json.loads((tmp_path / "cli-state.json").read_text())
+    with P4RuntimeDriver(net.leaves[2].address, progs[1], net.racks[2].rack()) as drv:
+        assert list(drv.read_entries(names.FABRIC_HOT_TABLE)) != []
+    assert fabric_main.main(argv) == 0
+    assert (
+        json.loads((tmp_path / "cli-state.json").read_text())["spine_epochs"]
+        == state["spine_epochs"]
+    )
+    (tmp_path / "bad.json").write_text(json.dumps({**raw, "k": 10_000}))
+    assert fabric_main.main(["--config", str(tmp_path / "bad.json")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("kvswitch fabric-controller:") and "\n" not in err
