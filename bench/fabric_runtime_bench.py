@@ -17,6 +17,7 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from kvswitch import argtypes as t
 from kvswitch import protocol as p
@@ -32,14 +33,14 @@ class LiveSwitch:
     """A software switch with no program behind its own P4Runtime and Thrift servers."""
 
     name: str
-    device: object
+    device: Any  # softswitch.runtime.device.Device (imported when a switch starts)
     address: SwitchAddress
-    rt: object
-    thrift: object
+    rt: Any
+    thrift: Any
 
     def stop(self) -> None:
-        self.thrift.stop()  # type: ignore[attr-defined]
-        self.rt.stop(grace=0)  # type: ignore[attr-defined]
+        self.thrift.stop()
+        self.rt.stop(grace=0)
 
 
 def start_switch(name: str) -> LiveSwitch:

@@ -18,12 +18,9 @@ import contextlib
 import functools
 import json
 import logging
-import signal
 import sys
-import threading
 import time
 from pathlib import Path
-from types import FrameType
 
 from kvswitch import argtypes as t
 from kvswitch import protocol as p
@@ -32,6 +29,7 @@ from kvswitch.controller.driver import DriverError
 from kvswitch.controller.fabric import FabricConfig
 from kvswitch.controller.fabric_runtime import FabricRuntime, RackInput
 from kvswitch.controller.fabricfile import FabricFile, FabricFileError
+from kvswitch.controller.main import stop_on_signals
 from kvswitch.controller.p4rt_driver import P4RuntimeDriver, Program, SwitchAddress
 from kvswitch.controller.program import compiled_for_bmv2, from_source
 
@@ -105,14 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stdout)
     logging.getLogger("finsy").setLevel(logging.CRITICAL)
-    stop = threading.Event()
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, on_signal)
-        signal.signal(signal.SIGINT, on_signal)
+    stop = stop_on_signals()
     try:
         fabric = FabricFile.load(args.config)
         spine_prog = _program("kvswitch_spine.p4", args.spine_define, args.target)

@@ -24,7 +24,7 @@ from kvswitch.controller.ops import (
     RemoveRequest,
     TableEntry,
 )
-from kvswitch.controller.plan import KeyPlan, Plan, build_plan, diff
+from kvswitch.controller.plan import KeyPlan, Plan, assemble, build_plan, diff
 from kvswitch.controller.rack import Rack
 
 #: The spine's tables whose entries follow its hot keys (recovery deletes those of no hot key).
@@ -343,7 +343,7 @@ def implied_spine_entries(plan: Plan, layout: SpineLayout, floor: int) -> list[O
 
 
 def spine_plan(
-    hot: Mapping[Match, HeldEntry],
+    hot_entries: Mapping[Match, HeldEntry],
     servermap: Mapping[Match, HeldEntry],
     layout: SpineLayout,
     slots: int,
@@ -364,26 +364,15 @@ def spine_plan(
         ):
             server = -1
         ordinals[(slot, ordinal)] = server
-    plan = Plan(layout.total, slots)
-    broken: list[bytes] = []
-    taken: set[int] = set()
-    for entry in hot.values():
-        key = _key_bytes(dict(entry.raw_match)[names.MATCH_KEY])
-        slot = entry.params.get(names.PARAM_SLOT, -1)
-        n = entry.params.get(names.PARAM_HOLDERS, 0)
-        holders = tuple(ordinals.get((slot, o), -1) for o in range(n))
-        if (
-            not 1 <= n <= layout.row
-            or -1 in holders
-            or len(set(holders)) != n
-            or not 0 <= slot < slots
-            or slot in taken
-        ):
-            broken.append(key)
-            continue
-        taken.add(slot)
-        plan.keys[key] = KeyPlan(slot, holders)
-    return plan, broken
+    hot = [
+        (
+            _key_bytes(dict(e.raw_match)[names.MATCH_KEY]),
+            e.params.get(names.PARAM_SLOT, -1),
+            e.params.get(names.PARAM_HOLDERS, 0),
+        )
+        for e in hot_entries.values()
+    ]
+    return assemble(hot, ordinals, layout.total, slots, layout.row)
 
 
 def steering_of(held: Mapping[Match, HeldEntry], fabric: FabricFile, rack: int) -> dict[bytes, int]:

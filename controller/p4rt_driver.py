@@ -52,7 +52,7 @@ from kvswitch.controller.ops import (
     RemoveRequest,
     TableEntry,
 )
-from kvswitch.controller.plan import KeyPlan, Plan
+from kvswitch.controller.plan import Plan, assemble
 from kvswitch.controller.rack import Rack
 
 LOG = logging.getLogger("kvswitch.controller")
@@ -422,26 +422,15 @@ class P4RuntimeDriver(SwitchDriver):
             if int(entry.action.args[names.PARAM_VIDX]) != names.valid_base(slot, m) + server:
                 server = -1
             ordinals[(slot, int(entry.match[names.MATCH_ORDINAL]))] = server
-        plan = Plan(m, self._slots)
-        broken: list[bytes] = []
-        taken: set[int] = set()
-        for entry in self._read_table(names.HOTKEY_TABLE):
-            key = _key_bytes(entry.match[names.MATCH_KEY])
-            slot = int(entry.action.args[names.PARAM_SLOT])
-            n = int(entry.action.args[names.PARAM_HOLDERS])
-            holders = tuple(ordinals.get((slot, o), -1) for o in range(n))
-            if (
-                not 1 <= n <= m
-                or -1 in holders
-                or len(set(holders)) != n
-                or not 0 <= slot < self._slots
-                or slot in taken
-            ):
-                broken.append(key)
-                continue
-            taken.add(slot)
-            plan.keys[key] = KeyPlan(slot, holders)
-        return plan, broken
+        hot = [
+            (
+                _key_bytes(entry.match[names.MATCH_KEY]),
+                int(entry.action.args[names.PARAM_SLOT]),
+                int(entry.action.args[names.PARAM_HOLDERS]),
+            )
+            for entry in self._read_table(names.HOTKEY_TABLE)
+        ]
+        return assemble(hot, ordinals, m, self._slots, m)
 
     def read_groups(self) -> dict[int, tuple[tuple[int, int], ...]]:
         """Multicast groups: group -> sorted (egress port, replication id)."""

@@ -23,16 +23,13 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
 from kvswitch import protocol as p
+from kvswitch.bench.fabric_runtime_bench import LiveSwitch, fabric_dict, start_switch
 from kvswitch.controller.fabricfile import FabricFile
-from kvswitch.controller.p4rt_driver import P4RuntimeDriver, Program, SwitchAddress
+from kvswitch.controller.p4rt_driver import P4RuntimeDriver, Program
 from kvswitch.controller.rackfile import RackFile
 from kvswitch.controller.startup import static_ops
 from kvswitch.paths import p4src_dir
 from softswitch.runtime.bundle import Bundle
-from softswitch.runtime.device import Device
-from softswitch.runtime.p4runtime_server import P4RuntimeServer
-from softswitch.runtime.thrift_server import ThriftServer
-from tests.runtime.conftest import free_port
 
 SPINES, RACKS, SERVERS = 2, 3, 2
 MAX_HOLDERS = 4
@@ -79,57 +76,9 @@ def rack_json(r: int) -> dict:
     }
 
 
-@dataclass
-class Switch:
-    name: str
-    device: Device
-    address: SwitchAddress
-    rt: P4RuntimeServer
-    thrift: ThriftServer
-
-    def stop(self) -> None:
-        self.thrift.stop()
-        self.rt.stop(grace=0)
-
-
-def start_switch(name: str) -> Switch:
-    device = Device(device_id=0)
-    grpc_addr = f"127.0.0.1:{free_port()}"
-    thrift_port = free_port()
-    rt = P4RuntimeServer(device, grpc_addr)
-    thrift = ThriftServer(device, thrift_port, host="127.0.0.1")
-    rt.start()
-    thrift.start()
-    return Switch(name, device, SwitchAddress(grpc_addr, 0, "127.0.0.1", thrift_port), rt, thrift)
-
-
-def fabric_json(spines: list[Switch], leaves: list[Switch], k: int = 16) -> dict:
-    def ends(sw: Switch) -> dict:
-        return {
-            "name": sw.name,
-            "p4runtime": sw.address.grpc_addr,
-            "thrift": f"{sw.address.thrift_host}:{sw.address.thrift_port}",
-        }
-
-    return {
-        "k": k,
-        "max_holders": MAX_HOLDERS,
-        "leaf_keys": 4 * int(LEAF_DEFINES["HOT_KEYS"]),  # steering.p4's FABRIC_KEYS
-        "spines": [
-            {**ends(sw), "mac": spine_mac(s), "ports": [r + 1 for r in range(RACKS)]}
-            for s, sw in enumerate(spines)
-        ],
-        "racks": [
-            {
-                **ends(sw),
-                "leaf_mac": leaf_mac(r),
-                "subnet": f"10.{r + 1}.0.0/16",
-                "uplinks": [UPLINK + s for s in range(SPINES)],
-                "servers": [f"10.{r + 1}.0.{j + 1}" for j in range(SERVERS)],
-            }
-            for r, sw in enumerate(leaves)
-        ],
-    }
+def fabric_json(spines: list[LiveSwitch], leaves: list[LiveSwitch], k: int = 16) -> dict:
+    """The fabric file of the links above (the benchmark's layout)."""
+    return fabric_dict(spines, leaves, SERVERS, k, MAX_HOLDERS)
 
 
 def programs() -> tuple[Program, Program]:
@@ -143,8 +92,8 @@ def programs() -> tuple[Program, Program]:
 @dataclass
 class Net:
     fabric: FabricFile
-    spines: list[Switch]
-    leaves: list[Switch]
+    spines: list[LiveSwitch]
+    leaves: list[LiveSwitch]
     racks: list[RackFile]
     delivered: list[tuple[str, p.Message]] = field(default_factory=list)
 

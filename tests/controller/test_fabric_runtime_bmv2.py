@@ -36,7 +36,7 @@ from tests.controller.fabric_net import (
     rack_json,
 )
 from tests.controller.test_fabric_runtime import HOT, config, inputs, origin_of
-from tests.p4c_bmv2.tools import need, stop, wait_port
+from tests.p4c_bmv2.tools import need, start_grpc_switch, stop
 
 
 @dataclass
@@ -77,19 +77,9 @@ def switches() -> Iterator[list[Bmv2]]:
             f"leaf{r + 1}" for r in range(RACKS)
         ]:
             grpc_port, thrift_port = free_port(), free_port()
-            proc = subprocess.Popen(
-                [binary, "--no-p4", "--device-id", "0", "--thrift-port", str(thrift_port), "--",
-                 "--grpc-server-addr", f"127.0.0.1:{grpc_port}"],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )  # fmt: skip
-            out.append(
-                Bmv2(
-                    name, SwitchAddress(f"127.0.0.1:{grpc_port}", 0, "127.0.0.1", thrift_port), proc
-                )
-            )
-            wait_port(grpc_port, proc)
-            wait_port(thrift_port, proc)
+            proc = start_grpc_switch(binary, grpc_port, thrift_port)
+            address = SwitchAddress(f"127.0.0.1:{grpc_port}", 0, "127.0.0.1", thrift_port)
+            out.append(Bmv2(name, address, proc))
         yield out
     finally:
         for sw in out:
