@@ -56,6 +56,7 @@ from kvswitch.controller.ops import (
     TableEntry,
 )
 from kvswitch.controller.plan import Plan
+from kvswitch.controller.repair import unconfirmed_pushes
 from kvswitch.controller.startup import EPOCH_MAX, next_epoch
 
 LOG = logging.getLogger("kvswitch.fabric")
@@ -167,6 +168,8 @@ class FabricRuntime:
                 self._start_leaf(r)
             except DriverError as exc:
                 LOG.error("leaf %s: start failed: %s", self._leaf_name(r), exc)
+        if all(held is not None for held in self.steered):
+            self._push_unconfirmed()
         LOG.info(
             "fabric started: epochs %s, %d fabric-hot keys held",
             self.epochs,
@@ -216,6 +219,31 @@ class FabricRuntime:
             LOG.info("spine %s: %d entries/groups fixed", self._spine_name(s), len(fixes))
             drv.apply(fixes)
         return plan
+
+    def _push_unconfirmed(self) -> None:
+        """Push again every recovered key with a replica that is not valid (a push the previous
+        controller did not make, or lost): nothing else but the key's next write would ever
+        make that replica serve. Once every leaf steers (the SYNC must cross the spine)."""
+        for s, drv in enumerate(self.spines):
+            plan = self.plans[s]
+            if not self.spine_ok[s] or not any(kp.replicas for kp in plan.keys.values()):
+                continue
+            try:
+                pushes = unconfirmed_pushes(
+                    plan.keys,
+                    plan.servers,
+                    drv.read_register(names.REG_SLOT_VER),
+                    drv.read_register(names.REG_ORIGIN_VER),
+                    drv.read_register(names.REG_VALID_VER),
+                    self.fabric.max_holders,
+                )
+                if pushes:
+                    LOG.info(
+                        "spine %s: pushing %d recovered keys", self._spine_name(s), len(pushes)
+                    )
+                    drv.apply(pushes)
+            except DriverError as exc:
+                LOG.error("spine %s: %s", self._spine_name(s), exc)
 
     def _own_spines(self) -> None:
         """The fabric-hot keys are what the spines hold; a key two spines hold (a controller

@@ -156,6 +156,15 @@ def test_a_restarted_runtime_recovers_the_fabric(
             names.HOSTPORT_TABLE,
             names.RIDTOSERVER_TABLE,
         )
+        # a write the origin completes and the replicas never confirm: after the restart the
+        # replicas are not valid, and are pushed again
+        s = f.runtime.spine_of[HOT]
+        origin = net.server_name(ORIGIN)
+        net.from_host("c3", net.server_ip(ORIGIN), p.Message(p.Op.SET, HOT, b"v3", cid=9, seq=7))
+        [stamped] = [m for n, m in net.take() if n == origin]
+        reply = p.Message(p.Op.SET_REPLY, HOT, cid=9, seq=7, epoch=stamped.epoch, ver=stamped.ver)
+        net.from_host(origin, "10.3.1.1", reply, p.KVS_PORT, 40000)
+        assert [n for n, _ in net.take()] == ["c3"]
         spine_before = {t: held(f.spines, t) for t in tables}
         leaf_before = held(f.leaves, names.FABRIC_HOT_TABLE)
         groups = [d.read_groups() for d in f.spines]
@@ -166,16 +175,19 @@ def test_a_restarted_runtime_recovers_the_fabric(
         rt = g.runtime
         rt.start()
         assert rt.epochs == epochs  # the spines did not restart: same epochs
+        holders = plans[s][HOT].holders
+        assert g.agents.pushes == [(HOT, holders[0], holders[1:])]
+        assert g.agents.stamps == [(epochs[s], stamped.ver + 1)]
         assert [dict(pl.keys) for pl in rt.plans] == plans
         after = {t: held(g.spines, t) for t in tables}
-        # a recovered key's floor is the spine's global_ver (as a rack's: confirms sent before
-        # this runtime took over validate nothing); the rest is what was there, nothing twice
-        for s, entries in enumerate(after.pop(names.KEYINDEX_TABLE)):
+        # a recovered key's floor is the spine's global_ver when it took over (as a rack's:
+        # confirms sent before validate nothing); the rest is what was there, nothing twice
+        for i, entries in enumerate(after.pop(names.KEYINDEX_TABLE)):
             for match, entry in entries.items():
-                assert entry.params[names.PARAM_FLOOR] == g.spines[s].read_version()
-                before = spine_before[names.KEYINDEX_TABLE][s][match]
+                assert entry.params[names.PARAM_FLOOR] == stamped.ver
+                before = spine_before[names.KEYINDEX_TABLE][i][match]
                 assert {**entry.params, names.PARAM_FLOOR: 0} == {**before.params, "floor": 0}
-            assert entries.keys() == spine_before[names.KEYINDEX_TABLE][s].keys()
+            assert entries.keys() == spine_before[names.KEYINDEX_TABLE][i].keys()
         del spine_before[names.KEYINDEX_TABLE]
         assert after == spine_before
         assert held(g.leaves, names.FABRIC_HOT_TABLE) == leaf_before
