@@ -51,6 +51,7 @@ from kvswitch.controller.ops import (
     EntryOp,
     Operation,
     PushRequest,
+    RebaseRequest,
     RegisterWrite,
     RemoveRequest,
     TableEntry,
@@ -114,7 +115,11 @@ class FabricRuntime:
         config: FabricConfig,
         origin_of: Callable[[bytes], int],
         state_file: Path | None = None,
+        drain: float = 0.005,
     ) -> None:
+        """``drain``: seconds between a key's old serializer's break and its rebase (writes
+        that serializer stamped reach the origin first; docs/fabric.md "Moving a key between
+        levels")."""
         if len(spines) != len(fabric.spines) or len(leaves) != len(fabric.racks):
             raise ValueError("one driver per spine and per leaf of the fabric file")
         if config.k > min(d.slots for d in spines):
@@ -123,6 +128,7 @@ class FabricRuntime:
         self.spines = list(spines)
         self.leaves = list(leaves)
         self.state_file = state_file
+        self.drain = drain
         self.controller = FabricController(fabric.shape, config, origin_of)
         self.layouts = [SpineLayout(fabric, s) for s in range(len(spines))]
         self.epochs = [0] * len(spines)
@@ -328,7 +334,7 @@ class FabricRuntime:
         loads = [float(v) for x in racks for v in x.loads]
         cold = _joined([x.cold for x in racks])
         replicas = _joined([x.replicas for x in racks])
-        before = list(self.plans)
+        before, held = list(self.plans), dict(self.spine_of)
         planned = time.perf_counter()
         report = self.controller.decide(observed, writes, loads, replicas, floors, cold)
         plans, m.capped = cap_plans(before, report.plans, self.fabric.max_holders)
@@ -344,17 +350,22 @@ class FabricRuntime:
         self.controller.plans = plans
         self.save_state()
         writing = time.perf_counter()
-        self._write(m, batches)
+        self._write(m, batches, held)
         m.write_ms = (time.perf_counter() - writing) * 1000.0
         return self._done(m, began)
 
-    def _write(self, m: FabricMetrics, batches: list[list[Operation]]) -> None:
-        """The spines' switch part, the leaves' steering, then the agents' part (module
-        docstring)."""
+    def _write(
+        self, m: FabricMetrics, batches: list[list[Operation]], before: dict[bytes, int]
+    ) -> None:
+        """The spines' switch part, the leaves' steering, the rebases of keys that changed
+        level, then the agents' part (module docstring); ``before``: the fabric-hot keys the
+        switches held before this period's writes."""
+        planned = {key for plan in self.plans for key in plan.keys}
         self._write_spines(m, batches)
         self._write_steering(m)
         if any(held is None for held in self.steered):
             self._unsteered(m)
+        self._rebase(m, before, planned)
         self._write_agents(m, batches)
 
     def _write_spines(self, m: FabricMetrics, batches: list[list[Operation]]) -> None:
@@ -431,6 +442,36 @@ class FabricRuntime:
             except DriverError as exc:
                 m.errors.append(f"leaf {self._leaf_name(r)}: {_first_line(exc)}")
                 self.steered[r], self.clean[r] = None, False
+
+    def _rebase(self, m: FabricMetrics, before: dict[bytes, int], planned: set[bytes]) -> None:
+        """Keys that changed serializer this period (docs/fabric.md "Moving a key between
+        levels"): the old one stopped stamping them (a leaf's hot entry is bypassed once every
+        leaf steers the key up; a spine's HotkeyTable entry and then the steering are gone);
+        after ``drain`` seconds their copies forget their (epoch, version), so that the new
+        serializer's versions apply: every holder of a key that came to a spine (before its
+        push), the origin of one that left or was broken again."""
+        now = self.spine_of
+        ops: dict[int, list[Operation]] = {}
+        for key, s in now.items():
+            if before.get(key) != s:
+                ops.setdefault(s, []).append(RebaseRequest(key, self.plans[s].keys[key].holders))
+        for key in (set(before) | planned) - set(now):
+            s = before.get(key, self.controller.spine_of.get(key, 0))
+            ops.setdefault(s, []).append(RebaseRequest(key, (self.controller.origin_of(key),)))
+        if not ops:
+            return
+        time.sleep(self.drain)
+        for s, batch in ops.items():
+            drv = self.spines[s]
+            errors = drv.agent_errors
+            try:
+                drv.apply(batch)
+            except DriverError as exc:
+                self._spine_error(m, s, exc)
+            if drv.agent_errors > errors:
+                m.errors.append(
+                    f"spine {self._spine_name(s)}: {drv.agent_errors - errors} agent rebases failed"
+                )
 
     def _write_agents(self, m: FabricMetrics, batches: list[list[Operation]]) -> None:
         """Pushes and removals; a push only once every leaf steers its key (the origin's SYNC

@@ -83,6 +83,16 @@ class RemoveRequest:
     servers: tuple[int, ...]
 
 
+@dataclass(frozen=True)
+class RebaseRequest:
+    """Ask ``servers`` to forget their copies' (epoch, version), keeping the values: the key
+    changes serializer (docs/fabric.md "Moving a key between levels"); only after the old
+    serializer stopped stamping it (break, drain)."""
+
+    key: bytes
+    servers: tuple[int, ...]
+
+
 Operation = (
     TableEntry
     | DefaultAction
@@ -91,6 +101,7 @@ Operation = (
     | RegisterWrite
     | PushRequest
     | RemoveRequest
+    | RebaseRequest
 )
 
 

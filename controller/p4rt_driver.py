@@ -48,6 +48,7 @@ from kvswitch.controller.ops import (
     MulticastGroupSet,
     Operation,
     PushRequest,
+    RebaseRequest,
     RegisterWrite,
     RemoveRequest,
     TableEntry,
@@ -612,6 +613,9 @@ class P4RuntimeDriver(SwitchDriver):
             elif isinstance(op, RemoveRequest):
                 for server in op.servers:
                     self.agents.remove(op.key, server)
+            elif isinstance(op, RebaseRequest):
+                for server in op.servers:
+                    self.agents.rebase(op.key, server)
         except NotHeld:  # nothing to push: the key's next write validates its replicas
             LOG.info("push of %s: its origin holds no copy (not retried)", op.key.hex())
             self.failed_pushes.pop(op.key, None)
@@ -633,6 +637,8 @@ class AgentHooks(Protocol):
     def push(self, key: bytes, origin: int, replicas: tuple[int, ...]) -> None: ...
 
     def remove(self, key: bytes, server: int) -> None: ...
+
+    def rebase(self, key: bytes, server: int) -> None: ...
 
 
 def _thrift_client(address: SwitchAddress) -> tuple[TTransport.TTransportBase, Any]:

@@ -160,10 +160,12 @@ class PacketAgents:
         self.pushes: list[tuple[bytes, int, tuple[int, ...]]] = []
         self.removals: list[tuple[bytes, int]] = []
         self.stamps: list[tuple[int, int]] = []  # (epoch, ver) of every SYNC reflected
+        self.events: list[tuple] = []  # ("rebase", key, server), ("push", key), in order
 
     def push(self, key: bytes, origin: int, replicas: tuple[int, ...]) -> None:
         net = self.net
         self.pushes.append((key, origin, replicas))
+        self.events.append(("push", key))
         leaf = leaf_ip(origin // SERVERS)
         net.from_host(net.server_name(origin), leaf, p.Message(p.Op.SYNC, key))
         got = net.take()
@@ -181,6 +183,9 @@ class PacketAgents:
 
     def remove(self, key: bytes, server: int) -> None:
         self.removals.append((key, server))
+
+    def rebase(self, key: bytes, server: int) -> None:
+        self.events.append(("rebase", key, server))
 
 
 @contextlib.contextmanager

@@ -277,6 +277,48 @@ def test_a_key_a_leaf_does_not_steer_is_broken_at_its_spine(
         f.close()
 
 
+class LogLeaf(P4RuntimeDriver):
+    """A leaf driver that logs its steering writes in the agents' event log."""
+
+    log: list[tuple]
+
+    def apply(self, ops) -> None:
+        super().apply(ops)
+        self.log += [
+            ("steer", op.op)
+            for op in ops
+            if isinstance(op, TableEntry) and op.table == names.FABRIC_HOT_TABLE
+        ]
+
+
+def test_a_key_changing_level_is_rebased_between_its_steering_and_its_push(
+    net: Net, progs: tuple[Program, Program], tmp_path: Path
+) -> None:
+    """docs/fabric.md "Moving a key between levels": a key that comes to a spine is rebased at
+    every holder after every leaf steers it (its home leaf stops stamping it) and before its
+    push; one that leaves is rebased at its origin after every leaf stopped steering it."""
+    LogLeaf.log = []
+    f = Fabric(net, progs, tmp_path / "state.json", LogLeaf)
+    f.agents.events = LogLeaf.log
+    try:
+        rt = f.runtime
+        rt.start()
+        rt.period(inputs())
+        holders = rt.plans[rt.spine_of[HOT]].keys[HOT].holders
+        kinds = [e[0] for e in f.agents.events]
+        assert kinds == ["steer"] * RACKS + ["rebase"] * len(holders) + ["push"]
+        assert {e[2] for e in f.agents.events if e[0] == "rebase"} == set(holders)
+        f.agents.events.clear()
+        for _ in range(12):  # no more load: HOT leaves the spine
+            rt.period(inputs(hot=0))
+            if HOT not in rt.spine_of:
+                break
+        assert HOT not in rt.spine_of
+        assert f.agents.events == [("steer", EntryOp.DELETE)] * RACKS + [("rebase", HOT, ORIGIN)]
+    finally:
+        f.close()
+
+
 class ProbeLeaf(P4RuntimeDriver):
     """A leaf driver that, right after each write of steering entries, sends a Set of HOT from
     the client in the origin's rack (c1, the client F3 is about) and keeps what reached the
@@ -307,7 +349,7 @@ class ProbeLeaf(P4RuntimeDriver):
 class SteerFirst(FabricRuntime):
     """Deliberately broken: the leaves steer before the spines hold the key's entries."""
 
-    def _write(self, m, batches) -> None:
+    def _write(self, m, batches, before) -> None:
         held = self.controller.spine_of
         self.controller.spine_of = {
             key: s for s, plan in enumerate(self.plans) for key in plan.keys
