@@ -123,6 +123,9 @@ class NoAgents:
     def remove(self, key: bytes, server: int) -> None:
         pass
 
+    def rebase(self, key: bytes, server: int) -> None:
+        pass
+
 
 def _program(name: str, defines: dict[str, str]) -> Program:
     from kvswitch.controller.program import from_source

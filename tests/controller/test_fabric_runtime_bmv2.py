@@ -49,12 +49,16 @@ class Bmv2:
 class Recorder:
     def __init__(self) -> None:
         self.pushes: list[tuple[bytes, int, tuple[int, ...]]] = []
+        self.rebased: list[tuple[bytes, int]] = []
 
     def push(self, key: bytes, origin: int, replicas: tuple[int, ...]) -> None:
         self.pushes.append((key, origin, replicas))
 
     def remove(self, key: bytes, server: int) -> None:
         pass
+
+    def rebase(self, key: bytes, server: int) -> None:
+        self.rebased.append((key, server))
 
 
 @pytest.fixture(scope="module")
@@ -119,6 +123,7 @@ def test_the_fabric_runtime_on_bmv2(
         s = rt.spine_of[HOT]
         holders = rt.plans[s].keys[HOT].holders
         assert agents.pushes == [(HOT, holders[0], holders[1:])]
+        assert sorted(agents.rebased) == sorted((HOT, h) for h in holders)
         assert spines[s].read_register(names.REG_EPOCH) == [rt.epochs[s]]
         groups = spines[s].read_groups()
         assert list(groups.values()) == [
