@@ -298,6 +298,7 @@ class FabricRuntime:
         m = FabricMetrics(self.periods)
         self._repair(m)
         if not all(self.spine_ok):
+            self._lose_spines(m)
             m.errors.append("a spine is not started: no plan this period")
             return self._done(m, began)
         shape = self.fabric.shape
@@ -325,6 +326,8 @@ class FabricRuntime:
                 )
         except DriverError as exc:
             self._spine_error(m, s, exc)
+            if not all(self.spine_ok):
+                self._lose_spines(m)
             return self._done(m, began)
         for x in racks:
             for key, count in x.observed.items():
@@ -530,6 +533,33 @@ class FabricRuntime:
             LOG.error("spine %s: read-back failed: %s", self._spine_name(s), again)
             self.spine_ok[s] = False
 
+    def _lose_spines(self, m: FabricMetrics) -> None:
+        """Spines that could not be started (dead, or not answering): the leaves stop steering
+        their keys (docs/fabric.md "Failures": steered into a dead link, their requests would
+        be lost; cold, they reach their origins through the other spines). Their plans are
+        read back when they are started again."""
+        lost = [s for s, ok in enumerate(self.spine_ok) if not ok and self.plans[s].keys]
+        if not lost:
+            return
+        for s in lost:
+            LOG.warning(
+                "spine %s is down: its %d keys are cold",
+                self._spine_name(s),
+                len(self.plans[s].keys),
+            )
+            self.controller.plans[s] = Plan(self.plans[s].servers, self.plans[s].slots)
+        before = dict(self.spine_of)
+        self.controller.spine_of = {
+            key: s for s, plan in enumerate(self.plans) for key in plan.keys
+        }
+        self._write_steering(m)
+        gone = set(before) - set(self.spine_of)
+        ops = [RebaseRequest(key, (self.controller.origin_of(key),)) for key in gone]
+        live = [s for s, ok in enumerate(self.spine_ok) if ok]
+        if ops and live:  # their origins: the lost spine's versions cannot be compared
+            time.sleep(self.drain)
+            self.spines[live[0]].apply(ops)
+
     def _repair(self, m: FabricMetrics) -> None:
         """Reconnect and start the switches that went away; reconcile leaves whose steering is
         unknown (the period writes them)."""
@@ -541,6 +571,7 @@ class FabricRuntime:
                     drv.reconnect()
                 self._start_spine(s)
             except DriverError as exc:
+                self.spine_ok[s] = False
                 m.errors.append(f"spine {self._spine_name(s)}: {_first_line(exc)}")
         self._own_spines()
         for r, drv in enumerate(self.leaves):
