@@ -211,6 +211,7 @@ def run(spines: int, racks: int, servers: int, keys: int, k: int, holders: int) 
                 if row["demoted"]:
                     rows.append({**row, "phase": "leave"})
                     break
+            runtime.close()
         finally:
             for d in drivers:
                 d.close()

@@ -147,6 +147,7 @@ def main(argv: list[str] | None = None) -> int:
                 ring.origin,
                 Path(args.state) if args.state else None,
             )
+            stack.callback(runtime.close)
             runtime.start()
             deadline = time.monotonic()
             while args.periods is None or runtime.periods < args.periods:

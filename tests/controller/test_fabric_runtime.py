@@ -80,6 +80,7 @@ class Fabric:
         self.runtime = runtime_cls(net.fabric, self.spines, self.leaves, config(), origin_of, state)
 
     def close(self) -> None:
+        self.runtime.close()
         for d in self.spines + self.leaves:
             d.close()
 

@@ -138,6 +138,7 @@ def test_the_fabric_runtime_on_bmv2(
         before = {t: [d.read_entries(t) for d in spines] for t in tables}
         epochs, plans = list(rt.epochs), [dict(pl.keys) for pl in rt.plans]
     finally:
+        rt.close()
         for d in spines + leaves:
             d.close()
     spines, leaves, rt = connect(fabric, switches, bmv2_programs, agents, state)
@@ -148,5 +149,6 @@ def test_the_fabric_runtime_on_bmv2(
         m = rt.period(inputs())
         assert m.errors == [] and m.updates == 0
     finally:
+        rt.close()
         for d in spines + leaves:
             d.close()
