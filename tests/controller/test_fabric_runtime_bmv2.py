@@ -38,6 +38,8 @@ from tests.controller.fabric_net import (
 from tests.controller.test_fabric_runtime import HOT, config, inputs, origin_of
 from tests.p4c_bmv2.tools import need, start_grpc_switch, stop
 
+pytestmark = pytest.mark.bmv2
+
 
 @dataclass
 class Bmv2:
