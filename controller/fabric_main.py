@@ -96,7 +96,7 @@ def _cached_program(name: str, defines: tuple[str, ...], target: str) -> Program
     """The program of ``p4src/<name>`` (a process that starts the controller again, as the
     tests do, compiles it once)."""
     from kvswitch.paths import p4src_dir
-    from softswitch.cli import parse_defines
+    from softswitch.main import parse_defines
 
     source = p4src_dir() / name
     parsed = parse_defines(list(defines))
