@@ -20,6 +20,8 @@ modification time's.) The fabric's share for one rack
      "measured": [load the spines sent each server of the rack last period],
      "expected": [load the new fabric plan puts on each server next period]}
 
+(``measured`` and ``expected`` both empty: the fabric has not planned yet, the keys hold.)
+
 A file that is missing, older than its reader's ``max_age`` seconds, or malformed is logged and
 ignored (:func:`read_inputs`, :func:`read_share` return None): never an exception.
 """
@@ -123,10 +125,13 @@ def read_share(
         keys = raw.get("keys")
         if not isinstance(keys, list):
             raise HandoffError("keys must be a list of key hex strings")
+        measured, expected = raw.get("measured"), raw.get("expected")
+        if measured == [] and expected == []:  # the fabric has not planned yet: keys only
+            return FabricShare(frozenset(_key(k) for k in keys))
         return FabricShare(
             frozenset(_key(k) for k in keys),
-            tuple(_numbers(raw.get("measured"), servers, "measured")),
-            tuple(_numbers(raw.get("expected"), servers, "expected")),
+            tuple(_numbers(measured, servers, "measured")),
+            tuple(_numbers(expected, servers, "expected")),
         )
     except HandoffError as exc:
         LOG.warning("fabric share %s: %s: planning without the fabric's loads", path, exc)
