@@ -9,8 +9,8 @@ rack's ``share`` file (``kvswitch controller --fabric-in``): the keys the rack m
 and its servers' fabric load. Both formats: :mod:`kvswitch.controller.handoff`.
 
 A rack without an inputs file, or with an unreadable, malformed or stale one (older than three
-periods), counts as idle that period (said once per period in the log): the fabric keeps what it
-has and places nothing new for it. A share file that cannot be written is logged.
+periods, at least 5 s), counts as idle that period (said once per period in the log): the fabric
+keeps what it has and places nothing new for it. A share file that cannot be written is logged.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from kvswitch.controller.driver import DriverError
 from kvswitch.controller.fabric import FabricConfig
 from kvswitch.controller.fabric_runtime import FabricRuntime
 from kvswitch.controller.fabricfile import FabricFile, FabricFileError
-from kvswitch.controller.handoff import RackInput, read_inputs, write_share
+from kvswitch.controller.handoff import RackInput, read_inputs, stale_after, write_share
 from kvswitch.controller.main import stop_on_signals
 from kvswitch.controller.p4rt_driver import P4RuntimeDriver, Program, SwitchAddress
 from kvswitch.controller.program import compiled_for_bmv2, from_source
@@ -151,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
                     break
                 deadline = max(deadline, time.monotonic() - args.period)
                 inputs = [
-                    read_inputs(r.inputs, shape.servers, 3 * args.period)
+                    read_inputs(r.inputs, shape.servers, stale_after(args.period))
                     or RackInput({}, [0.0] * shape.servers)
                     for r in fabric.racks
                 ]

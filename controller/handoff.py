@@ -58,6 +58,12 @@ class RackInput:
     replicas: list[int] | None = None
 
 
+def stale_after(period: float) -> float:
+    """Seconds after which a reader running every ``period`` seconds ignores a hand-off file:
+    three periods, at least 5 s (a process's start-up, its pipelines loaded, takes seconds)."""
+    return max(3.0 * period, 5.0)
+
+
 class HandoffError(ValueError):
     """A hand-off file that does not say what its format says."""
 
