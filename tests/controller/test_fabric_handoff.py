@@ -17,6 +17,7 @@ import pytest
 
 from kvswitch import protocol as p
 from kvswitch.controller import names
+from kvswitch.controller.context import Context
 from kvswitch.controller.fabric import FabricConfig
 from kvswitch.controller.fabric_main import write_shares
 from kvswitch.controller.fabric_ops import steering_of
@@ -29,8 +30,10 @@ from kvswitch.controller.handoff import (
     write_inputs,
     write_share,
 )
+from kvswitch.controller.membership import Membership
 from kvswitch.controller.p4rt_driver import P4RuntimeDriver
-from kvswitch.controller.period import ControllerConfig, FabricShare
+from kvswitch.controller.period import Controller, ControllerConfig, FabricShare
+from kvswitch.controller.rackfile import RackFile
 from kvswitch.controller.runtime import Runtime
 from tests.controller.fabric_net import (
     RACKS,
@@ -39,6 +42,7 @@ from tests.controller.fabric_net import (
     fabric_net,
     leaf_drivers,
     programs,
+    rack_json,
     spine_drivers,
 )
 
@@ -194,3 +198,44 @@ def _hot_keys(driver: P4RuntimeDriver) -> set[bytes]:
 
 def _steered(driver: P4RuntimeDriver, fabric: FabricFile) -> set[bytes]:
     return set(steering_of(driver.read_entries(names.FABRIC_HOT_TABLE), fabric, 0))
+
+
+class HeldCopies:
+    """The agents' side of :meth:`Context.drop_stale_copies`: what each server holds, and the
+    removals asked for."""
+
+    def __init__(self, held: dict[int, dict[bytes, object]]) -> None:
+        self.held = held
+        self.removed: list[tuple[bytes, int]] = []
+
+    def holdings(self, servers: set[int] | None = None) -> dict[int, dict[bytes, object]]:
+        return self.held
+
+    def remove(self, key: bytes, server: int) -> None:
+        self.removed.append((key, server))
+
+
+def test_no_copy_of_a_fabric_key_is_dropped_as_stale() -> None:
+    """A rack controller drops copies of keys it neither originates nor replicates; a copy of a
+    fabric-hot key may be a spine's holder's (the fabric removes those), and while the fabric's
+    keys are unknown it cannot tell, so it drops none."""
+    rack = RackFile.parse(rack_json(0))
+    ring = p.HashRing.of(range(SERVERS))
+    agents = HeldCopies({})
+    ctx = Context(
+        None,  # type: ignore[arg-type]
+        rack,
+        Controller(ControllerConfig(k=4), ring.origin, rack.rack(), 16),
+        agents,  # type: ignore[arg-type]
+        Membership(SERVERS),
+        frozenset(range(SERVERS)),
+    )
+    for key in (A, B):  # each on the server that is not its origin: stale in the rack's eyes
+        agents.held.setdefault(SERVERS - 1 - ring.origin(key), {})[key] = object()
+    ctx.controller.foreign = frozenset({A})
+    ctx.fabric_unknown = True
+    ctx.drop_stale_copies()
+    assert agents.removed == []
+    ctx.fabric_unknown = False
+    ctx.drop_stale_copies()
+    assert agents.removed == [(B, SERVERS - 1 - ring.origin(B))]
