@@ -18,6 +18,7 @@ from kvswitch import protocol as p
 from kvswitch.controller import names
 from kvswitch.controller.fabric import FabricConfig
 from kvswitch.controller.fabric_runtime import FabricRuntime, RackInput
+from kvswitch.controller.handoff import read_share
 from kvswitch.controller.ops import EntryOp, RegisterWrite, TableEntry
 from kvswitch.controller.p4rt_driver import P4RuntimeDriver, Program
 from tests.controller.fabric_net import (
@@ -397,6 +398,7 @@ def test_the_fabric_controller_process(
             observed = {key.hex(): 1000}
         (tmp_path / f"r{r}.json").write_text(json.dumps({"loads": loads, "observed": observed}))
     raw["racks"][2]["inputs"] = str(tmp_path / "missing.json")  # idle, said in the log
+    raw["racks"][0]["share"] = str(tmp_path / "r0.share.json")  # for rack 0's controller
     (tmp_path / "cli.json").write_text(json.dumps(raw))
     argv = ["--config", str(tmp_path / "cli.json"), "--state", str(tmp_path / "cli-state.json")]
     argv += ["--period", "0.01", "--periods", "1"]
@@ -404,6 +406,8 @@ def test_the_fabric_controller_process(
     argv += [f"--leaf-define={k}={v}" for k, v in LEAF_DEFINES.items()]
     assert fabric_main.main(argv) == 0
     state = json.loads((tmp_path / "cli-state.json").read_text())
+    share = read_share(tmp_path / "r0.share.json", SERVERS)
+    assert share is not None and key in share.keys and len(share.expected) == SERVERS
     with P4RuntimeDriver(net.leaves[2].address, progs[1], net.racks[2].rack()) as drv:
         assert list(drv.read_entries(names.FABRIC_HOT_TABLE)) != []
     assert fabric_main.main(argv) == 0
