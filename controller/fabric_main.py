@@ -8,9 +8,10 @@ and after each period the fabric controller writes the rack's share of its decis
 rack's ``share`` file (``kvswitch controller --fabric-in``): the keys the rack must not make hot
 and its servers' fabric load. Both formats: :mod:`kvswitch.controller.handoff`.
 
-A rack without an inputs file, or with an unreadable, malformed or stale one (older than three
-periods, at least 5 s), counts as idle that period (said once per period in the log): the fabric
-keeps what it has and places nothing new for it. A share file that cannot be written is logged.
+A rack without an inputs file, or with an unreadable, malformed or stale one (older than
+``--max-age``: three periods, at least 5 s), counts as idle that period (said once per period in
+the log): the fabric keeps what it has and places nothing new for it. A share file that cannot
+be written is logged.
 """
 
 from __future__ import annotations
@@ -72,6 +73,12 @@ def build_parser() -> t.Parser:
     )
     ap.add_argument("--no-pipeline", action="store_true", help="do not set the pipelines")
     ap.add_argument("--timeout", type=t.positive_float, default=10.0, help="switch call timeout")
+    ap.add_argument(
+        "--max-age",
+        type=t.positive_float,
+        metavar="SECONDS",
+        help="a rack's inputs file older than this counts as idle (default: 3 periods, >= 5 s)",
+    )
     return ap
 
 
@@ -110,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     agents = AgentPool(fabric.agents_rack(), args.timeout)
     shape = fabric.shape
+    max_age = args.max_age or stale_after(args.period)
     ring = p.HashRing.of(range(shape.total))  # docs/protocol.md "Origin of a key", over all
     try:
         with contextlib.ExitStack() as stack:
@@ -151,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
                     break
                 deadline = max(deadline, time.monotonic() - args.period)
                 inputs = [
-                    read_inputs(r.inputs, shape.servers, stale_after(args.period))
+                    read_inputs(r.inputs, shape.servers, max_age)
                     or RackInput({}, [0.0] * shape.servers)
                     for r in fabric.racks
                 ]

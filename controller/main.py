@@ -112,7 +112,14 @@ def build_parser() -> t.Parser:
         help="in a fabric: read the fabric controller's share for this rack here each period "
         '(the rack\'s "share" in the fabric file): its fabric-hot keys are never made hot '
         "here, its servers' fabric load is planned with; missing, malformed or older than 3 "
-        "periods (at least 5 s): logged, the rack plans without the fabric's loads",
+        "periods (at least 5 s; --fabric-max-age): logged, the rack plans without the "
+        "fabric's loads",
+    )
+    ap.add_argument(
+        "--fabric-max-age",
+        type=t.positive_float,
+        metavar="SECONDS",
+        help="age after which --fabric-in is stale (default: 3 periods, at least 5 s)",
     )
     ap.add_argument(
         "--timeout", type=t.positive_float, default=10.0, help="switch/agent timeout, seconds"
@@ -239,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
                 crash_in_handoff=args.test_crash_in_handoff,
                 fabric_out=Path(args.fabric_out) if args.fabric_out else None,
                 fabric_in=Path(args.fabric_in) if args.fabric_in else None,
-                fabric_max_age=stale_after(args.period),
+                fabric_max_age=args.fabric_max_age or stale_after(args.period),
             )
             runtime.start()
             if args.admin:

@@ -401,7 +401,7 @@ def test_the_fabric_controller_process(
     raw["racks"][0]["share"] = str(tmp_path / "r0.share.json")  # for rack 0's controller
     (tmp_path / "cli.json").write_text(json.dumps(raw))
     argv = ["--config", str(tmp_path / "cli.json"), "--state", str(tmp_path / "cli-state.json")]
-    argv += ["--period", "0.01", "--periods", "1"]
+    argv += ["--period", "0.01", "--periods", "1", "--max-age", "3600"]  # files by hand
     argv += [f"--spine-define={k}={v}" for k, v in SPINE_DEFINES.items()]
     argv += [f"--leaf-define={k}={v}" for k, v in LEAF_DEFINES.items()]
     assert fabric_main.main(argv) == 0
