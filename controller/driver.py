@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from kvswitch.controller.ops import Operation, PushRequest, RemoveRequest
 from kvswitch.controller.plan import Plan
@@ -20,6 +22,18 @@ from kvswitch.controller.plan import Plan
 
 class DriverError(RuntimeError):
     """The switch refused or could not be reached."""
+
+
+Match = tuple[tuple[str, Any], ...]
+
+
+@dataclass(frozen=True)
+class HeldEntry:
+    """A table entry as the switch holds it (action alias, params, match as TableEntry takes it)."""
+
+    action: str
+    params: dict[str, int]
+    raw_match: tuple[tuple[str, int], ...]
 
 
 class Driver(ABC):
@@ -111,6 +125,10 @@ class SwitchDriver(Driver):
     def read_plan(self) -> tuple[Plan, list[bytes]]:
         """The hot keys the switch holds as a plan, and the HotkeyTable keys that cannot be in
         one."""
+
+    @abstractmethod
+    def read_entries(self, table: str) -> dict[Match, HeldEntry]:
+        """Entries of ``table`` by match (sorted (field, value); lpm values are (value, length))."""
 
     @abstractmethod
     def reconcile(

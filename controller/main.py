@@ -148,6 +148,19 @@ def load_program(args: argparse.Namespace) -> Program:
     return from_source(source, defines, args.includes)
 
 
+def stop_on_signals() -> threading.Event:
+    """An event SIGTERM and SIGINT set (when called from the main thread)."""
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
+    return stop
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(
@@ -160,14 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.period <= 0 or (args.periods is not None and args.periods < 0):
         print("kvswitch controller: --period must be > 0 and --periods >= 0", file=sys.stderr)
         return 2
-    stop = threading.Event()
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, on_signal)
-        signal.signal(signal.SIGINT, on_signal)
+    stop = stop_on_signals()
     try:
         rack = RackFile.load(args.rack)
         config = ControllerConfig(

@@ -17,6 +17,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "agent": ("kvswitch.agent.main:main", "KVS server agent in front of a backend store"),
     "client": ("kvswitch.client.oneshot:main", "one-shot get/set/delete against a rack"),
     "controller": ("kvswitch.controller.main:main", "switch-CPU control loop"),
+    "fabric-controller": (
+        "kvswitch.controller.fabric_main:main",
+        "leaf-spine fabric: fabric-hot keys on the spines, steering on the leaves",
+    ),
     "membership": (
         "kvswitch.controller.elastic:main",
         "show the ring; add or remove a server online (the controller's --admin socket)",

@@ -1,0 +1,165 @@
+"""``kvswitch fabric-controller --config FABRIC.json``: the fabric controller as a process
+(docs/fabric.md "Runtime"). It connects to every spine and leaf the fabric file names, starts
+(epochs, static entries, read-back, steering) and runs a period every ``--period`` seconds.
+
+Each rack's candidates and loads come from the file its rack controller writes for it (the
+rack's ``inputs`` in the fabric file), one JSON object per period, replaced whole:
+
+    {"period": 17, "observed": {"<key hex>": count, ...}, "writes": {"<key hex>": count, ...},
+     "loads": [packets per server of the rack, in the fabric file's order]}
+
+A rack without a file, or with an unreadable or malformed one, counts as idle that period (said
+once per period in the log): the fabric keeps what it has and places nothing new for it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+
+from kvswitch import argtypes as t
+from kvswitch import protocol as p
+from kvswitch.controller.agents import AgentPool
+from kvswitch.controller.driver import DriverError
+from kvswitch.controller.fabric import FabricConfig
+from kvswitch.controller.fabric_runtime import FabricRuntime, RackInput
+from kvswitch.controller.fabricfile import FabricFile, FabricFileError
+from kvswitch.controller.main import stop_on_signals
+from kvswitch.controller.p4rt_driver import P4RuntimeDriver, Program, SwitchAddress
+from kvswitch.controller.program import compiled_for_bmv2, from_source
+
+LOG = logging.getLogger("kvswitch.fabric")
+
+
+def read_inputs(path: str | None, servers: int) -> RackInput | None:
+    """A rack's hand-off file (module docstring); None if absent or malformed (logged)."""
+    if path is None:
+        return None
+    try:
+        raw = json.loads(Path(path).read_text())
+        loads = [float(x) for x in raw["loads"]]
+        if len(loads) != servers or any(x < 0 for x in loads):
+            raise ValueError(f"{servers} loads >= 0 expected")
+        observed = {_key(k): int(v) for k, v in raw.get("observed", {}).items()}
+        writes = {_key(k): int(v) for k, v in raw.get("writes", {}).items()}
+    except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+        LOG.warning("rack inputs %s: %s: the rack counts as idle", path, exc)
+        return None
+    return RackInput(observed, loads, writes)
+
+
+def _key(text: str) -> bytes:
+    key = bytes.fromhex(text)
+    if len(key) != p.KEY_LEN:
+        raise ValueError(f"a key is {p.KEY_LEN} bytes, not {len(key)}")
+    return key
+
+
+def build_parser() -> t.Parser:
+    ap = t.Parser(
+        prog="kvswitch fabric-controller",
+        description="KVSwitch fabric controller: fabric-hot keys on the spines, steering on the leaves.",
+    )
+    ap.add_argument("--config", required=True, help="fabric file (JSON): spines, leaves, servers")
+    ap.add_argument("--state", help="state file: the spines' epochs, T_f, last counts (restarts)")
+    ap.add_argument("--period", type=t.positive_float, default=1.0, help="seconds per period")
+    ap.add_argument("--periods", type=t.nonneg_int, help="stop after this many periods")
+    ap.add_argument("--target", choices=("softswitch", "bmv2"), default="softswitch")
+    ap.add_argument(
+        "--spine-define", action="append", default=[], metavar="NAME=VAL", help="spine P4 define"
+    )
+    ap.add_argument(
+        "--leaf-define", action="append", default=[], metavar="NAME=VAL", help="leaf P4 define"
+    )
+    ap.add_argument("--no-pipeline", action="store_true", help="do not set the pipelines")
+    ap.add_argument("--timeout", type=t.positive_float, default=10.0, help="switch call timeout")
+    return ap
+
+
+def _program(name: str, defines: list[str], target: str) -> Program:
+    return _cached_program(name, tuple(defines), target)
+
+
+@functools.cache
+def _cached_program(name: str, defines: tuple[str, ...], target: str) -> Program:
+    """The program of ``p4src/<name>`` (a process that starts the controller again, as the
+    tests do, compiles it once)."""
+    from kvswitch.paths import p4src_dir
+    from softswitch.cli import parse_defines
+
+    source = p4src_dir() / name
+    parsed = parse_defines(list(defines))
+    if target == "bmv2":
+        return compiled_for_bmv2(source, parsed)
+    return from_source(source, parsed)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stdout)
+    logging.getLogger("finsy").setLevel(logging.CRITICAL)
+    stop = stop_on_signals()
+    try:
+        fabric = FabricFile.load(args.config)
+        spine_prog = _program("kvswitch_spine.p4", args.spine_define, args.target)
+        leaf_prog = _program("kvswitch_leaf.p4", args.leaf_define, args.target)
+    except (FabricFileError, ValueError, OSError) as exc:
+        print(f"kvswitch fabric-controller: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # a program that does not compile
+        print(f"kvswitch fabric-controller: cannot load the P4 programs: {exc}", file=sys.stderr)
+        return 2
+    agents = AgentPool(fabric.agents_rack(), args.timeout)
+    shape = fabric.shape
+    ring = p.HashRing.of(range(shape.total))  # docs/protocol.md "Origin of a key", over all
+    try:
+        with contextlib.ExitStack() as stack:
+            stack.callback(agents.close)
+
+            def connect(end, program: Program, rack, **kw) -> P4RuntimeDriver:
+                address = SwitchAddress(
+                    end.grpc_addr, end.device_id, end.thrift_host, end.thrift_port, args.timeout
+                )
+                return stack.enter_context(
+                    P4RuntimeDriver(address, program, rack, set_pipeline=not args.no_pipeline, **kw)
+                )
+
+            spines = [
+                connect(
+                    s.switch, spine_prog, fabric.spine_rack(), agents=agents, row=fabric.max_holders
+                )
+                for s in fabric.spines
+            ]
+            leaves = [
+                connect(r.switch, leaf_prog, fabric.leaf_rack(i))
+                for i, r in enumerate(fabric.racks)
+            ]
+            runtime = FabricRuntime(
+                fabric,
+                spines,
+                leaves,
+                FabricConfig(k=fabric.k),
+                ring.origin,
+                Path(args.state) if args.state else None,
+            )
+            runtime.start()
+            deadline = time.monotonic()
+            while args.periods is None or runtime.periods < args.periods:
+                deadline += args.period
+                if stop.wait(max(0.0, deadline - time.monotonic())):
+                    break
+                deadline = max(deadline, time.monotonic() - args.period)
+                inputs = [
+                    read_inputs(r.inputs, shape.servers) or RackInput({}, [0.0] * shape.servers)
+                    for r in fabric.racks
+                ]
+                runtime.period(inputs)
+    except (DriverError, ValueError, OSError) as exc:
+        print(f"kvswitch fabric-controller: {exc}", file=sys.stderr)
+        return 1
+    return 0
