@@ -123,6 +123,9 @@ class NoAgents:
     def remove(self, key: bytes, server: int) -> None:
         pass
 
+    def rebase(self, key: bytes, server: int) -> None:
+        pass
+
 
 def _program(name: str, defines: dict[str, str]) -> Program:
     from kvswitch.controller.program import from_source
@@ -208,6 +211,7 @@ def run(spines: int, racks: int, servers: int, keys: int, k: int, holders: int) 
                 if row["demoted"]:
                     rows.append({**row, "phase": "leave"})
                     break
+            runtime.close()
         finally:
             for d in drivers:
                 d.close()
@@ -231,12 +235,12 @@ def _get(key: bytes, dst: int, spine_mac: int) -> bytes:
 
 def main(argv: list[str] | None = None) -> int:
     ap = t.Parser(prog="kvswitch bench fabric-runtime", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--spines", type=t.positive_int, default=2)
-    ap.add_argument("--racks", type=t.positive_int, default=4)
+    ap.add_argument("--spines", type=t.positive_int, default=2, help="spine switches")
+    ap.add_argument("--racks", type=t.positive_int, default=4, help="leaves (racks)")
     ap.add_argument("--servers", type=t.positive_int, default=4, help="servers per rack")
     ap.add_argument("--keys", type=t.positive_int, default=64, help="candidate keys in rack 0")
     ap.add_argument("--k", type=t.positive_int, default=256, help="hot-key slots per spine")
-    ap.add_argument("--max-holders", type=t.positive_int, default=8)
+    ap.add_argument("--max-holders", type=t.positive_int, default=8, help="the spines' MAX_HOLDERS")
     args = ap.parse_args(argv)
     rows = run(args.spines, args.racks, args.servers, args.keys, args.k, args.max_holders)
     [quiet] = [r for r in rows if r["phase"] == "same"]

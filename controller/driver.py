@@ -13,27 +13,13 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any
 
-from kvswitch.controller.ops import Operation, PushRequest, RemoveRequest
+from kvswitch.controller.ops import HeldEntry, Match, Operation, PushRequest, RemoveRequest
 from kvswitch.controller.plan import Plan
 
 
 class DriverError(RuntimeError):
     """The switch refused or could not be reached."""
-
-
-Match = tuple[tuple[str, Any], ...]
-
-
-@dataclass(frozen=True)
-class HeldEntry:
-    """A table entry as the switch holds it (action alias, params, match as TableEntry takes it)."""
-
-    action: str
-    params: dict[str, int]
-    raw_match: tuple[tuple[str, int], ...]
 
 
 class Driver(ABC):

@@ -69,7 +69,13 @@ def build_parser() -> t.Parser:
     ap.add_argument("--state", help="state file: the spines' epochs, T_f, last counts (restarts)")
     ap.add_argument("--period", type=t.positive_float, default=1.0, help="seconds per period")
     ap.add_argument("--periods", type=t.nonneg_int, help="stop after this many periods")
-    ap.add_argument("--target", choices=("softswitch", "bmv2"), default="softswitch")
+    ap.add_argument(
+        "--target",
+        choices=("softswitch", "bmv2"),
+        default="softswitch",
+        help="the programs' form: bmv2 compiles them with the p4c-bm2-ss on PATH, softswitch "
+        "sends the P4 source (default)",
+    )
     ap.add_argument(
         "--spine-define", action="append", default=[], metavar="NAME=VAL", help="spine P4 define"
     )
@@ -147,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
                 ring.origin,
                 Path(args.state) if args.state else None,
             )
+            stack.callback(runtime.close)
             runtime.start()
             deadline = time.monotonic()
             while args.periods is None or runtime.periods < args.periods:

@@ -12,11 +12,12 @@ from collections.abc import Mapping, Sequence
 
 from kvswitch import protocol as p
 from kvswitch.controller import names
-from kvswitch.controller.driver import HeldEntry, Match
 from kvswitch.controller.fabricfile import FabricFile
 from kvswitch.controller.ops import (
     DefaultAction,
     EntryOp,
+    HeldEntry,
+    Match,
     MulticastGroupSet,
     Operation,
     PushRequest,

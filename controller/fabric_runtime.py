@@ -25,9 +25,10 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from kvswitch.controller import names, statefile
 from kvswitch.controller.driver import DriverError, SwitchDriver
@@ -61,6 +62,7 @@ from kvswitch.controller.repair import unconfirmed_pushes
 from kvswitch.controller.startup import EPOCH_MAX, next_epoch
 
 LOG = logging.getLogger("kvswitch.fabric")
+T = TypeVar("T")
 
 
 @dataclass
@@ -139,6 +141,11 @@ class FabricRuntime:
         self.spine_ok = [False] * len(spines)
         self.withheld: dict[bytes, PushRequest] = {}  # pushes waiting for every leaf's steering
         self.periods = 0
+        # the switches of one step are written at the same time, one thread each
+        self.pool = ThreadPoolExecutor(len(spines) + len(leaves), thread_name_prefix="fabric")
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True)
 
     @property
     def plans(self) -> list[Plan]:
@@ -298,6 +305,7 @@ class FabricRuntime:
         m = FabricMetrics(self.periods)
         self._repair(m)
         if not all(self.spine_ok):
+            self._lose_spines(m)
             m.errors.append("a spine is not started: no plan this period")
             return self._done(m, began)
         shape = self.fabric.shape
@@ -305,27 +313,32 @@ class FabricRuntime:
             raise ValueError("one RackInput per rack, one load per server of the rack")
         observed: dict[bytes, int] = {}
         writes: dict[bytes, int] = {}
-        floors: list[int] = []
-        try:
-            for s, drv in enumerate(self.spines):
-                hot, per_slot, floor = (
-                    drv.read_hot_counters(),
-                    drv.read_hot_writes(),
-                    drv.read_version(),
-                )
-                drv.reset_counters()
-                floors.append(floor)
-                observed.update(hot)
-                writes.update(
-                    {
-                        key: int(per_slot[kp.slot])
-                        for key, kp in self.plans[s].keys.items()
-                        if kp.slot < len(per_slot)
-                    }
-                )
-        except DriverError as exc:
-            self._spine_error(m, s, exc)
+
+        def read(s: int) -> tuple[dict[bytes, int], list[int], int]:
+            drv = self.spines[s]
+            got = drv.read_hot_counters(), drv.read_hot_writes(), drv.read_version()
+            drv.reset_counters()
+            return got
+
+        reads = self._parallel(len(self.spines), read)
+        failed = [(s, r) for s, r in enumerate(reads) if isinstance(r, DriverError)]
+        for s, exc in failed:
+            self._spine_error(m, s, exc)  # type: ignore[arg-type]
+        if failed:
+            if not all(self.spine_ok):
+                self._lose_spines(m)
             return self._done(m, began)
+        floors: list[int] = []
+        for s, (hot, per_slot, floor) in enumerate(reads):  # type: ignore[misc]
+            floors.append(floor)
+            observed.update(hot)
+            writes.update(
+                {
+                    key: int(per_slot[kp.slot])
+                    for key, kp in self.plans[s].keys.items()
+                    if kp.slot < len(per_slot)
+                }
+            )
         for x in racks:
             for key, count in x.observed.items():
                 observed.setdefault(key, count)
@@ -368,14 +381,29 @@ class FabricRuntime:
         self._rebase(m, before, planned)
         self._write_agents(m, batches)
 
-    def _write_spines(self, m: FabricMetrics, batches: list[list[Operation]]) -> None:
-        for s, batch in enumerate(batches):
-            switch = [op for op in batch if _switch_op(op)]
+    def _parallel(self, count: int, step: Callable[[int], T]) -> list[T | DriverError]:
+        """``step(i)`` for i in range(count), one switch each, at the same time (each driver has
+        its own connection); what each returned, or the DriverError it raised."""
+        futures = [self.pool.submit(step, i) for i in range(count)]
+        out: list[T | DriverError] = []
+        for future in futures:
             try:
-                self.spines[s].apply(switch)
-                m.updates += len(switch)
+                out.append(future.result())
             except DriverError as exc:
-                self._spine_error(m, s, exc)
+                out.append(exc)
+        return out
+
+    def _write_spines(self, m: FabricMetrics, batches: list[list[Operation]]) -> None:
+        def write(s: int) -> int:
+            switch = [op for op in batches[s] if _switch_op(op)]
+            self.spines[s].apply(switch)
+            return len(switch)
+
+        for s, done in enumerate(self._parallel(len(batches), write)):
+            if isinstance(done, DriverError):
+                self._spine_error(m, s, done)
+            else:
+                m.updates += done
         # the fabric-hot keys are the ones the spines hold (a refused batch was read back)
         self.controller.spine_of = {
             key: s for s, plan in enumerate(self.plans) for key in plan.keys
@@ -383,22 +411,29 @@ class FabricRuntime:
 
     def _write_steering(self, m: FabricMetrics) -> None:
         spine_of = self.spine_of
-        for r, drv in enumerate(self.leaves):
-            held = self.steered[r]
+
+        def write(r: int) -> int:
+            drv, held = self.leaves[r], self.steered[r]
             try:
                 if held is None or not self.clean[r]:
                     self._reconcile_steering(r)
-                    continue
+                    return 0
                 gone, made = steering_diff(self.fabric, r, held, spine_of)
                 self.steered[r] = None  # unknown until both writes are taken
                 drv.apply(gone)
                 drv.apply(made)
                 self.steered[r] = dict(spine_of)
-                m.updates += len(gone) + len(made)
-            except DriverError as exc:
+                return len(gone) + len(made)
+            except DriverError:
                 self.steered[r], self.clean[r] = None, False
-                m.errors.append(f"leaf {self._leaf_name(r)}: {_first_line(exc)}")
-                LOG.error("leaf %s: steering not written: %s", self._leaf_name(r), exc)
+                raise
+
+        for r, done in enumerate(self._parallel(len(self.leaves), write)):
+            if isinstance(done, DriverError):
+                m.errors.append(f"leaf {self._leaf_name(r)}: {_first_line(done)}")
+                LOG.error("leaf %s: steering not written: %s", self._leaf_name(r), done)
+            else:
+                m.updates += done
 
     def _unsteered(self, m: FabricMetrics) -> None:
         """After a leaf refused steering: the keys some leaf does not steer to their spine are
@@ -530,6 +565,33 @@ class FabricRuntime:
             LOG.error("spine %s: read-back failed: %s", self._spine_name(s), again)
             self.spine_ok[s] = False
 
+    def _lose_spines(self, m: FabricMetrics) -> None:
+        """Spines that could not be started (dead, or not answering): the leaves stop steering
+        their keys (docs/fabric.md "Failures": steered into a dead link, their requests would
+        be lost; cold, they reach their origins through the other spines). Their plans are
+        read back when they are started again."""
+        lost = [s for s, ok in enumerate(self.spine_ok) if not ok and self.plans[s].keys]
+        if not lost:
+            return
+        for s in lost:
+            LOG.warning(
+                "spine %s is down: its %d keys are cold",
+                self._spine_name(s),
+                len(self.plans[s].keys),
+            )
+            self.controller.plans[s] = Plan(self.plans[s].servers, self.plans[s].slots)
+        before = dict(self.spine_of)
+        self.controller.spine_of = {
+            key: s for s, plan in enumerate(self.plans) for key in plan.keys
+        }
+        self._write_steering(m)
+        gone = set(before) - set(self.spine_of)
+        ops = [RebaseRequest(key, (self.controller.origin_of(key),)) for key in gone]
+        live = [s for s, ok in enumerate(self.spine_ok) if ok]
+        if ops and live:  # their origins: the lost spine's versions cannot be compared
+            time.sleep(self.drain)
+            self.spines[live[0]].apply(ops)
+
     def _repair(self, m: FabricMetrics) -> None:
         """Reconnect and start the switches that went away; reconcile leaves whose steering is
         unknown (the period writes them)."""
@@ -541,6 +603,7 @@ class FabricRuntime:
                     drv.reconnect()
                 self._start_spine(s)
             except DriverError as exc:
+                self.spine_ok[s] = False
                 m.errors.append(f"spine {self._spine_name(s)}: {_first_line(exc)}")
         self._own_spines()
         for r, drv in enumerate(self.leaves):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from typing import Any
 
 
 class EntryOp(enum.Enum):
@@ -31,6 +32,19 @@ class TableEntry:
 
     def param_dict(self) -> dict[str, int]:
         return dict(self.params)
+
+
+Match = tuple[tuple[str, Any], ...]
+
+
+@dataclass(frozen=True)
+class HeldEntry:
+    """A table entry as a switch holds it (action alias, params, match as TableEntry takes it):
+    what a driver's ``read_entries`` returns."""
+
+    action: str
+    params: dict[str, int]
+    raw_match: tuple[tuple[str, int], ...]
 
 
 @dataclass(frozen=True)

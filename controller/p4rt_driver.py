@@ -40,10 +40,12 @@ from thrift.transport import TSocket, TTransport
 from kvswitch import protocol as p
 from kvswitch.agent.control import NotHeld
 from kvswitch.controller import names
-from kvswitch.controller.driver import DriverError, HeldEntry, Match, SwitchDriver
+from kvswitch.controller.driver import DriverError, SwitchDriver
 from kvswitch.controller.ops import (
     DefaultAction,
     EntryOp,
+    HeldEntry,
+    Match,
     MulticastGroupDelete,
     MulticastGroupSet,
     Operation,

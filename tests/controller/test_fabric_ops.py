@@ -10,7 +10,6 @@ import pytest
 
 from kvswitch import protocol as p
 from kvswitch.controller import names
-from kvswitch.controller.driver import HeldEntry
 from kvswitch.controller.fabric_ops import (
     SpineLayout,
     cap_plans,
@@ -22,6 +21,7 @@ from kvswitch.controller.fabric_ops import (
 from kvswitch.controller.fabricfile import FabricFile, FabricFileError
 from kvswitch.controller.ops import (
     EntryOp,
+    HeldEntry,
     MulticastGroupSet,
     PushRequest,
     RegisterWrite,

@@ -80,6 +80,7 @@ class Fabric:
         self.runtime = runtime_cls(net.fabric, self.spines, self.leaves, config(), origin_of, state)
 
     def close(self) -> None:
+        self.runtime.close()
         for d in self.spines + self.leaves:
             d.close()
 
@@ -414,3 +415,25 @@ def test_the_fabric_controller_process(
     assert fabric_main.main(["--config", str(tmp_path / "bad.json")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("kvswitch fabric-controller:") and "\n" not in err
+
+
+def test_a_dead_spines_keys_are_no_longer_steered(
+    net: Net, progs: tuple[Program, Program], tmp_path: Path
+) -> None:
+    """docs/fabric.md "Failures": the spine of HOT goes away; the period reports it, the leaves
+    stop steering HOT (its requests would be lost in a dead link) and its origin is rebased."""
+    f = Fabric(net, progs, tmp_path / "state.json")
+    try:
+        rt = f.runtime
+        rt.start()
+        rt.period(inputs())
+        s = rt.spine_of[HOT]
+        net.spines[s].stop()
+        f.agents.events.clear()
+        m = rt.period(inputs())
+        assert any(e.startswith(f"spine {net.spines[s].name}") for e in m.errors)
+        assert HOT not in rt.spine_of
+        assert held(f.leaves, names.FABRIC_HOT_TABLE) == [{}] * RACKS
+        assert f.agents.events == [("rebase", HOT, ORIGIN)]
+    finally:
+        f.close()

@@ -38,6 +38,8 @@ from tests.controller.fabric_net import (
 from tests.controller.test_fabric_runtime import HOT, config, inputs, origin_of
 from tests.p4c_bmv2.tools import need, start_grpc_switch, stop
 
+pytestmark = pytest.mark.bmv2
+
 
 @dataclass
 class Bmv2:
@@ -49,12 +51,16 @@ class Bmv2:
 class Recorder:
     def __init__(self) -> None:
         self.pushes: list[tuple[bytes, int, tuple[int, ...]]] = []
+        self.rebased: list[tuple[bytes, int]] = []
 
     def push(self, key: bytes, origin: int, replicas: tuple[int, ...]) -> None:
         self.pushes.append((key, origin, replicas))
 
     def remove(self, key: bytes, server: int) -> None:
         pass
+
+    def rebase(self, key: bytes, server: int) -> None:
+        self.rebased.append((key, server))
 
 
 @pytest.fixture(scope="module")
@@ -119,6 +125,7 @@ def test_the_fabric_runtime_on_bmv2(
         s = rt.spine_of[HOT]
         holders = rt.plans[s].keys[HOT].holders
         assert agents.pushes == [(HOT, holders[0], holders[1:])]
+        assert sorted(agents.rebased) == sorted((HOT, h) for h in holders)
         assert spines[s].read_register(names.REG_EPOCH) == [rt.epochs[s]]
         groups = spines[s].read_groups()
         assert list(groups.values()) == [
@@ -133,6 +140,7 @@ def test_the_fabric_runtime_on_bmv2(
         before = {t: [d.read_entries(t) for d in spines] for t in tables}
         epochs, plans = list(rt.epochs), [dict(pl.keys) for pl in rt.plans]
     finally:
+        rt.close()
         for d in spines + leaves:
             d.close()
     spines, leaves, rt = connect(fabric, switches, bmv2_programs, agents, state)
@@ -143,5 +151,6 @@ def test_the_fabric_runtime_on_bmv2(
         m = rt.period(inputs())
         assert m.errors == [] and m.updates == 0
     finally:
+        rt.close()
         for d in spines + leaves:
             d.close()
