@@ -3,20 +3,20 @@
 (epochs, static entries, read-back, steering) and runs a period every ``--period`` seconds.
 
 Each rack's candidates and loads come from the file its rack controller writes for it (the
-rack's ``inputs`` in the fabric file), one JSON object per period, replaced whole:
+rack's ``inputs`` in the fabric file; ``kvswitch controller --fabric-out``), and after start-up
+and after each period the fabric controller writes the rack's share of its decision to the
+rack's ``share`` file (``kvswitch controller --fabric-in``): the keys the rack must not make hot
+and its servers' fabric load. Both formats: :mod:`kvswitch.controller.handoff`.
 
-    {"period": 17, "observed": {"<key hex>": count, ...}, "writes": {"<key hex>": count, ...},
-     "loads": [packets per server of the rack, in the fabric file's order]}
-
-A rack without a file, or with an unreadable or malformed one, counts as idle that period (said
-once per period in the log): the fabric keeps what it has and places nothing new for it.
+A rack without an inputs file, or with an unreadable, malformed or stale one (older than three
+periods), counts as idle that period (said once per period in the log): the fabric keeps what it
+has and places nothing new for it. A share file that cannot be written is logged.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import logging
 import sys
 import time
@@ -27,8 +27,9 @@ from kvswitch import protocol as p
 from kvswitch.controller.agents import AgentPool
 from kvswitch.controller.driver import DriverError
 from kvswitch.controller.fabric import FabricConfig
-from kvswitch.controller.fabric_runtime import FabricRuntime, RackInput
+from kvswitch.controller.fabric_runtime import FabricRuntime
 from kvswitch.controller.fabricfile import FabricFile, FabricFileError
+from kvswitch.controller.handoff import RackInput, read_inputs, write_share
 from kvswitch.controller.main import stop_on_signals
 from kvswitch.controller.p4rt_driver import P4RuntimeDriver, Program, SwitchAddress
 from kvswitch.controller.program import compiled_for_bmv2, from_source
@@ -36,28 +37,15 @@ from kvswitch.controller.program import compiled_for_bmv2, from_source
 LOG = logging.getLogger("kvswitch.fabric")
 
 
-def read_inputs(path: str | None, servers: int) -> RackInput | None:
-    """A rack's hand-off file (module docstring); None if absent or malformed (logged)."""
-    if path is None:
-        return None
-    try:
-        raw = json.loads(Path(path).read_text())
-        loads = [float(x) for x in raw["loads"]]
-        if len(loads) != servers or any(x < 0 for x in loads):
-            raise ValueError(f"{servers} loads >= 0 expected")
-        observed = {_key(k): int(v) for k, v in raw.get("observed", {}).items()}
-        writes = {_key(k): int(v) for k, v in raw.get("writes", {}).items()}
-    except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
-        LOG.warning("rack inputs %s: %s: the rack counts as idle", path, exc)
-        return None
-    return RackInput(observed, loads, writes)
-
-
-def _key(text: str) -> bytes:
-    key = bytes.fromhex(text)
-    if len(key) != p.KEY_LEN:
-        raise ValueError(f"a key is {p.KEY_LEN} bytes, not {len(key)}")
-    return key
+def write_shares(runtime: FabricRuntime) -> None:
+    """Each rack's share of the fabric's decision, to the rack's ``share`` file (if it has one)."""
+    for r, rack in enumerate(runtime.fabric.racks):
+        if rack.share is None:
+            continue
+        try:
+            write_share(Path(rack.share), runtime.periods, runtime.share(r))
+        except OSError as exc:
+            LOG.warning("share of rack %s not written: %s", rack.switch.name, exc)
 
 
 def build_parser() -> t.Parser:
@@ -96,7 +84,7 @@ def _cached_program(name: str, defines: tuple[str, ...], target: str) -> Program
     """The program of ``p4src/<name>`` (a process that starts the controller again, as the
     tests do, compiles it once)."""
     from kvswitch.paths import p4src_dir
-    from softswitch.cli import parse_defines
+    from softswitch.main import parse_defines
 
     source = p4src_dir() / name
     parsed = parse_defines(list(defines))
@@ -155,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             stack.callback(runtime.close)
             runtime.start()
+            write_shares(runtime)
             deadline = time.monotonic()
             while args.periods is None or runtime.periods < args.periods:
                 deadline += args.period
@@ -162,10 +151,12 @@ def main(argv: list[str] | None = None) -> int:
                     break
                 deadline = max(deadline, time.monotonic() - args.period)
                 inputs = [
-                    read_inputs(r.inputs, shape.servers) or RackInput({}, [0.0] * shape.servers)
+                    read_inputs(r.inputs, shape.servers, 3 * args.period)
+                    or RackInput({}, [0.0] * shape.servers)
                     for r in fabric.racks
                 ]
                 runtime.period(inputs)
+                write_shares(runtime)
     except (DriverError, ValueError, OSError) as exc:
         print(f"kvswitch fabric-controller: {exc}", file=sys.stderr)
         return 1

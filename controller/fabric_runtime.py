@@ -48,6 +48,7 @@ from kvswitch.controller.fabric_ops import (
     steering_ready,
 )
 from kvswitch.controller.fabricfile import FabricFile
+from kvswitch.controller.handoff import RackInput
 from kvswitch.controller.ops import (
     EntryOp,
     Operation,
@@ -57,26 +58,13 @@ from kvswitch.controller.ops import (
     RemoveRequest,
     TableEntry,
 )
+from kvswitch.controller.period import FabricShare, key_write_ratios
 from kvswitch.controller.plan import Plan
 from kvswitch.controller.repair import unconfirmed_pushes
 from kvswitch.controller.startup import EPOCH_MAX, next_epoch
 
 LOG = logging.getLogger("kvswitch.fabric")
 T = TypeVar("T")
-
-
-@dataclass
-class RackInput:
-    """What one rack controller hands the fabric controller each period (docs/fabric.md
-    "Controllers"): its candidates (hot-key counters and HashPipe, merged), their Sets and
-    Deletes where counted, the packets each of its servers received, and optionally each
-    server's cold load and rack replicas as its plan has them."""
-
-    observed: dict[bytes, int]
-    loads: list[float]
-    writes: dict[bytes, int] = field(default_factory=dict)
-    cold: list[float] | None = None
-    replicas: list[int] | None = None
 
 
 @dataclass
@@ -141,6 +129,12 @@ class FabricRuntime:
         self.spine_ok = [False] * len(spines)
         self.withheld: dict[bytes, PushRequest] = {}  # pushes waiting for every leaf's steering
         self.periods = 0
+        # for the rack controllers (share()): keys that left the spines in the last period (their
+        # removals run with the next batch), and per server of the fabric the load the spines
+        # sent it last period and the one the new plans put on it (empty: not known)
+        self.leaving: frozenset[bytes] = frozenset()
+        self.measured: list[float] = []
+        self.expected: list[float] = []
         # the switches of one step are written at the same time, one thread each
         self.pool = ThreadPoolExecutor(len(spines) + len(leaves), thread_name_prefix="fabric")
 
@@ -303,6 +297,7 @@ class FabricRuntime:
         began = time.perf_counter()
         self.periods += 1
         m = FabricMetrics(self.periods)
+        self.measured, self.expected = [], []  # until this period has planned
         self._repair(m)
         if not all(self.spine_ok):
             self._lose_spines(m)
@@ -329,9 +324,11 @@ class FabricRuntime:
                 self._lose_spines(m)
             return self._done(m, began)
         floors: list[int] = []
+        spine_counts: dict[bytes, int] = {}
         for s, (hot, per_slot, floor) in enumerate(reads):  # type: ignore[misc]
             floors.append(floor)
             observed.update(hot)
+            spine_counts.update(hot)
             writes.update(
                 {
                     key: int(per_slot[kp.slot])
@@ -348,6 +345,8 @@ class FabricRuntime:
         cold = _joined([x.cold for x in racks])
         replicas = _joined([x.replicas for x in racks])
         before, held = list(self.plans), dict(self.spine_of)
+        ratios = key_write_ratios(observed, writes)
+        measured = self.controller.fabric_load(spine_counts, ratios)
         planned = time.perf_counter()
         report = self.controller.decide(observed, writes, loads, replicas, floors, cold)
         plans, m.capped = cap_plans(before, report.plans, self.fabric.max_holders)
@@ -361,6 +360,9 @@ class FabricRuntime:
         m.plan_ms = (time.perf_counter() - planned) * 1000.0
         m.threshold, m.promoted, m.demoted = report.threshold, report.promoted, report.demoted
         self.controller.plans = plans
+        self.measured = measured
+        self.expected = self.controller.fabric_load(dict(report.predicted), ratios)
+        self.leaving = frozenset(held) - frozenset(self.spine_of)
         self.save_state()
         writing = time.perf_counter()
         self._write(m, batches, held)
@@ -615,6 +617,21 @@ class FabricRuntime:
             except DriverError as exc:
                 self.steered[r], self.clean[r] = None, False
                 m.errors.append(f"leaf {self._leaf_name(r)}: {_first_line(exc)}")
+
+    def share(self, r: int) -> FabricShare:
+        """What rack ``r``'s controller must know (docs/fabric.md "Runtime"): the keys it must
+        not make hot (every key a spine plans, every key that left a spine last period, every
+        key its leaf may still steer) and its servers' fabric load, last period's and next
+        period's (left out when this period did not plan)."""
+        keys = set(self.spine_of) | self.leaving | set(self.steered[r] or {})
+        servers = self.fabric.shape.servers_of(r)
+        if not self.measured or not self.expected:
+            return FabricShare(frozenset(keys))
+        return FabricShare(
+            frozenset(keys),
+            tuple(self.measured[s] for s in servers),
+            tuple(self.expected[s] for s in servers),
+        )
 
     def _done(self, m: FabricMetrics, began: float) -> FabricMetrics:
         m.fabric_keys = len(self.spine_of)

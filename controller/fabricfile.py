@@ -8,15 +8,18 @@ leaves and their servers, the ports between them (docs/fabric.md "Runtime").
      "racks": [{"name": "r1", "leaf_mac": "02:00:00:00:01:fe", "subnet": "10.1.0.0/16",
                 "p4runtime": "127.0.0.1:9561", "thrift": "127.0.0.1:9092", "device_id": 0,
                 "uplinks": [5], "servers": ["10.1.0.1", {"ip": "10.1.0.2", "control": "unix:/run/s12.ctl"}],
-                "inputs": "/run/kvswitch/r1.inputs.json"}, ...]}
+                "inputs": "/run/kvswitch/r1.inputs.json", "share": "/run/kvswitch/r1.share.json"},
+               ...]}
 
 A spine's ``ports[r]`` is its port to rack r's leaf; a leaf's ``uplinks[s]`` its port to spine s.
 ``k`` is each spine's hot-key slots the controller uses, ``max_holders`` the spines' MAX_HOLDERS
 and ``leaf_keys`` the leaves' FabricHotTable size (FABRIC_KEYS): every fabric-hot key is steered
 by every leaf, so k x spines must fit it. A server is its address, or ``{"ip", "control"}`` with its agent's control endpoint (pushes
 and removals of fabric replicas, as in a rack file). ``inputs`` (optional) is the file the
-rack's controller writes each period for the fabric controller (``kvswitch fabric-controller``,
-:func:`kvswitch.controller.fabric_main.read_inputs`). Servers are numbered rack by rack in file
+rack's controller writes each period for the fabric controller (``kvswitch controller
+--fabric-out``), ``share`` (optional) the file the fabric controller writes each period for the
+rack's controller (``kvswitch controller --fabric-in``; both formats in
+:mod:`kvswitch.controller.handoff`). Servers are numbered rack by rack in file
 order (``FabricShape``: server j of rack r is
 ``r * servers + j``); every rack has the same number of servers.
 """
@@ -70,6 +73,7 @@ class RackSide:
     servers: tuple[int, ...]  # IPv4 addresses
     controls: tuple[str | None, ...] = ()  # each server's agent control endpoint
     inputs: str | None = None  # the rack controller's hand-off file
+    share: str | None = None  # the fabric controller's file for the rack controller
 
 
 @dataclass(frozen=True)
@@ -225,9 +229,11 @@ def _rack(value: Any, what: str) -> RackSide:
             raise ValueError(f"{where}.control must be a string (unix:PATH or HOST:PORT)")
         servers.append(_ip(entry.get("ip"), f"{where}.ip" if isinstance(x, dict) else where))
         controls.append(control)
-    inputs = h.get("inputs")
+    inputs, share = h.get("inputs"), h.get("share")
     if inputs is not None and not isinstance(inputs, str):
         raise ValueError(f"{what}.inputs must be a path")
+    if share is not None and not isinstance(share, str):
+        raise ValueError(f"{what}.share must be a path")
     for i, ip in enumerate(servers):
         if ipaddress.IPv4Address(ip) not in net:
             raise ValueError(f"{what}.servers[{i}] is outside its rack's subnet")
@@ -239,4 +245,5 @@ def _rack(value: Any, what: str) -> RackSide:
         tuple(servers),
         tuple(controls),
         inputs,
+        share,
     )

@@ -3,11 +3,14 @@
     kvswitch controller --rack rack.json --p4 p4src/kvswitch.p4 [-D NAME=VAL ...]
         --grpc-addr 127.0.0.1:9559 --device-id 0 --thrift-port 9090 --target softswitch|bmv2
         --period 1.0 --k 64 --policy ring [--observe-only] [--metrics m.jsonl] [--periods N]
+        [--fabric-out FILE --fabric-in FILE]
 
 It sets the forwarding pipeline (software switch: the P4 source bundle; BMv2: ``--bmv2-json`` and
 ``--p4info``, or the P4 source compiled with the p4c-bm2-ss on PATH), installs the rack's static entries and a new epoch, takes over the hot keys the
 switch holds, then runs one control period every ``--period`` seconds until ``--periods`` are done
-or SIGTERM/SIGINT arrives.
+or SIGTERM/SIGINT arrives. In a fabric (docs/fabric.md "Runtime"), ``--fabric-out`` is the file
+it writes each period for the fabric controller (the rack's ``inputs`` in the fabric file) and
+``--fabric-in`` the one it reads back (the rack's ``share``).
 """
 
 from __future__ import annotations
@@ -96,6 +99,20 @@ def build_parser() -> t.Parser:
     ap.add_argument("--observe-only", action="store_true", help="report only; no hot keys")
     ap.add_argument("--metrics", help="append one JSON object per period to this file")
     ap.add_argument("--state", help="state file: epoch, threshold, last counts (restarts)")
+    ap.add_argument(
+        "--fabric-out",
+        metavar="FILE",
+        help="in a fabric: write this rack's candidates and loads here each period, for the "
+        'fabric controller (the rack\'s "inputs" in the fabric file)',
+    )
+    ap.add_argument(
+        "--fabric-in",
+        metavar="FILE",
+        help="in a fabric: read the fabric controller's share for this rack here each period "
+        '(the rack\'s "share" in the fabric file): its fabric-hot keys are never made hot '
+        "here, its servers' fabric load is planned with; missing, malformed or older than 3 "
+        "periods: logged, the rack plans without the fabric's loads",
+    )
     ap.add_argument(
         "--timeout", type=t.positive_float, default=10.0, help="switch/agent timeout, seconds"
     )
@@ -219,6 +236,9 @@ def main(argv: list[str] | None = None) -> int:
                 down_after=args.down_after,
                 unsafe_handoff=args.test_unsafe_handoff,
                 crash_in_handoff=args.test_crash_in_handoff,
+                fabric_out=Path(args.fabric_out) if args.fabric_out else None,
+                fabric_in=Path(args.fabric_in) if args.fabric_in else None,
+                fabric_max_age=3 * args.period,
             )
             runtime.start()
             if args.admin:
