@@ -14,10 +14,11 @@ STAMP := $(VENV)/.installed
 P4RTSH := $(ROOT)/.venv-p4rtsh
 P4RTSH_STAMP := $(P4RTSH)/.installed
 
-.PHONY: help deps venv install p4rtsh test test-py test-c lint c demo bench sim clean install-c tofino
+.PHONY: help deps venv install p4rtsh test test-py test-c lint c demo fabric bench sim clean install-c tofino
 
 help:
 	@echo "make demo     start a rack on the software switch, run a skewed workload, plot the balance"
+	@echo "make fabric   start a leaf-spine fabric on Mininet, run a skewed workload, plot the balance"
 	@echo "              (TARGET=bmv2: on BMv2's simple_switch_grpc, compiled with p4c-bm2-ss)"
 	@echo "make test     install what is missing and run every test"
 	@echo "make lint     ruff check + format check"
@@ -99,6 +100,14 @@ sim: $(STAMP)
 TARGET ?= softswitch
 demo: $(STAMP) c
 	$(PY) -m kvswitch demo --target $(TARGET)
+
+# The Mininet fabric (docs/fabric.md): 2 spines, 4 leaves x 4 servers, the rack controllers and
+# the fabric controller; Zipf 1.2 over 100 keys puts about twice its fair share on the busiest
+# rack (the table's "busiest rack/fair" column says what was measured). Needs root.
+FABRIC_OUT ?= results/fabric
+fabric: $(STAMP) c
+	$(PY) -m kvsrack --fabric --spines 2 --racks 4 --servers 4 --clients 1 --target $(TARGET) \
+		--zipf 1.2 --keys 100 --rate 2000 --duration 20 --k 16 --out $(FABRIC_OUT)
 
 # The TNA build for Tofino hardware: bf-p4c (Intel's SDE) or p4c built with its open-source
 # backends/tofino (the `p4c --target tofino` driver). P4Info with standard externs, as Stratum

@@ -36,6 +36,9 @@ from kvswitch.controller.p4rt_driver import P4RuntimeDriver, Program, SwitchAddr
 from kvswitch.controller.program import compiled_for_bmv2, from_source
 
 LOG = logging.getLogger("kvswitch.fabric")
+#: The P4Runtime role the fabric controller holds on every leaf (the rack controller holds the
+#: default role there: each is the primary of its own)
+LEAF_ROLE = "fabric"
 
 
 def write_shares(runtime: FabricRuntime) -> None:
@@ -123,10 +126,11 @@ def main(argv: list[str] | None = None) -> int:
         with contextlib.ExitStack() as stack:
             stack.callback(agents.close)
 
-            def connect(end, program: Program, rack, **kw) -> P4RuntimeDriver:
+            def connect(end, program: Program, rack, role=None, **kw) -> P4RuntimeDriver:
                 address = SwitchAddress(
-                    end.grpc_addr, end.device_id, end.thrift_host, end.thrift_port, args.timeout
-                )
+                    end.grpc_addr, end.device_id, end.thrift_host, end.thrift_port, args.timeout,
+                    role,
+                )  # fmt: skip
                 return stack.enter_context(
                     P4RuntimeDriver(address, program, rack, set_pipeline=not args.no_pipeline, **kw)
                 )
@@ -138,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
                 for s in fabric.spines
             ]
             leaves = [
-                connect(r.switch, leaf_prog, fabric.leaf_rack(i))
+                connect(r.switch, leaf_prog, fabric.leaf_rack(i), role=LEAF_ROLE)
                 for i, r in enumerate(fabric.racks)
             ]
             runtime = FabricRuntime(

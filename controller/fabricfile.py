@@ -130,6 +130,26 @@ class FabricFile:
         )
         return RackFile(0, 0, 0, hosts, ())
 
+    def document(self) -> dict[str, Any]:
+        """The file's JSON object (what :meth:`parse` reads back as this fabric)."""
+        return {
+            "k": self.k,
+            "max_holders": self.max_holders,
+            "leaf_keys": self.leaf_keys,
+            "spines": [
+                {**_endpoint_doc(s.switch), "mac": _mac_text(s.mac), "ports": list(s.ports)}
+                for s in self.spines
+            ],
+            "racks": [_rack_doc(r) for r in self.racks],
+        }
+
+    def write(self, path: str | Path) -> None:
+        """The fabric file at ``path``, checked first: what :meth:`parse` refuses is not
+        written."""
+        document = self.document()
+        self.parse(document, str(path))
+        Path(path).write_text(json.dumps(document, indent=2) + "\n")
+
     @classmethod
     def load(cls, path: str | Path) -> FabricFile:
         try:
@@ -247,3 +267,37 @@ def _rack(value: Any, what: str) -> RackSide:
         inputs,
         share,
     )
+
+
+def _mac_text(mac: int) -> str:
+    return ":".join(f"{mac:012x}"[i : i + 2] for i in range(0, 12, 2))
+
+
+def _endpoint_doc(end: Endpoint) -> dict[str, Any]:
+    return {
+        "name": end.name,
+        "p4runtime": end.grpc_addr,
+        "thrift": f"{end.thrift_host}:{end.thrift_port}",
+        "device_id": end.device_id,
+    }
+
+
+def _rack_doc(r: RackSide) -> dict[str, Any]:
+    servers: list[Any] = [
+        str(ipaddress.IPv4Address(ip))
+        if not r.controls or r.controls[j] is None
+        else {"ip": str(ipaddress.IPv4Address(ip)), "control": r.controls[j]}
+        for j, ip in enumerate(r.servers)
+    ]
+    doc: dict[str, Any] = {
+        **_endpoint_doc(r.switch),
+        "leaf_mac": _mac_text(r.leaf_mac),
+        "subnet": f"{ipaddress.IPv4Address(r.subnet[0])}/{r.subnet[1]}",
+        "uplinks": list(r.uplinks),
+        "servers": servers,
+    }
+    if r.inputs is not None:
+        doc["inputs"] = r.inputs
+    if r.share is not None:
+        doc["share"] = r.share
+    return doc

@@ -34,6 +34,7 @@ import finsy as fy
 from bm_runtime.standard import Standard
 from finsy.proto import p4i
 from finsy.switch import SwitchFailFastError
+from google.protobuf.empty_pb2 import Empty
 from thrift.protocol import TBinaryProtocol, TMultiplexedProtocol
 from thrift.transport import TSocket, TTransport
 
@@ -70,6 +71,10 @@ class SwitchAddress:
     thrift_host: str = "127.0.0.1"
     thrift_port: int = 9090
     timeout: float = 10.0
+    # a P4Runtime role (None: the default role). A fabric's leaf has two controllers, its rack
+    # controller (default role) and the fabric controller (role "fabric"), each the primary of
+    # its own role (docs/fabric.md "Runtime")
+    role: str | None = None
 
 
 @dataclass(frozen=True)
@@ -230,6 +235,8 @@ class P4RuntimeDriver(SwitchDriver):
             p4blob=self.program.device_config if self._set_pipeline else None,
             device_id=self.address.device_id,
             fail_fast=True,
+            role_name=self.address.role or "",
+            role_config=Empty() if self.address.role else None,
         )
         switch = fy.Switch("kvswitch", self.address.grpc_addr, options)
         try:

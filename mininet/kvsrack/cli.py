@@ -108,6 +108,13 @@ def build_parser() -> t.Parser:
            "e.g. s9 with --servers 8, is a spare until then)")  # fmt: skip
     a("--remove", type=server_event("remove"), action="append", default=[], metavar="SERVER@S",
       help="remove SERVER from the ring S seconds into the load (online), e.g. s3@20")  # fmt: skip
+    a("--fabric", action="store_true",
+      help="a leaf-spine fabric instead of one rack: --racks leaves of --servers servers each, "
+           "--spines spines, a rack controller per leaf, the fabric controller (docs/fabric.md)")  # fmt: skip
+    a("--spines", type=t.positive_int, default=2, help="spines of the fabric (default 2)")
+    a("--racks", type=t.positive_int, default=4, help="racks (leaves) of the fabric (default 4)")
+    a("--no-spine-level", action="store_true",
+      help="fabric: the fabric controller routes only, no key goes to a spine (the baseline)")  # fmt: skip
     a("--hold", action="store_true", help="no workload: keep the rack up until Ctrl-C")
     a("--out", type=Path, help="folder for rack.json, metrics.jsonl, logs, summary.json")
     return ap
@@ -147,6 +154,8 @@ def main(argv: list[str] | None = None) -> int:
                   "--p4info)", file=sys.stderr)  # fmt: skip
             return 2
     events = [*args.kill, *args.restart, *args.add, *args.remove]
+    if args.fabric:
+        return run_fabric(args, events)
     why = check_events(events, args.servers)
     if why:
         print(f"rack: {why}", file=sys.stderr)
@@ -198,4 +207,67 @@ def main(argv: list[str] | None = None) -> int:
     except (RuntimeError, OSError, subprocess.CalledProcessError) as exc:
         print(f"rack: {exc}", file=sys.stderr)
         return 1
+    return 0
+
+
+def run_fabric(args: argparse.Namespace, events: list[ServerEvent]) -> int:
+    """``--fabric``: the fabric up, the workload, lambda per period printed and plotted."""
+    if events or args.restart_controller_at or args.arch != "v1model":
+        print("rack: --fabric takes no server events, controller restarts or --arch",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    if args.target == "bmv2" and not all(map(shutil.which, ("simple_switch_grpc", "p4c-bm2-ss"))):
+        print("rack: --fabric --target bmv2 needs simple_switch_grpc and p4c-bm2-ss on PATH",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    from kvsrack import fabric as fab  # Mininet: only once it is known to be there
+
+    out = args.out or Path(f"/tmp/kvswitch-fabric-{time.strftime('%Y%m%d-%H%M%S')}")
+    opts = fab.FabricOptions(
+        spines=args.spines, racks=args.racks, servers=args.servers, clients=args.clients,
+        backend=args.backend, target=args.target, period=args.period, k=args.k,
+        spine_level=not args.no_spine_level, agent_args=args.agent_arg,
+    )  # fmt: skip
+    work = Workload(
+        rate=args.rate, duration=args.duration, zipf=args.zipf, keys=args.keys,
+        write_ratio=args.write_ratio, preload=not args.no_preload, seed=args.seed,
+        loadgens=args.loadgens, loadgen_args=args.loadgen_arg, history_args=args.history_arg,
+        history_threads=args.history_threads, history_keys=args.history_keys,
+        history_rate=args.history_rate, history_set_ratio=args.history_set_ratio,
+        read_tail=args.read_tail,
+    )  # fmt: skip
+    interrupted: list[int] = []
+
+    def on_signal(signum: int, _frame: object) -> None:
+        interrupted.append(signum)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_signal)
+    try:
+        with fab.Fabric(opts, out) as fabric:
+            print(f"rack: fabric up ({args.spines} spines, {args.racks} racks x {args.servers} "
+                  f"servers, {args.clients} clients, {args.target}, v1model); files in {out}",
+                  flush=True)  # fmt: skip
+            if args.hold:
+                while True:
+                    time.sleep(1)
+            summary = scenarios.run(fabric, work)
+            summary["controller_status"] = fabric.stop_controllers()
+    except KeyboardInterrupt:
+        print("rack: interrupted, torn down", file=sys.stderr)
+        return 130
+    except (RuntimeError, OSError, subprocess.CalledProcessError) as exc:
+        print(f"rack: {exc}", file=sys.stderr)
+        return 1
+    rows = fab.periods(out, args.racks, summary["load_start"] + args.period, summary["load_end"])
+    summary["periods"] = rows
+    (out / "summary.json").write_text(json.dumps(summary) + "\n")
+    print(fab.table(rows), flush=True)
+    if rows:
+        mode = "spine level off" if args.no_spine_level else "spine level on"
+        title = (f"{args.spines} spines, {args.racks} x {args.servers} servers, "
+                 f"Zipf {args.zipf}, {mode}, {args.target}")  # fmt: skip
+        fab.plot(rows, out / "fabric.png", title)
+        print(f"plot: {out / 'fabric.png'}")
+    print(f"rack: done; summary in {out / 'summary.json'}", flush=True)
     return 0

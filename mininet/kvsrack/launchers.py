@@ -281,13 +281,15 @@ def controller_command(
     bmv2_json: str | None = None,
     p4info: str | None = None,
     extra: Sequence[str] = (),
+    program: Path | None = None,
 ) -> list[str]:
     """``kvswitch controller`` of one switch: its rack file, program and defines, its runtime
     ports; metrics to ``OUT/metrics.jsonl``, state to ``OUT/controller.state``, the admin socket
-    (``kvswitch membership``) at ``admin``."""
+    (``kvswitch membership``) at ``admin``; ``program``: another P4 program than the ``arch``
+    build's (a fabric's leaf)."""
     cmd = [
         PY, "-m", "kvswitch", "controller", "--rack", str(rack_file),
-        "--p4", str(program_source(arch)),
+        "--p4", str(program or program_source(arch)),
         "--grpc-addr", f"127.0.0.1:{grpc_port}", "--device-id", "0",
         "--thrift-port", str(thrift_port), "--target", target,
         "--period", str(period), "--k", str(k), "--policy", policy,

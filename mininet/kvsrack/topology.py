@@ -128,3 +128,102 @@ def rack_file(topo: Topology, run_dir: Path) -> RackFile:
         ),
         clients=tuple(Host.of(c.name, c.ip, c.mac, c.port) for c in topo.clients),
     )
+
+
+# ---------------------------------------------------------------- a leaf-spine fabric
+
+#: a leaf's port to spine s is UPLINK + s (after any rack's hosts); a spine's port to leaf r, r + 1
+UPLINK = 101
+
+
+@dataclass(frozen=True)
+class FabricLayout:
+    """A leaf-spine fabric: ``spines`` spines (roles sp1..), ``racks`` leaves (l1..), each with
+    ``servers`` servers; the clients spread over the leaves, c1 on l1, c2 on l2, ... Rack r
+    (0-based) is the subnet 10.(r+1).0.0/16: servers 10.(r+1).0.j on leaf ports 1.., clients
+    10.(r+1).1.j after them, the leaf 10.(r+1).0.254. Servers are s1..s(R*M) in the fabric's
+    order (rack by rack), which is the clients' ring order and the fabric file's."""
+
+    spines: int
+    racks: int
+    servers: int
+    clients: int
+
+    def spine(self, s: int) -> str:
+        return f"sp{s + 1}"
+
+    def leaf(self, r: int) -> str:
+        return f"l{r + 1}"
+
+    def leaf_ip(self, r: int) -> str:
+        return f"10.{r + 1}.0.254"
+
+    def leaf_mac(self, r: int) -> str:
+        return f"02:00:00:00:{r + 1:02x}:fe"
+
+    def spine_mac(self, s: int) -> str:
+        return f"02:00:00:00:f0:{s + 1:02x}"
+
+    def subnet(self, r: int) -> str:
+        return f"10.{r + 1}.0.0/16"
+
+    def rack_servers(self, r: int) -> tuple[Node, ...]:
+        return tuple(
+            Node(
+                f"s{r * self.servers + j}",
+                f"10.{r + 1}.0.{j}",
+                f"02:00:00:{r + 1:02x}:00:{j:02x}",
+                j,
+            )
+            for j in range(1, self.servers + 1)
+        )
+
+    def rack_clients(self, r: int) -> tuple[Node, ...]:
+        mine = [c for c in range(1, self.clients + 1) if (c - 1) % self.racks == r]
+        return tuple(
+            Node(f"c{c}", f"10.{r + 1}.1.{i}", f"02:00:00:{r + 1:02x}:01:{i:02x}", self.servers + i)
+            for i, c in enumerate(mine, start=1)
+        )
+
+    def rack_topology(self, r: int) -> Topology:
+        """Rack r as its rack controller sees it (its rack file): its leaf, servers, clients."""
+        return Topology(
+            switches=(self.leaf(r),),
+            servers=self.rack_servers(r),
+            clients=self.rack_clients(r),
+            links=(),
+            switch_ip=self.leaf_ip(r),
+            switch_mac=self.leaf_mac(r),
+        )
+
+    def topology(self) -> Topology:
+        spines = tuple(self.spine(s) for s in range(self.spines))
+        leaves = tuple(self.leaf(r) for r in range(self.racks))
+        servers = tuple(n for r in range(self.racks) for n in self.rack_servers(r))
+        clients = sorted(
+            (n for r in range(self.racks) for n in self.rack_clients(r)),
+            key=lambda n: int(n.name[1:]),
+        )
+        links = [
+            Link(n.name, self.leaf(r), n.port)
+            for r in range(self.racks)
+            for n in (*self.rack_servers(r), *self.rack_clients(r))
+        ]
+        links += [
+            Link(self.leaf(r), self.spine(s), r + 1, UPLINK + s)
+            for r in range(self.racks)
+            for s in range(self.spines)
+        ]
+        gateways = {
+            n.name: (self.leaf_ip(r), self.leaf_mac(r))
+            for r in range(self.racks)
+            for n in (*self.rack_servers(r), *self.rack_clients(r))
+        }
+        return Topology(
+            switches=(*spines, *leaves),
+            servers=servers,
+            clients=tuple(clients),
+            links=tuple(links),
+            prefix=8,
+            gateways=gateways,
+        )
