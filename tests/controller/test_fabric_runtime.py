@@ -100,9 +100,9 @@ def test_a_period_makes_a_key_fabric_hot_and_spreads_its_reads(
         rt.start()
         m = rt.period(inputs())
         assert m.errors == []
-        # from the moment each leaf steered HOT, a write from the origin's own rack reached the
-        # origin stamped by the spine (docs/fabric.md F3; test_steering_first_is_caught)
-        assert len(ProbeLeaf.seen) == RACKS
+        # from the moment the origin's leaf steered HOT, a write from the origin's own rack reached
+        # the origin stamped by the spine (docs/fabric.md F3; test_steering_first_is_caught)
+        assert len(ProbeLeaf.seen) == 1
         assert all(msg.epoch == rt.epochs[rt.spine_of[HOT]] and msg.ver for msg in ProbeLeaf.seen)
         assert HOT in rt.spine_of
         s = rt.spine_of[HOT]
@@ -322,15 +322,19 @@ def test_a_key_changing_level_is_rebased_between_its_steering_and_its_push(
 
 
 class ProbeLeaf(P4RuntimeDriver):
-    """A leaf driver that, right after each write of steering entries, sends a Set of HOT from
-    the client in the origin's rack (c1, the client F3 is about) and keeps what reached the
-    origin."""
+    """The origin's leaf's driver: right after each write of steering entries, it sends a Set of
+    HOT from the client in the origin's rack (c1, the client F3 is about) and keeps what reached
+    the origin. Only the home leaf probes: the runtime writes the leaves in parallel, and c1's
+    write goes through its own leaf whatever the others hold (a probe after another leaf's
+    write raced the home leaf's, failing 2 runs in 6 under load)."""
 
     net: Net
     seen: list[p.Message]
 
     def apply(self, ops) -> None:
         super().apply(ops)
+        if self.address != self.net.leaves[ORIGIN // SERVERS].address:
+            return
         if any(
             isinstance(op, TableEntry)
             and op.table == names.FABRIC_HOT_TABLE
