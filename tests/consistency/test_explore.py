@@ -23,7 +23,7 @@ G = None
 # pytest process of their own (-m explore_heavy), at low priority, beside the rack tests. Each
 # is a few minutes at most on a loaded core; the limit leaves room for a busy machine.
 HEAVY = (pytest.mark.explore_heavy, pytest.mark.timeout(1200))
-HEAVY_PRESETS = ("ahead", "resend-overtaken")
+HEAVY_PRESETS = ("ahead", "resend-overtaken", "resend-reread", "ahead-reread")
 
 
 def heavy(test: Any) -> Any:
@@ -81,6 +81,24 @@ def test_broken_variant_caught(variant: str, scenario: ex.Scenario) -> None:
     print(f"{variant}: {rep.summary()}")
     assert rep.violation is not None  # ... the broken ones do not
     assert not ex.Explorer(scenario).linearizable(_records(rep))
+
+
+@pytest.mark.parametrize(
+    ("variant", "scenario"),
+    [("unconfirmed-read-set", SMALL), ("no-floor", ex.PRESETS["hotset"])],
+)
+def test_read_set_guards_are_not_what_keeps_reads_safe(variant: str, scenario: ex.Scenario) -> None:
+    """Rule 6 passes a replica's reply only at exactly the version the origin last reported, a
+    version whose value every holder shares: the read set's confirm and the floor decide where
+    Gets go, not what a client may see. Without them the real rule 6 stays linearizable; beside
+    rule 6 as it was (ver <= origin_ver, ``BROKEN``) each is caught
+    (test_broken_variant_caught)."""
+    real_rule_6 = ex.Rules().replica_reply_passes
+    rep = ex.explore(
+        scenario, dataclasses.replace(ex.BROKEN[variant], replica_reply_passes=real_rule_6)
+    )
+    print(f"{variant} with the real rule 6: {rep.summary()}")
+    assert rep.ok and rep.end_states > 0
 
 
 @heavy

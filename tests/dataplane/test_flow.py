@@ -91,6 +91,18 @@ def test_sync_push_confirm_write_cycle(dp: Dataplane) -> None:
         dport=40000,
     )
     dp.send_expect(ORIGIN.port, reply, [(CLIENT.port, routed(reply, CLIENT))])
+    # Now a replica's read reply passes only at exactly 2 (rule 6): one carrying 1 (a Get routed
+    # before the write completed) is dropped, as a version below origin_ver may be one the origin
+    # never held (a repeat's copy, docs/protocol.md "Agent rules").
+    for ver, delivered in ((1, False), (2, True)):
+        got = udp_packet(
+            R1,
+            CLIENT.ip,
+            kvs(op.GET_REPLY, KEY, b"v", seq=8, epoch=EPOCH, ver=ver),
+            sport=proto().kvs_port,
+            dport=40000,
+        )
+        dp.send_expect(R1.port, got, [(CLIENT.port, routed(got, CLIENT))] if delivered else [])
     assert _gets(dp, 50, 3) == [ORIGIN.port, R1.port, ORIGIN.port]
     dp.send_expect(R2.port, _to_switch(R2, kvs(op.CONFIRM, KEY, epoch=EPOCH, ver=2)), [])
     assert _gets(dp, 60, 3) == [ORIGIN.port, R1.port, R2.port]
