@@ -305,7 +305,7 @@ PRESETS: dict[str, Scenario] = {
         ((b"a1",), (b"a2",), (_G, _G)), replicas=1, retries=1, eager_retries=True, retriers=(0,)
     ),
     # the same resend, the second writer writes twice, the resending client reads twice: the
-    # module docstring's "resend-reread" (open: the real rules fail it)
+    # module docstring's "resend-reread" (closed by rule 6 at exactly origin_ver)
     "resend-reread": _scenario(
         ((b"a1", _G, _G), (b"a2", b"a3")),
         replicas=1,
@@ -329,6 +329,8 @@ CHECKED: tuple[str, ...] = (
     "two-writers",
     "ahead",
     "resend-overtaken",
+    "resend-reread",
+    "ahead-reread",
 )
 
 
@@ -372,10 +374,6 @@ def _read_set_exact(slot, cell, origin_ver, valid_ver) -> bool:
 #: Rule 6 as it was (``ver <= origin_ver``): the rules that fail resend-reread. The other
 #: candidate fixes for it are tried on top of these (tests/consistency/test_explore.py).
 RULE_6_AT_MOST = Rules(replica_reply_passes=_rule_6_at_most)
-CANDIDATES: dict[str, Rules] = {
-    "rule-6-exact": Rules(),
-    "read-set-exact": Rules(in_read_set=_read_set_exact),
-}
 
 #: Deliberately broken variants of the rules, each of which the check must catch. Rule 6
 #: alone decides what a client may see (docs/protocol.md "Why this is linearizable"): the read

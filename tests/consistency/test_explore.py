@@ -120,6 +120,57 @@ def test_explorer_passes_the_settled_flag() -> None:
     assert {m[10] for m in out2} == {0}
 
 
+def test_explorer_copies_as_the_candidate_says() -> None:
+    """Scenario.copies and repeat_confirms_ignored (candidate fixes for resend-reread, switch
+    side): an unsettled repeat goes without copies under "first-or-settled", a settled one with
+    them; under "first" no repeat has copies; a repeat's copy carries its attempt number."""
+    sc = dataclasses.replace(ex.PRESETS["resend-reread"], copies="first-or-settled")
+    ex_ = ex.Explorer(sc)
+    sw = ex_.initial()[0]
+    ((sw2, out, _),) = ex_._request(sw, 0, 0, 1)
+    assert [m[3] for m in out] == [p.Op.SET, p.Op.UPDATE]
+    ((_, out2, _),) = ex_._request(sw2, 0, 0, 2)  # unsettled repeat: the origin's only
+    assert [m[3] for m in out2] == [p.Op.SET]
+    ((_, settled, _),) = ex_._request(sw, 0, 0, 2)  # settled repeat: copied
+    assert [m[3] for m in settled] == [p.Op.SET, p.Op.UPDATE]
+    first = ex.Explorer(dataclasses.replace(sc, copies="first"))
+    assert [m[3] for m in next(iter(first._request(sw, 0, 0, 2)))[1]] == [p.Op.SET]
+    flagged = ex.Explorer(dataclasses.replace(sc, repeat_confirms_ignored=True))
+    ((_, out3, _),) = flagged._request(sw, 0, 0, 2)
+    assert out3[1][3] == p.Op.UPDATE and out3[1][11] == 2
+    with pytest.raises(ValueError):
+        dataclasses.replace(sc, copies="some")
+
+
+@heavy
+@pytest.mark.parametrize(
+    ("candidate", "preset"),
+    [
+        ("rule-6-at-most", "ahead-reread"),
+        ("unsettled-repeats-uncopied", "ahead-reread"),
+        ("repeat-confirms-uncounted", "RCI_PRESET"),
+        ("read-set-exact", "RSE_PRESET"),
+    ],
+)
+def test_rejected_fixes_for_resend_reread_are_caught(candidate: str, preset: str) -> None:
+    """resend-reread (a repeat's copy at a replica at a version the origin never held, readable
+    once a later write is reported) is closed by rule 6 at exactly origin_ver (CHECKED). Rule 6
+    as it was (ver <= origin_ver) and the other candidates, each tried on it, are caught: the
+    switch sending no copies of an unsettled repeat (ahead-reread's resend is settled), a
+    replica's confirm of a repeat's copy not counted and a replica in the read set only at
+    exactly origin_ver (the replica confirmed the second write before the repeat's copy came)."""
+    scenario, rules = ex.PRESETS[preset], ex.RULE_6_AT_MOST
+    if candidate == "unsettled-repeats-uncopied":
+        scenario = dataclasses.replace(scenario, copies="first-or-settled")
+    elif candidate == "repeat-confirms-uncounted":
+        scenario = dataclasses.replace(scenario, repeat_confirms_ignored=True)
+    elif candidate == "read-set-exact":
+        rules = ex.BROKEN["read-set-exact"]
+    rep = ex.explore(scenario, rules)
+    print(f"{candidate} on {preset}: {rep.summary()}")
+    assert rep.violation is not None
+
+
 def test_switch_not_stamping_a_repeat_loses_a_write() -> None:
     """Rejected fix for resend-overtaken: a repeat goes to the origin unstamped and uncopied. When
     the first attempt died on its way to the origin, the repeat is applied at the old version and
