@@ -185,10 +185,11 @@ def test_switch_not_stamping_a_repeat_loses_a_write() -> None:
 @pytest.mark.parametrize("variant", ["adopt-unsettled", "adopt-unchecked"])
 def test_adoption_variant_caught(variant: str) -> None:
     """The adoption rule's tempting wrong variants, each in a scenario the real rules pass
-    (resend-overtaken): adopting without F_SETTLED (the rule before), F_SETTLED trusted without
-    the stored-version check (a second writer's write applied and reported between the
-    attempts). Replicas adopting like the origin fails only where the real rules fail too
-    (preset resend-reread, an open finding: bench/explore.py), so it has no test yet."""
+    (resend-overtaken): adopting without F_SETTLED (the rule before; caught beside rule 6 as it
+    was, which it needed: with rule 6 at exactly origin_ver it passes, docs/protocol.md "Agent
+    rules"), F_SETTLED trusted without the stored-version check (a second writer's write
+    applied and reported between the attempts: the origin moves another write's value to a
+    version a replica holds the repeat's value at, against the real rule 6 too)."""
     rep = ex.explore(ex.PRESETS["resend-overtaken"], ex.BROKEN[variant])
     print(f"{variant}: {rep.summary()}")
     assert rep.violation is not None
@@ -197,8 +198,9 @@ def test_adoption_variant_caught(variant: str) -> None:
 @heavy
 def test_latest_attempt_reply_only_is_caught() -> None:
     """Rejected fix: an attempt number in the header, a client taking only its latest attempt's
-    reply, the old adoption rule. The adoption still re-writes the first value after a second
-    writer's: a reader sees the first value, the second, then the first again."""
+    reply, the old adoption rule (and rule 6 as it was). The adoption still re-writes the first
+    value after a second writer's: a reader sees the first value, the second, then the first
+    again."""
     scenario = dataclasses.replace(
         ex.PRESETS["resend-overtaken"],
         programs=((b"a1",), (b"a2",), (G, G, G)),
