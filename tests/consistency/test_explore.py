@@ -148,8 +148,8 @@ def test_explorer_copies_as_the_candidate_says() -> None:
     [
         ("rule-6-at-most", "ahead-reread"),
         ("unsettled-repeats-uncopied", "ahead-reread"),
-        ("repeat-confirms-uncounted", "RCI_PRESET"),
-        ("read-set-exact", "RSE_PRESET"),
+        ("repeat-confirms-uncounted", "ahead-reread"),
+        ("read-set-exact", "ahead-reread"),
     ],
 )
 def test_rejected_fixes_for_resend_reread_are_caught(candidate: str, preset: str) -> None:
