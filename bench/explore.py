@@ -87,9 +87,12 @@ presets the rules pass):
   candidates, tried here and rejected: clients taking only their latest attempt's reply
   (``latest_reply_only``, an attempt number in the header), the switch not stamping a repeat
   (``unstamped_repeats``: a write whose first attempt was lost is applied at the old version),
-  replicas adopting like the origin and the flag trusted without the stored-version check
-  (``BROKEN``); never adopting (``NEVER_ADOPT``) is linearizable too but leaves more replicas
-  above origin_ver (``Report.ahead_ends``).
+  the flag trusted without the stored-version check (``BROKEN``); never adopting
+  (``NEVER_ADOPT``) is linearizable too but leaves more replicas above origin_ver
+  (``Report.ahead_ends``). Replicas adopting like the origin (``ADOPT_AT_REPLICAS``) failed only
+  where rule 6 as it was failed anyway (resend-reread); with rule 6 at exactly origin_ver it
+  passes ahead-reread (5 522 134 states): a value a replica moves to a version its origin never
+  held is never read there.
 - ``resend-reread`` (checked): the same eager resend, not settled (the first attempt and a
   second writer's write are on their way). The replica's copy of the *first* attempt is late, so
   the first copy it applies is the resend's, at the resend's version v4, above the second
@@ -351,14 +354,6 @@ def _adopts_unchecked(msg: p.Message, seen: Any, stored: Item) -> bool:
     return origin and bool(msg.flags & p.F_SETTLED) and msg.version > stored.version
 
 
-def _adopts_at_replicas(msg: p.Message, seen: Any, stored: Item) -> bool:
-    """The real rule, and replicas adopting a settled repeat's UPDATE copy as the origin does."""
-    if msg.op in (p.Op.UPDATE, p.Op.UPDATE_DEL):
-        op = p.Op.SET if msg.op == p.Op.UPDATE else p.Op.DEL
-        return AgentCore.adopts(dataclasses.replace(msg, op=op), seen, stored)
-    return AgentCore.adopts(msg, seen, stored)
-
-
 def _rule_6_at_most(slot, current, ver, origin_ver) -> bool:
     """Rule 6 before resend-reread was closed: any version the origin has reported or an older
     one (0 < ver <= origin_ver)."""
@@ -399,13 +394,25 @@ BROKEN: dict[str, Rules] = {
     "adopt-unsettled": dataclasses.replace(RULE_6_AT_MOST, adopts=_adopts_unsettled),
     # F_SETTLED trusted alone: the stored version is not checked against the first application's
     "adopt-unchecked": Rules(adopts=_adopts_unchecked),
-    # replicas adopt a settled repeat too: their first copy may be older than the origin's report
-    "adopt-at-replicas": Rules(adopts=_adopts_at_replicas),
     # rule 6 as it was: a replica's older version passes (resend-reread, ahead-reread)
     "rule-6-at-most": RULE_6_AT_MOST,
     # rule 6 as it was, and rule 4 taking a replica only at exactly origin_ver (a candidate fix)
     "read-set-exact": dataclasses.replace(RULE_6_AT_MOST, in_read_set=_read_set_exact),
 }
+
+
+def _adopts_at_replicas(msg: p.Message, seen: Any, stored: Item) -> bool:
+    """The real rule, and replicas adopting a settled repeat's UPDATE copy as the origin does."""
+    if msg.op in (p.Op.UPDATE, p.Op.UPDATE_DEL):
+        op = p.Op.SET if msg.op == p.Op.UPDATE else p.Op.DEL
+        return AgentCore.adopts(dataclasses.replace(msg, op=op), seen, stored)
+    return AgentCore.adopts(msg, seen, stored)
+
+
+#: Replicas adopting a settled repeat like the origin: not linearizable beside rule 6 as it was
+#: (their first copy may be older than the origin's report), linearizable with the real rule 6
+#: (module docstring); compared, not a failure.
+ADOPT_AT_REPLICAS = Rules(adopts=_adopts_at_replicas)
 
 #: A repeat never adopted: linearizable too, but more replicas are left above origin_ver (their
 #: replies dropped until the next write or the controller zeroes them); compared, not a failure.
