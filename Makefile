@@ -64,8 +64,9 @@ lint: $(STAMP)
 # checks, on two pytest workers (pytest-xdist). Then the namespace and rack tests (marker netns:
 # Mininet racks on both targets, whose loss and failure-detection figures need the CPU) one after
 # the other, and beside them, at the lowest priority, the long exhaustive checks (marker
-# explore_heavy: one process, pure CPU): the racks mostly wait on their periods (measured: 0.6 of
-# a core on average), so the checks use the idle core. Their output follows the racks'.
+# explore_heavy: two pytest workers, pure CPU, about 1 150 s of CPU in all): the racks mostly wait
+# on their periods (measured: 0.6 of a core on average) and keep their priority, so the checks use
+# what the racks leave idle. Their output follows the racks'.
 PYTEST_WORKERS ?= 2
 # A rack test that fails is run once more (pytest-rerunfailures; its first failure is printed and
 # counted as "rerun" in the summary): the racks' loss, timing and placement figures are measured on
@@ -78,7 +79,8 @@ test-py: $(STAMP) c $(P4RTSH_STAMP)
 		--durations=15
 	@mkdir -p $(dir $(HEAVY_LOG))
 	@echo "the explorer's long checks run beside the rack tests; their output: $(HEAVY_LOG)"
-	@nice -n 19 $(PY) -m pytest -q -p no:cacheprovider -m explore_heavy --durations=15 \
+	@nice -n 19 $(PY) -m pytest -q -p no:cacheprovider -n 2 --dist worksteal -m explore_heavy \
+		--durations=15 \
 		> $(HEAVY_LOG) 2>&1 & heavy=$$!; \
 	$(PY) -m pytest -q -m netns --durations=15 --reruns $(RACK_RERUNS); racks=$$?; \
 	echo "the explorer's long checks:"; wait $$heavy; explore=$$?; cat $(HEAVY_LOG); \
