@@ -13,6 +13,7 @@ in C independently of how fast the Python agent answers.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import random
@@ -21,6 +22,8 @@ import shutil
 import statistics
 import subprocess
 import sys
+import sysconfig
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -29,7 +32,7 @@ from pathlib import Path
 from kvswitch import argtypes as t
 from kvswitch.agent.backend_procs import start_agent
 from kvswitch.client.client import Client, Request
-from kvswitch.paths import repo_root
+from kvswitch.paths import c_src_dir, repo_root
 
 
 @dataclass
@@ -45,7 +48,9 @@ class Figure:
 
 
 def find_loadgen() -> Path:
-    """$KVS_LOADGEN, else the checkout's build (built on demand), else ``kvswitch-loadgen`` on PATH."""
+    """$KVS_LOADGEN; else the checkout's build (built on demand); else ``kvswitch-loadgen`` on PATH
+    or beside this interpreter (``make install-c PREFIX=<venv>``); else built from the C sources
+    installed with the package (:func:`build_loadgen`)."""
     env = os.environ.get("KVS_LOADGEN")
     if env:
         return Path(env)
@@ -53,10 +58,46 @@ def find_loadgen() -> Path:
     if root is not None and (root / "client_lib" / "c" / "Makefile").is_file():
         subprocess.run(["make", "-s", "-C", str(root / "client_lib" / "c")], check=True)
         return root / "client_lib" / "c" / "build" / "kvswitch-loadgen"
-    found = shutil.which("kvswitch-loadgen")
-    if found is None:
-        raise FileNotFoundError("kvswitch-loadgen not found: build it with `make c`")
-    return Path(found)
+    for path in (None, sysconfig.get_path("scripts")):
+        found = shutil.which("kvswitch-loadgen", path=path)
+        if found is not None:
+            return Path(found)
+    return build_loadgen(c_src_dir())
+
+
+def build_loadgen(src: Path, cache: Path | None = None) -> Path:
+    """``kvswitch-loadgen`` built with the C sources' Makefile (``src``) into a folder of
+    ``cache`` (default ``$XDG_CACHE_HOME/kvswitch/loadgen``) named after the sources' digest:
+    built once, then found there. Needs make and a C compiler; FileNotFoundError (one line)
+    where they are missing or the build fails."""
+    digest = hashlib.sha256()
+    for f in sorted(p for p in src.rglob("*") if p.is_file() and "build" not in p.parts):
+        digest.update(f.relative_to(src).as_posix().encode() + b"\0" + f.read_bytes())
+    base = cache or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    folder = (base if cache else base / "kvswitch" / "loadgen") / digest.hexdigest()[:24]
+    binary = folder / "kvswitch-loadgen"
+    if binary.is_file():
+        return binary
+    missing = [tool for tool in ("make", "gcc") if shutil.which(tool) is None]
+    if missing:
+        raise FileNotFoundError(
+            f"kvswitch-loadgen is not installed and {' and '.join(missing)} is missing to build it "
+            "(Debian: apt-get install build-essential)"
+        )
+    folder.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=folder) as tmp:  # two builds at once: one wins
+        done = subprocess.run(
+            ["make", "-s", "-C", str(src), f"B={tmp}", f"{tmp}/kvswitch-loadgen"],
+            capture_output=True,
+            text=True,
+        )
+        if done.returncode != 0:
+            last = (done.stderr or done.stdout).strip().splitlines()
+            raise FileNotFoundError(
+                f"kvswitch-loadgen: the build failed: {last[-1] if last else ''}"
+            )
+        os.replace(Path(tmp) / "kvswitch-loadgen", binary)
+    return binary
 
 
 def cpus() -> tuple[int | None, int | None]:

@@ -1,14 +1,16 @@
 """``kvswitch demo`` (``make demo``): a rack of 8 servers on Mininet, a Zipf-0.99 workload from the
 clients, the controller balancing it; per period the load per server, lambda and T, then a plot.
 
-The rack itself is ``mininet/rack.py`` of the source checkout, run as a subprocess with this
-interpreter (nothing imports ``mininet/``). The figures come from the controller's metrics stream
-(``metrics.jsonl``: one JSON object per period, read from the switch's counters). See docs/rack.md.
+The rack itself is the rack runner (``kvswitch rack``, package ``kvsrack``), run as a subprocess
+with this interpreter (nothing here imports it). The figures come from the controller's metrics
+stream (``metrics.jsonl``: one JSON object per period, read from the switch's counters). See
+docs/rack.md.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import shutil
@@ -20,13 +22,14 @@ from pathlib import Path
 from typing import Any
 
 from kvswitch import argtypes as t
-from kvswitch.paths import repo_root
+from kvswitch.bench.c_client_bench import find_loadgen
 
 
-def rack_script() -> Path | None:
-    root = repo_root()
-    script = root / "mininet" / "rack.py" if root is not None else None
-    return script if script is not None and script.is_file() else None
+def rack_command() -> list[str] | None:
+    """The rack runner's command with this interpreter, None where it is not installed."""
+    if importlib.util.find_spec("kvsrack") is None:
+        return None
+    return [sys.executable, "-m", "kvsrack"]
 
 
 def build_parser() -> t.Parser:
@@ -133,12 +136,22 @@ def describe(rows: list[dict[str, Any]], summary_path: Path, period: float) -> s
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
-    script = rack_script()
-    if script is None:
-        print("kvswitch demo: needs the source checkout (mininet/rack.py)", file=sys.stderr)
+    rack = rack_command()
+    if rack is None:
+        print("kvswitch demo: the rack runner (kvsrack) is not installed", file=sys.stderr)
         return 2
     if os.geteuid() != 0:
         print("kvswitch demo: needs root (Mininet); run `sudo make demo`", file=sys.stderr)
+        return 2
+    if importlib.util.find_spec("mininet") is None:
+        print("kvswitch demo: needs Mininet's Python package (Debian: apt-get install mininet; a "
+              "venv made with Debian's python3 and --system-site-packages sees it)",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    try:
+        find_loadgen()  # built here where it is missing, not inside the rack
+    except (OSError, subprocess.CalledProcessError) as exc:
+        print(f"kvswitch demo: {exc}", file=sys.stderr)
         return 2
     if args.target == "bmv2":
         missing = [t for t in ("simple_switch_grpc", "p4c-bm2-ss") if shutil.which(t) is None]
@@ -151,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     metrics = out / "metrics.jsonl"
     metrics.unlink(missing_ok=True)
     cmd = [
-        sys.executable, str(script), "--servers", str(args.servers), "--clients",
+        *rack, "--servers", str(args.servers), "--clients",
         str(args.clients), "--rate", str(args.rate), "--duration", str(args.duration),
         "--period", str(args.period), "--zipf", str(args.zipf), "--keys", str(args.keys),
         "--policy", args.policy, "--target", args.target, "--backend", args.backend,

@@ -61,11 +61,13 @@ presets the rules pass):
   STALE must not mean success either.
 - ``hotset-undrained``: a Get sent to a replica before it leaves the hot set arrives after the
   controller removed its copy and after an old ``UPDATE`` re-created an older one; its reply's
-  version is below origin_ver, so rule 6 lets the stale value through. The controller therefore
+  version is below origin_ver, so rule 6 as it was (``ver <= origin_ver``) let the stale value
+  through (rule 6 now drops it: see below). The controller therefore
   removes copies one period after the tables stopped pointing at them (controller/p4rt_driver.py),
   which ``hotset`` (checked) models as draining; the rack's delays are far below a period. A removal
   that leaves a tombstone with the stored version passes this scenario with one replica (checked
-  with a patched agent); so does rule 6 with ``ver == origin_ver`` within 1.5M states.
+  with a patched agent); so does rule 6 with ``ver == origin_ver``, today's rule, within 1.5M
+  states (an earlier run; the drain stays).
 - ``ahead`` (checked): a reply lost, the write re-sent while a second writer's write is stamped:
   the origin answers the resend with its first result, so the replica that applied the resend's
   copy confirms a version the origin never reports (above origin_ver; rule 6 drops its replies).
@@ -85,21 +87,29 @@ presets the rules pass):
   candidates, tried here and rejected: clients taking only their latest attempt's reply
   (``latest_reply_only``, an attempt number in the header), the switch not stamping a repeat
   (``unstamped_repeats``: a write whose first attempt was lost is applied at the old version),
-  replicas adopting like the origin and the flag trusted without the stored-version check
-  (``BROKEN``); never adopting (``NEVER_ADOPT``) is linearizable too but leaves more replicas
-  above origin_ver (``Report.ahead_ends``).
-- ``resend-reread`` (open: the real rules fail it): the same eager resend, not settled (the first attempt
-  and a second writer's write are on their way). The replica's copy of the *first* attempt is
-  late, so the first copy it applies is the resend's, at the resend's version v4, above the
-  second writer's v3; it confirms v4. The origin holds the second value at v3 and answers the
-  resend with its first result. The resending client, answered, reads the second value at the
-  origin; the second writer's next write is stamped v5 and reported; the client's next Get,
-  routed to the replica while origin_ver was 3 (valid_ver 4 >= 3), returns the first value at v4,
-  which rule 6 now passes (4 <= 5): the first value, the second, then the first again. Found
-  after 4 082 821 states. No adoption takes part (the replica's first application is the
-  resend's copy; the origin does not adopt an unsettled repeat), so replicas adopting
-  (``BROKEN["adopt-at-replicas"]``) fails it the same way (4 115 023 states) and cannot be told
-  from the real rules until this is closed.
+  the flag trusted without the stored-version check (``BROKEN``); never adopting
+  (``NEVER_ADOPT``) is linearizable too but leaves more replicas above origin_ver
+  (``Report.ahead_ends``). Replicas adopting like the origin (``ADOPT_AT_REPLICAS``) failed only
+  where rule 6 as it was failed anyway (resend-reread); with rule 6 at exactly origin_ver it
+  passes ahead-reread (5 522 134 states): a value a replica moves to a version its origin never
+  held is never read there.
+- ``resend-reread`` (checked): the same eager resend, not settled (the first attempt and a
+  second writer's write are on their way). The replica's copy of the *first* attempt is late, so
+  the first copy it applies is the resend's, at the resend's version v4, above the second
+  writer's v3; it confirms v4. The origin holds the second value at v3 and answers the resend
+  with its first result. The resending client, answered, reads the second value at the origin;
+  the second writer's next write is stamped v5 and reported; the client's next Get, routed to the
+  replica while origin_ver was 3 (valid_ver 4 >= 3), returned the first value at v4, which rule 6
+  as it was (``ver <= origin_ver``) passed: the first value, the second, then the first again
+  (``BROKEN["rule-6-at-most"]``). A version the origin never held names no place in the order of
+  writes; rule 6 now passes a replica's reply only at exactly origin_ver (coherence.
+  replica_reply_passes). ``ahead-reread`` (checked) is the same after a lost reply and a later,
+  settled resend. The other candidates, tried here and caught (tests/consistency/
+  test_explore.py): no copies for an unsettled repeat (``Scenario.copies``, on ahead-reread: the
+  settled resend's copy does the same), a replica's confirm of a repeat's copy not counted
+  (``Scenario.repeat_confirms_ignored``: the replica confirmed the second write first and is in
+  the read set holding the repeat's copy), a replica in the read set only at exactly origin_ver
+  (``BROKEN["read-set-exact"]``: it applies the repeat's copy after confirming).
 """
 
 from __future__ import annotations
@@ -164,6 +174,14 @@ class Rules:
     adopts: Callable[..., bool] = AgentCore.adopts
 
 
+#: Scenario.copies: which writes the switch copies to the replicas.
+COPIES = {
+    "all": "every write",
+    "settled": "settled writes",
+    "first": "first attempts",
+    "first-or-settled": "first attempts and settled repeats",
+}
+
 # -- the scenario -----------------------------------------------------------------------------------
 
 Program = tuple[bytes | None, ...]  # per client: None = Get, bytes = Set of that value
@@ -207,6 +225,14 @@ class Scenario:
     latest_reply_only: bool = False
     # the switch does not stamp a repeat (attempt > 1): it goes to the origin unstamped, no copies
     unstamped_repeats: bool = False
+    # candidate fixes for resend-reread (module docstring), the switch's side: which writes it
+    # copies to the replicas: "all" (rule 1), "settled" (only writes flagged F_SETTLED),
+    # "first" (no repeat: an attempt number in the header), "first-or-settled" (no unsettled
+    # repeat)
+    copies: str = "all"
+    # a replica's CONFIRM of a repeat's copy is not counted (the copy carries the attempt
+    # number, the replica flags its confirm, rule 3 ignores it)
+    repeat_confirms_ignored: bool = False
 
     def __post_init__(self) -> None:
         values = [v for prog in self.programs for v in prog if v is not None]
@@ -216,6 +242,8 @@ class Scenario:
             raise ValueError("a hot-set change needs a replica")
         if self.ahead not in ("", "zero", "adopt"):
             raise ValueError(f"ahead is '', 'zero' or 'adopt', not {self.ahead!r}")
+        if self.copies not in COPIES:
+            raise ValueError(f"copies is one of {', '.join(COPIES)}, not {self.copies!r}")
 
     def describe(self) -> str:
         progs = "; ".join(
@@ -235,6 +263,8 @@ class Scenario:
             + (f", a replica above origin_ver: {self.ahead}" if self.ahead else "")
             + (", clients take only their latest attempt's reply" if self.latest_reply_only else "")
             + (", repeats go unstamped" if self.unstamped_repeats else "")
+            + (f", copies of {COPIES[self.copies]} only" if self.copies != "all" else "")
+            + (", a repeat's confirm not counted" if self.repeat_confirms_ignored else "")
         )
 
 
@@ -278,13 +308,18 @@ PRESETS: dict[str, Scenario] = {
         ((b"a1",), (b"a2",), (_G, _G)), replicas=1, retries=1, eager_retries=True, retriers=(0,)
     ),
     # the same resend, the second writer writes twice, the resending client reads twice: the
-    # module docstring's "resend-reread" (open: the real rules fail it)
+    # module docstring's "resend-reread" (closed by rule 6 at exactly origin_ver)
     "resend-reread": _scenario(
         ((b"a1", _G, _G), (b"a2", b"a3")),
         replicas=1,
         retries=1,
         eager_retries=True,
         retriers=(0,),
+    ),
+    # the same reread after a lost reply and a later resend (not eager): the resend is settled
+    # (the second writer's write was reported before it), the replica's first copy is late
+    "ahead-reread": _scenario(
+        ((b"a1", _G, _G), (b"a2", b"a3")), replicas=1, losses=1, retries=1, retriers=(0,)
     ),
 }
 
@@ -297,6 +332,8 @@ CHECKED: tuple[str, ...] = (
     "two-writers",
     "ahead",
     "resend-overtaken",
+    "resend-reread",
+    "ahead-reread",
 )
 
 
@@ -317,6 +354,53 @@ def _adopts_unchecked(msg: p.Message, seen: Any, stored: Item) -> bool:
     return origin and bool(msg.flags & p.F_SETTLED) and msg.version > stored.version
 
 
+def _rule_6_at_most(slot, current, ver, origin_ver) -> bool:
+    """Rule 6 before resend-reread was closed: any version the origin has reported or an older
+    one (0 < ver <= origin_ver)."""
+    return current and ver != 0 and ver <= origin_ver[slot]
+
+
+def _read_set_exact(slot, cell, origin_ver, valid_ver) -> bool:
+    """Rule 4 taking a replica only at exactly the version the origin reported."""
+    ov = origin_ver[slot]
+    return ov != 0 and valid_ver[cell] == ov
+
+
+#: Rule 6 as it was (``ver <= origin_ver``): the rules that fail resend-reread. The other
+#: candidate fixes for it are tried on top of these (tests/consistency/test_explore.py).
+RULE_6_AT_MOST = Rules(replica_reply_passes=_rule_6_at_most)
+
+#: Deliberately broken variants of the rules, each of which the check must catch. Rule 6
+#: alone decides what a client may see (docs/protocol.md "Why this is linearizable"): the read
+#: set's confirm and the floor only decide where Gets go, and F_SETTLED only which repeats are
+#: adopted, so their variants are broken only beside rule 6 as it was (``ver <= origin_ver``);
+#: with the real rule 6 they pass (tests, docs/protocol.md "Agent rules").
+BROKEN: dict[str, Rules] = {
+    # a replica joins the read set before confirming the latest completed version (rule 6 as
+    # it was)
+    "unconfirmed-read-set": dataclasses.replace(
+        RULE_6_AT_MOST, in_read_set=lambda slot, cell, ov, vv: ov[slot] != 0
+    ),
+    # a completed write never moves the read set forward (origin_ver stays where it was)
+    "no-origin-report": Rules(origin_report=lambda slot, current, ver, ov: None),
+    # rule 6 off: a replica's reply newer than the origin's version reaches the client
+    "no-rule-6": Rules(replica_reply_passes=lambda slot, current, ver, ov: current and ver != 0),
+    # the floor ignored: a late confirm from an earlier membership validates the new one (rule
+    # 6 as it was)
+    "no-floor": dataclasses.replace(RULE_6_AT_MOST, confirm=_confirm_without_floor),
+    # a repeat adopted without the switch's F_SETTLED (the rule before resend-overtaken was
+    # closed), beside rule 6 as it was: with the real rule 6 it passes resend-overtaken
+    # (6 129 842 states), as the value it moves is never read at the version it skips
+    "adopt-unsettled": dataclasses.replace(RULE_6_AT_MOST, adopts=_adopts_unsettled),
+    # F_SETTLED trusted alone: the stored version is not checked against the first application's
+    "adopt-unchecked": Rules(adopts=_adopts_unchecked),
+    # rule 6 as it was: a replica's older version passes (resend-reread, ahead-reread)
+    "rule-6-at-most": RULE_6_AT_MOST,
+    # rule 6 as it was, and rule 4 taking a replica only at exactly origin_ver (a candidate fix)
+    "read-set-exact": dataclasses.replace(RULE_6_AT_MOST, in_read_set=_read_set_exact),
+}
+
+
 def _adopts_at_replicas(msg: p.Message, seen: Any, stored: Item) -> bool:
     """The real rule, and replicas adopting a settled repeat's UPDATE copy as the origin does."""
     if msg.op in (p.Op.UPDATE, p.Op.UPDATE_DEL):
@@ -325,23 +409,10 @@ def _adopts_at_replicas(msg: p.Message, seen: Any, stored: Item) -> bool:
     return AgentCore.adopts(msg, seen, stored)
 
 
-#: Deliberately broken variants of the rules, each of which the check must catch.
-BROKEN: dict[str, Rules] = {
-    # a replica joins the read set before confirming the latest completed version
-    "unconfirmed-read-set": Rules(in_read_set=lambda slot, cell, ov, vv: ov[slot] != 0),
-    # a completed write never moves the read set forward (origin_ver stays where it was)
-    "no-origin-report": Rules(origin_report=lambda slot, current, ver, ov: None),
-    # rule 6 off: a replica's reply newer than the origin's version reaches the client
-    "no-rule-6": Rules(replica_reply_passes=lambda slot, current, ver, ov: current and ver != 0),
-    # the floor ignored: a late confirm from an earlier membership validates the new one
-    "no-floor": Rules(confirm=_confirm_without_floor),
-    # a repeat adopted without the switch's F_SETTLED (the rule before resend-overtaken was closed)
-    "adopt-unsettled": Rules(adopts=_adopts_unsettled),
-    # F_SETTLED trusted alone: the stored version is not checked against the first application's
-    "adopt-unchecked": Rules(adopts=_adopts_unchecked),
-    # replicas adopt a settled repeat too: their first copy may be older than the origin's report
-    "adopt-at-replicas": Rules(adopts=_adopts_at_replicas),
-}
+#: Replicas adopting a settled repeat like the origin: not linearizable beside rule 6 as it was
+#: (their first copy may be older than the origin's report), linearizable with the real rule 6
+#: (module docstring); compared, not a failure.
+ADOPT_AT_REPLICAS = Rules(adopts=_adopts_at_replicas)
 
 #: A repeat never adopted: linearizable too, but more replicas are left above origin_ver (their
 #: replies dropped until the next write or the controller zeroes them); compared, not a failure.
@@ -724,8 +795,18 @@ class Explorer:
             ver, settled = self.rules.write(SLOT, g, sv, [origin_ver])
             fl = p.F_SETTLED if settled else 0
             out = [(1, ORIGIN, me, set_op, cid, seq, value, 0, epoch, ver, fl, att)]
-            up = int(p.Op.UPDATE)
-            out += [(1, r, me, up, cid, seq, value, 0, epoch, ver, fl, 0) for r in holders[1:]]
+            up, first = int(p.Op.UPDATE), attempt <= 1
+            copied = {
+                "all": True,
+                "settled": settled,
+                "first": first,
+                "first-or-settled": first or settled,
+            }[self.sc.copies]
+            catt = attempt if self.sc.repeat_confirms_ignored else 0
+            if copied:
+                out += [
+                    (1, r, me, up, cid, seq, value, 0, epoch, ver, fl, catt) for r in holders[1:]
+                ]
             yield (g[0], sv[0], origin_ver, valid, epoch, floor, holders), out, None
             return
         dests = {ORIGIN}
@@ -755,6 +836,8 @@ class Explorer:
                 self.rules.origin_report(SLOT, current, ver, ov)
             return (gver, slot_ver, ov[0], valid, cur_epoch, floor, holders), [], True
         if op == p.Op.CONFIRM:  # rule 3, consumed
+            if m[11] > 1:  # repeat_confirms_ignored: a confirm of a repeat's copy
+                return sw, [], False
             vv = list(valid)
             self.rules.confirm(SLOT, src, current, ver, floor, [slot_ver], vv)
             return (gver, slot_ver, origin_ver, tuple(vv), cur_epoch, floor, holders), [], False
@@ -846,8 +929,12 @@ class Explorer:
         msg = self._m.values[m]
         st, out, synced = self.agents.handle(self._ag.values[a], _raw(msg), msg[2])
         att = msg[11]
+        # a reply answers the request's attempt; repeat_confirms_ignored: a replica's confirm of
+        # a copy says which attempt's copy it confirms
+        flagged = self.sc.repeat_confirms_ignored and msg[3] == p.Op.UPDATE
         new = tuple(
-            self._m(_msg(0, to, msg[1], raw, att if to >= CLIENT0 else 0)) for raw, to in out
+            self._m(_msg(0, to, msg[1], raw, att if to >= CLIENT0 or flagged else 0))
+            for raw, to in out
         )
         phase, restarted, sync_for, pushes = self._ctl.values[ctl]
         if synced is not None and sync_for is not None:

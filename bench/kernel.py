@@ -12,8 +12,9 @@ allocates per query. Semantics (docs/protocol.md "Consistency" rules 1-4 and "Ha
   (``hotkey_writes``); the origin's reply and the replicas' confirms come back ``lag`` queries
   later and apply rules 2 and 3 (:func:`coherence.origin_report`, :func:`coherence.confirm`; a
   confirm lands on ``valid_ver[base + offset(sender)]`` with the slot's ``floor``). Replies and
-  confirms of a write land at the same time, the origin's first, so a replica's read reply never
-  carries a version the origin has not reported and rule 6 drops nothing here;
+  confirms of a write land at the same time, the origin's first, and a Get is answered as it is
+  routed, so a replica's read reply carries exactly the version the origin last reported and
+  rule 6 drops nothing here (a reply racing a newer write's report is not modelled);
 - every packet that reaches a server counts one in that server's load counter.
 
 Keys are integer ids; the 16-byte key is ``id.to_bytes(16, "big")`` (ids < 2**32), so the CRC of a

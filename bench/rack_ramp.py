@@ -3,8 +3,8 @@ software switch and BMv2's simple_switch_grpc), in one run: throughput, p50/p99 
 per rate from the C load generator, and the highest rate whose p99 stays under the bound once the
 controller has balanced (the second half of each run's load).
 
-Each point is one ``mininet/rack.py`` run (as ``kvswitch demo`` runs it: a subprocess of the
-source checkout) with the controller balancing, Zipf 0.99 over 1 000 keys, 8 servers; the p99 is
+Each point is one run of the rack runner (``kvswitch rack``; as ``kvswitch demo`` runs it: a
+subprocess) with the controller balancing, Zipf 0.99 over 1 000 keys, 8 servers; the p99 is
 over the whole load of that run. Needs root and Mininet; BMv2 needs simple_switch_grpc and
 p4c-bm2-ss on PATH (skipped with a message otherwise). See docs/rack.md.
 """
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from kvswitch import argtypes as t
-from kvswitch.bench.demo import rack_script
+from kvswitch.bench.demo import rack_command
 
 
 def build_parser() -> t.Parser:
@@ -47,7 +47,7 @@ def rack_flags(
     observe_only: bool = False,
     extra: Sequence[str] = (),
 ) -> list[str]:
-    """The ``mininet/rack.py`` flags of one point: 2 clients, both running the loadgen, period
+    """The ``kvswitch rack`` flags of one point: 2 clients, both running the loadgen, period
     1 s, bound 0.1, gamma 0.5, then ``extra`` (workload, agent arguments)."""
     flags = [
         "--servers", str(servers), "--clients", "2", "--loadgens", "0", "--rate", str(rate),
@@ -98,11 +98,11 @@ def _per_server(intervals: list[dict[str, Any]], name: str) -> list[int]:
 
 
 def point(
-    script: Path, target: str, rate: int, out: Path, timeout: float = 300, **flags: Any
+    rack: list[str], target: str, rate: int, out: Path, timeout: float = 300, **flags: Any
 ) -> dict[str, Any]:
-    """One rack run at ``rate`` (``flags``: :func:`rack_flags`'): its :func:`figures`, or
-    ``{"error": its last line}``."""
-    cmd = [sys.executable, str(script), "--target", target, "--out", str(out)]
+    """One run of the rack runner ``rack`` at ``rate`` (``flags``: :func:`rack_flags`'): its
+    :func:`figures`, or ``{"error": its last line}``."""
+    cmd = [*rack, "--target", target, "--out", str(out)]
     cmd += rack_flags(rate, **flags)
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     if done.returncode != 0:
@@ -128,9 +128,9 @@ def sustained(rows: list[dict[str, Any]], bound_ms: float, p99: str = "late_p99_
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
-    script = rack_script()
-    if script is None:
-        print("kvswitch bench rack-ramp: needs the source checkout (mininet/rack.py)")
+    rack = rack_command()
+    if rack is None:
+        print("kvswitch bench rack-ramp: the rack runner (kvsrack) is not installed")
         return 2
     try:
         rates = [int(r) for r in args.rates.split(",")]
@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
             row = {
                 "rate": rate,
                 **point(
-                    script,
+                    rack,
                     target,
                     rate,
                     out,

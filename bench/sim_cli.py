@@ -292,10 +292,20 @@ def _explore_args(parser: argparse.ArgumentParser) -> None:
         ("stale-is-success", "a Set answered STALE counts as done (the clients before StaleWrite)"),
         ("latest-reply-only", "a client takes only its latest attempt's reply (rejected fix)"),
         ("unstamped-repeats", "the switch does not stamp a repeated request (rejected fix)"),
+        (
+            "repeat-confirms-ignored",
+            "a replica's CONFIRM of a repeat's copy is not counted (rejected fix)",
+        ),
     ):
         parser.add_argument(
             f"--{name}", action=argparse.BooleanOptionalAction, default=None, help=text
         )
+    parser.add_argument(
+        "--copies",
+        choices=sorted(ex.COPIES),
+        help="which writes the switch copies to the replicas (default all; the others are "
+        "candidate fixes for resend-reread)",
+    )
     parser.add_argument("--broken", choices=sorted(ex.BROKEN), help="a broken variant of the rules")
     parser.add_argument(
         "--max-states",
@@ -332,12 +342,15 @@ def cmd_explore(ns: argparse.Namespace) -> int:
         "stale_is_success",
         "latest_reply_only",
         "unstamped_repeats",
+        "repeat_confirms_ignored",
     )
     for name in flags:
         if getattr(ns, name) is not None:
             overrides[name] = getattr(ns, name)
     if ns.retriers is not None:
         overrides["retriers"] = _retriers(ns.retriers)
+    if ns.copies is not None:
+        overrides["copies"] = ns.copies
     if ns.ahead is not None:
         overrides["ahead"] = "" if ns.ahead == "none" else ns.ahead
     rules = ex.BROKEN[ns.broken] if ns.broken else None

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from kvswitch import argtypes as t
-from kvswitch.bench.demo import rack_script
+from kvswitch.bench.demo import rack_command
 from kvswitch.bench.rack_ramp import point, sustained, within
 
 #: The p99 a point is judged by: the median of its late one-second intervals' p99 (the machine is
@@ -106,7 +106,7 @@ def line(target: str, label: str, mode: str, row: dict[str, Any]) -> str:
 
 
 def ramp(
-    script: Path, target: str, label: str, flags: list[str], rates: list[int], bound: float,
+    rack: list[str], target: str, label: str, flags: list[str], rates: list[int], bound: float,
     args: Any, base: Path,
 ) -> dict[str, list[dict[str, Any]]]:  # fmt: skip
     rows: dict[str, list[dict[str, Any]]] = {}
@@ -115,7 +115,7 @@ def ramp(
         for rate in rates:
             out = base / f"{target}-{label}-{mode}-{rate}"
             fig = point(
-                script, target, rate, out, args.duration + 300, servers=args.servers,
+                rack, target, rate, out, args.duration + 300, servers=args.servers,
                 duration=args.duration, observe_only=mode == "unbalanced", extra=flags,
             )  # fmt: skip
             row = {"rate": rate, **fig}
@@ -200,9 +200,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
     if args.replot:
         return replot(args.replot, args.plot or Path("slo.png"))
-    script = rack_script()
-    if script is None:
-        print("kvswitch bench slo: needs the source checkout (mininet/rack.py)")
+    rack = rack_command()
+    if rack is None:
+        print("kvswitch bench slo: the rack runner (kvsrack) is not installed")
         return 2
     try:
         skews = [float(x) for x in args.skews.split(",")]
@@ -231,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
         idle: dict[str, Any] = {}
         if args.bound_ms is None:  # the unloaded rack: 2 % of its capacity, uniform keys
             idle = point(
-                script, target, max(1, round(0.02 * total)), base / f"{target}-idle",
+                rack, target, max(1, round(0.02 * total)), base / f"{target}-idle",
                 args.duration + 300, servers=args.servers, duration=args.duration,
                 observe_only=True, extra=workload_flags(args.capacity, args.service, args.keys, 0.0, 0.0),
             )  # fmt: skip
@@ -248,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
                 label = f"zipf {skew:g}, {100 * write:g} % Sets"
                 tag = f"z{skew:g}-w{write:g}"
                 flags = workload_flags(args.capacity, args.service, args.keys, skew, write)
-                rows = ramp(script, target, tag, flags, rates, bounds[target], args, base)
+                rows = ramp(rack, target, tag, flags, rates, bounds[target], args, base)
                 best = {mode: sustained(rows.get(mode, []), bounds[target], P99) for mode in MODES}
                 ratio = best["balanced"] / best["unbalanced"] if best["unbalanced"] else 0.0
                 sim, sim_slo = simulated(

@@ -64,6 +64,10 @@ class AgentPool:
             return
         self._control(server).remove(key)
 
+    def rebase(self, key: bytes, server: int) -> None:
+        """``server`` forgets its copy's version (the key changes serializer)."""
+        self._control(server).rebase(key)
+
     def restore(
         self, key: bytes, origin: int, source: int, at_least: tuple[int, int] | None = None
     ) -> bool:

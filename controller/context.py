@@ -39,6 +39,9 @@ class Context:
     # ring changes made between two periods (the admin socket), reported with the next period
     events: list[str] = field(default_factory=list)
     ring: p.HashRing = field(init=False)
+    # a fabric hand-off is configured and its share has not been read: agents may hold copies of
+    # fabric-hot keys this controller does not know, so no copy is dropped as stale
+    fabric_unknown: bool = False
 
     def __post_init__(self) -> None:
         self.adopt_ring(self.ring_version, self.members)
@@ -104,7 +107,13 @@ class Context:
         if self.agents is None:
             return {}
         holdings = self.agents.holdings(servers)
+        if self.fabric_unknown:
+            LOG.warning("the fabric's keys are not known: no stale copy dropped")
+            return holdings
+        foreign = self.controller.foreign  # a spine's holders: the fabric controller's copies
         for server, key in stale_copies(self.plan, self.ring.origin, holdings):
+            if key in foreign:
+                continue
             try:
                 self.agents.remove(key, server)
                 LOG.info("server %d: dropped a stale copy of %s", server, key.hex())

@@ -14,7 +14,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 
-from kvswitch.controller.ops import Operation, PushRequest, RemoveRequest
+from kvswitch.controller.ops import HeldEntry, Match, Operation, PushRequest, RemoveRequest
 from kvswitch.controller.plan import Plan
 
 
@@ -111,6 +111,10 @@ class SwitchDriver(Driver):
     def read_plan(self) -> tuple[Plan, list[bytes]]:
         """The hot keys the switch holds as a plan, and the HotkeyTable keys that cannot be in
         one."""
+
+    @abstractmethod
+    def read_entries(self, table: str) -> dict[Match, HeldEntry]:
+        """Entries of ``table`` by match (sorted (field, value); lpm values are (value, length))."""
 
     @abstractmethod
     def reconcile(

@@ -3,11 +3,14 @@
     kvswitch controller --rack rack.json --p4 p4src/kvswitch.p4 [-D NAME=VAL ...]
         --grpc-addr 127.0.0.1:9559 --device-id 0 --thrift-port 9090 --target softswitch|bmv2
         --period 1.0 --k 64 --policy ring [--observe-only] [--metrics m.jsonl] [--periods N]
+        [--fabric-out FILE --fabric-in FILE]
 
 It sets the forwarding pipeline (software switch: the P4 source bundle; BMv2: ``--bmv2-json`` and
 ``--p4info``, or the P4 source compiled with the p4c-bm2-ss on PATH), installs the rack's static entries and a new epoch, takes over the hot keys the
 switch holds, then runs one control period every ``--period`` seconds until ``--periods`` are done
-or SIGTERM/SIGINT arrives.
+or SIGTERM/SIGINT arrives. In a fabric (docs/fabric.md "Runtime"), ``--fabric-out`` is the file
+it writes each period for the fabric controller (the rack's ``inputs`` in the fabric file) and
+``--fabric-in`` the one it reads back (the rack's ``share``).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from typing import TextIO
 from kvswitch import argtypes as t
 from kvswitch.controller.agents import AgentPool
 from kvswitch.controller.elastic import AdminServer
+from kvswitch.controller.handoff import stale_after
 from kvswitch.controller.p4rt_driver import DriverError, P4RuntimeDriver, Program, SwitchAddress
 from kvswitch.controller.period import ControllerConfig
 from kvswitch.controller.placement import POLICIES
@@ -97,6 +101,27 @@ def build_parser() -> t.Parser:
     ap.add_argument("--metrics", help="append one JSON object per period to this file")
     ap.add_argument("--state", help="state file: epoch, threshold, last counts (restarts)")
     ap.add_argument(
+        "--fabric-out",
+        metavar="FILE",
+        help="in a fabric: write this rack's candidates and loads here each period, for the "
+        'fabric controller (the rack\'s "inputs" in the fabric file)',
+    )
+    ap.add_argument(
+        "--fabric-in",
+        metavar="FILE",
+        help="in a fabric: read the fabric controller's share for this rack here each period "
+        '(the rack\'s "share" in the fabric file): its fabric-hot keys are never made hot '
+        "here, its servers' fabric load is planned with; missing, malformed or older than 3 "
+        "periods (at least 5 s; --fabric-max-age): logged, the rack plans without the "
+        "fabric's loads",
+    )
+    ap.add_argument(
+        "--fabric-max-age",
+        type=t.positive_float,
+        metavar="SECONDS",
+        help="age after which --fabric-in is stale (default: 3 periods, at least 5 s)",
+    )
+    ap.add_argument(
         "--timeout", type=t.positive_float, default=10.0, help="switch/agent timeout, seconds"
     )
     ap.add_argument(
@@ -135,7 +160,7 @@ def load_program(args: argparse.Namespace) -> Program:
     p4c's JSON and P4Info (given, or compiled here with p4c-bm2-ss), the software switch the P4
     source."""
     from kvswitch.paths import p4src_dir
-    from softswitch.cli import parse_defines
+    from softswitch.main import parse_defines
 
     source = Path(args.p4) if args.p4 else p4src_dir() / "kvswitch.p4"
     defines = parse_defines(args.defines)
@@ -146,6 +171,19 @@ def load_program(args: argparse.Namespace) -> Program:
             raise ValueError("--bmv2-json and --p4info go together (p4c writes both)")
         return compiled_for_bmv2(source, defines, [Path(d) for d in args.includes])
     return from_source(source, defines, args.includes)
+
+
+def stop_on_signals() -> threading.Event:
+    """An event SIGTERM and SIGINT set (when called from the main thread)."""
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
+    return stop
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -160,14 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.period <= 0 or (args.periods is not None and args.periods < 0):
         print("kvswitch controller: --period must be > 0 and --periods >= 0", file=sys.stderr)
         return 2
-    stop = threading.Event()
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, on_signal)
-        signal.signal(signal.SIGINT, on_signal)
+    stop = stop_on_signals()
     try:
         rack = RackFile.load(args.rack)
         config = ControllerConfig(
@@ -213,6 +244,9 @@ def main(argv: list[str] | None = None) -> int:
                 down_after=args.down_after,
                 unsafe_handoff=args.test_unsafe_handoff,
                 crash_in_handoff=args.test_crash_in_handoff,
+                fabric_out=Path(args.fabric_out) if args.fabric_out else None,
+                fabric_in=Path(args.fabric_in) if args.fabric_in else None,
+                fabric_max_age=args.fabric_max_age or stale_after(args.period),
             )
             runtime.start()
             if args.admin:

@@ -125,6 +125,11 @@ def multicast_group(slot: int) -> int:
     return slot + 1
 
 
+def slot_of_group(group: int) -> int:
+    """The slot whose key's multicast group is ``group`` (:func:`multicast_group`)."""
+    return group - 1
+
+
 def spine_rid(server: int) -> int:
     """A spine's replication id of the copy of a write to ``server`` (its number in the fabric):
     RidtoserverTable turns it back into the server's address; rid 0 is the origin's unchanged

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from typing import Any
 
 
 class EntryOp(enum.Enum):
@@ -22,15 +23,38 @@ class TableEntry:
 
     op: EntryOp
     table: str
-    match: tuple[tuple[str, int | bytes], ...]
+    match: tuple[tuple[str, int | bytes | tuple[int, int]], ...]  # lpm: (address, length)
     action: str = ""
     params: tuple[tuple[str, int], ...] = ()
 
-    def match_dict(self) -> dict[str, int | bytes]:
+    def match_dict(self) -> dict[str, int | bytes | tuple[int, int]]:
         return dict(self.match)
 
     def param_dict(self) -> dict[str, int]:
         return dict(self.params)
+
+
+Match = tuple[tuple[str, Any], ...]
+
+
+@dataclass(frozen=True)
+class HeldEntry:
+    """A table entry as a switch holds it (action alias, params, match as TableEntry takes it):
+    what a driver's ``read_entries`` returns."""
+
+    action: str
+    params: dict[str, int]
+    raw_match: tuple[tuple[str, int], ...]
+
+
+@dataclass(frozen=True)
+class DefaultAction:
+    """Set the default action of ``table`` (a fabric's leaf: FabricHotTable's ``hold`` ->
+    ``NoAction`` once its entries are in, docs/fabric.md "Leaf program")."""
+
+    table: str
+    action: str
+    params: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -73,13 +97,25 @@ class RemoveRequest:
     servers: tuple[int, ...]
 
 
+@dataclass(frozen=True)
+class RebaseRequest:
+    """Ask ``servers`` to forget their copies' (epoch, version), keeping the values: the key
+    changes serializer (docs/fabric.md "Moving a key between levels"); only after the old
+    serializer stopped stamping it (break, drain)."""
+
+    key: bytes
+    servers: tuple[int, ...]
+
+
 Operation = (
     TableEntry
+    | DefaultAction
     | MulticastGroupSet
     | MulticastGroupDelete
     | RegisterWrite
     | PushRequest
     | RemoveRequest
+    | RebaseRequest
 )
 
 
@@ -97,7 +133,7 @@ class OpCounts:
     def of(cls, ops: list[Operation]) -> OpCounts:
         counts = cls()
         for op in ops:
-            if isinstance(op, TableEntry):
+            if isinstance(op, TableEntry | DefaultAction):
                 counts.table += 1
                 counts.by_table[op.table] = counts.by_table.get(op.table, 0) + 1
             elif isinstance(op, MulticastGroupSet | MulticastGroupDelete):

@@ -34,6 +34,7 @@ import finsy as fy
 from bm_runtime.standard import Standard
 from finsy.proto import p4i
 from finsy.switch import SwitchFailFastError
+from google.protobuf.empty_pb2 import Empty
 from thrift.protocol import TBinaryProtocol, TMultiplexedProtocol
 from thrift.transport import TSocket, TTransport
 
@@ -42,16 +43,20 @@ from kvswitch.agent.control import NotHeld
 from kvswitch.controller import names
 from kvswitch.controller.driver import DriverError, SwitchDriver
 from kvswitch.controller.ops import (
+    DefaultAction,
     EntryOp,
+    HeldEntry,
+    Match,
     MulticastGroupDelete,
     MulticastGroupSet,
     Operation,
     PushRequest,
+    RebaseRequest,
     RegisterWrite,
     RemoveRequest,
     TableEntry,
 )
-from kvswitch.controller.plan import KeyPlan, Plan
+from kvswitch.controller.plan import Plan, assemble
 from kvswitch.controller.rack import Rack
 
 LOG = logging.getLogger("kvswitch.controller")
@@ -66,6 +71,10 @@ class SwitchAddress:
     thrift_host: str = "127.0.0.1"
     thrift_port: int = 9090
     timeout: float = 10.0
+    # a P4Runtime role (None: the default role). A fabric's leaf has two controllers, its rack
+    # controller (default role) and the fabric controller (role "fabric"), each the primary of
+    # its own role (docs/fabric.md "Runtime")
+    role: str | None = None
 
 
 @dataclass(frozen=True)
@@ -74,18 +83,6 @@ class Program:
 
     p4info: p4i.P4Info
     device_config: bytes
-
-
-Match = tuple[tuple[str, Any], ...]
-
-
-@dataclass(frozen=True)
-class HeldEntry:
-    """A table entry as the switch holds it (action alias, params, match as TableEntry takes it)."""
-
-    action: str
-    params: dict[str, int]
-    raw_match: tuple[tuple[str, int], ...]
 
 
 class _Loop:
@@ -199,7 +196,10 @@ class P4RuntimeDriver(SwitchDriver):
         rack: Rack,
         agents: AgentHooks | None = None,
         set_pipeline: bool = True,
+        row: int | None = None,
     ) -> None:
+        """``row``: the ``valid_ver`` cells of one slot the controller uses: the rack's servers
+        (default), or a spine's ``MAX_HOLDERS`` (docs/fabric.md "Spine program")."""
         self.address = address
         self.program = program
         self.rack = rack
@@ -207,10 +207,11 @@ class P4RuntimeDriver(SwitchDriver):
         self.names = _Names(program.p4info)
         self._slots = self.names.register_size(names.REG_SLOT_VER)
         valid = self.names.register_size(names.REG_VALID_VER)
-        if valid < self._slots * len(rack):
+        width = len(rack) if row is None else row
+        if valid < self._slots * width:
             raise DriverError(
-                f"{len(rack)} servers do not fit the program's valid_ver ({valid} cells for "
-                f"{self._slots} slots): build it with a larger MAX_SERVERS"
+                f"{width} cells per slot do not fit the program's valid_ver ({valid} cells for "
+                f"{self._slots} slots): build it with a larger MAX_SERVERS or MAX_HOLDERS"
             )
         self.stages = self.names.hashpipe_stages()
         self.agent_errors = 0
@@ -234,6 +235,8 @@ class P4RuntimeDriver(SwitchDriver):
             p4blob=self.program.device_config if self._set_pipeline else None,
             device_id=self.address.device_id,
             fail_fast=True,
+            role_name=self.address.role or "",
+            role_config=Empty() if self.address.role else None,
         )
         switch = fy.Switch("kvswitch", self.address.grpc_addr, options)
         try:
@@ -401,6 +404,8 @@ class P4RuntimeDriver(SwitchDriver):
                 ]
             elif isinstance(op, TableEntry):
                 batch.append(self._table_update(op))
+            elif isinstance(op, DefaultAction):
+                batch.append(self._default_update(op))
             elif isinstance(op, MulticastGroupSet | MulticastGroupDelete):
                 if groups is None:  # a group set is an insert or a modify: ask once per batch
                     groups = set(self.read_groups())
@@ -427,26 +432,15 @@ class P4RuntimeDriver(SwitchDriver):
             if int(entry.action.args[names.PARAM_VIDX]) != names.valid_base(slot, m) + server:
                 server = -1
             ordinals[(slot, int(entry.match[names.MATCH_ORDINAL]))] = server
-        plan = Plan(m, self._slots)
-        broken: list[bytes] = []
-        taken: set[int] = set()
-        for entry in self._read_table(names.HOTKEY_TABLE):
-            key = _key_bytes(entry.match[names.MATCH_KEY])
-            slot = int(entry.action.args[names.PARAM_SLOT])
-            n = int(entry.action.args[names.PARAM_HOLDERS])
-            holders = tuple(ordinals.get((slot, o), -1) for o in range(n))
-            if (
-                not 1 <= n <= m
-                or -1 in holders
-                or len(set(holders)) != n
-                or not 0 <= slot < self._slots
-                or slot in taken
-            ):
-                broken.append(key)
-                continue
-            taken.add(slot)
-            plan.keys[key] = KeyPlan(slot, holders)
-        return plan, broken
+        hot = [
+            (
+                _key_bytes(entry.match[names.MATCH_KEY]),
+                int(entry.action.args[names.PARAM_SLOT]),
+                int(entry.action.args[names.PARAM_HOLDERS]),
+            )
+            for entry in self._read_table(names.HOTKEY_TABLE)
+        ]
+        return assemble(hot, ordinals, m, self._slots, m)
 
     def read_groups(self) -> dict[int, tuple[tuple[int, int], ...]]:
         """Multicast groups: group -> sorted (egress port, replication id)."""
@@ -510,7 +504,7 @@ class P4RuntimeDriver(SwitchDriver):
         table = self.names("table", op.table)
         return tuple(
             sorted(
-                (name, (_int(v), 32) if (table, name) in self.names.lpm else _int(v))
+                (name, _lpm(v) if (table, name) in self.names.lpm else _int(v))
                 for name, v in op.match
             )
         )
@@ -589,16 +583,20 @@ class P4RuntimeDriver(SwitchDriver):
     def _table_update(self, op: TableEntry) -> Any:
         table = self.names("table", op.table)
         match = fy.P4TableMatch(
-            {
-                name: (_int(v), 32) if (table, name) in self.names.lpm else _int(v)
-                for name, v in op.match
-            }
+            {name: _lpm(v) if (table, name) in self.names.lpm else _int(v) for name, v in op.match}
         )
         if op.op is EntryOp.DELETE:
             return -fy.P4TableEntry(table, match=match)
         action = fy.P4TableAction(self.names("action", op.action), **op.param_dict())
         entry = fy.P4TableEntry(table, match=match, action=action)
         return +entry if op.op is EntryOp.ADD else ~entry
+
+    def _default_update(self, op: DefaultAction) -> Any:
+        action = fy.P4TableAction(self.names("action", op.action), **dict(op.params))
+        entry = fy.P4TableEntry(
+            self.names("table", op.table), action=action, is_default_action=True
+        )
+        return ~entry
 
     def _thrift_register_write(self, op: RegisterWrite) -> None:
         name = self.names("register", op.name)  # BMv2's range ends before its end index
@@ -624,6 +622,9 @@ class P4RuntimeDriver(SwitchDriver):
             elif isinstance(op, RemoveRequest):
                 for server in op.servers:
                     self.agents.remove(op.key, server)
+            elif isinstance(op, RebaseRequest):
+                for server in op.servers:
+                    self.agents.rebase(op.key, server)
         except NotHeld:  # nothing to push: the key's next write validates its replicas
             LOG.info("push of %s: its origin holds no copy (not retried)", op.key.hex())
             self.failed_pushes.pop(op.key, None)
@@ -645,6 +646,8 @@ class AgentHooks(Protocol):
     def push(self, key: bytes, origin: int, replicas: tuple[int, ...]) -> None: ...
 
     def remove(self, key: bytes, server: int) -> None: ...
+
+    def rebase(self, key: bytes, server: int) -> None: ...
 
 
 def _thrift_client(address: SwitchAddress) -> tuple[TTransport.TTransportBase, Any]:
@@ -680,6 +683,11 @@ def _client_error(exc: fy.P4ClientError) -> str:
     for detail in (exc.details or {}).values():
         return f"{text}: {getattr(detail, 'message', detail)}"
     return text
+
+
+def _lpm(value: int | bytes | tuple[int, int]) -> tuple[int, int]:
+    """An LPM match value: (address, prefix length) as given, or an address as a /32."""
+    return (int(value[0]), int(value[1])) if isinstance(value, tuple) else (_int(value), 32)
 
 
 def _int(value: int | bytes) -> int:

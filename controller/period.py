@@ -50,6 +50,29 @@ class PeriodReport:
     plan: Plan
     ops: list[Operation] = field(default_factory=list)
     cold: list[float] = field(default_factory=list)  # each server's cold load it planned with
+    writes: dict[bytes, int] = field(default_factory=dict)  # Sets and Deletes per hot key
+
+
+@dataclass(frozen=True)
+class FabricShare:
+    """What the fabric controller decided for this rack (docs/fabric.md "Controllers"):
+    ``keys``, the fabric-hot keys (and those leaving a spine), never hot here; per server of the
+    rack, ``measured``, the load the spines sent it during their last period, and ``expected``,
+    the load the new fabric plan puts on it next period. The rack plans with its measured loads
+    minus ``measured`` plus ``expected``: the fabric's share as it will be, not as it was."""
+
+    keys: frozenset[bytes]
+    measured: tuple[float, ...] = ()
+    expected: tuple[float, ...] = ()
+
+    def planning_loads(self, loads: Sequence[float]) -> list[float]:
+        """``loads`` with the fabric's share of next period instead of last period's (as
+        measured loads when the share has no loads for every server)."""
+        if len(self.measured) != len(loads) or len(self.expected) != len(loads):
+            return [float(x) for x in loads]
+        return [
+            max(0.0, x - m) + e for x, m, e in zip(loads, self.measured, self.expected, strict=True)
+        ]
 
 
 def cold_load_estimate(
@@ -147,7 +170,9 @@ class Controller:
         # keys another switch serializes (a spine of the fabric, docs/fabric.md): never hot here
         self.foreign: frozenset[bytes] = frozenset()
 
-    def step(self, driver: Driver) -> PeriodReport:
+    def step(self, driver: Driver, fabric: FabricShare | None = None) -> PeriodReport:
+        """Read, plan and apply one period. ``fabric``: the fabric's decision for this rack (its
+        keys replace :attr:`foreign`; its loads are planned with, see :meth:`decide`)."""
         hot = driver.read_hot_counters()
         writes = driver.read_hot_writes()
         pipe = driver.read_hashpipe()
@@ -155,7 +180,7 @@ class Controller:
         floor = driver.read_version()
         driver.reset_counters()
         previous = self.plan
-        report = self.decide(hot, pipe, loads, self.hot_writes(writes), floor)
+        report = self.decide(hot, pipe, loads, self.hot_writes(writes), floor, fabric)
         try:
             driver.apply(report.ops)
         except Exception:
@@ -177,14 +202,22 @@ class Controller:
         self,
         hot: Mapping[bytes, int],
         pipe: Sequence[tuple[bytes, int]],
-        loads: Sequence[int],
+        loads: Sequence[float],
         writes: Mapping[bytes, int] | None = None,
         floor: int = 0,
+        fabric: FabricShare | None = None,
     ) -> PeriodReport:
         """The planning half of :meth:`step` (pure apart from the controller's own state).
         ``writes``: Sets and Deletes of each hot key (its own write ratio; keys without a count
-        use ``config.write_ratio``); ``floor``: the switch's ``global_ver`` (see plan.diff)."""
+        use ``config.write_ratio``); ``floor``: the switch's ``global_ver`` (see plan.diff);
+        ``fabric``: the fabric's keys (they become :attr:`foreign`: a hot one leaves the plan, its
+        entries deleted by the diff) and loads (planned with in place of the spines' measured
+        share; the report keeps the measured loads)."""
         cfg = self.config
+        measured_loads = list(loads)
+        if fabric is not None:
+            self.foreign = fabric.keys
+            loads = fabric.planning_loads(loads)
         observed = merge_observations(hot, pipe)
         predicted = self.predictor.update(observed)
         if self.foreign:
@@ -240,7 +273,9 @@ class Controller:
         )
         ops = diff(self.plan, new_plan, self.rack, floor)
         self.plan = new_plan
-        return PeriodReport(observed, predicted, list(loads), threshold, new_plan, ops, cold)
+        return PeriodReport(
+            observed, predicted, measured_loads, threshold, new_plan, ops, cold, dict(writes or {})
+        )
 
     def _stand_in_cold(
         self, cold: list[float], absent: frozenset[int], members: Sequence[int]

@@ -19,7 +19,7 @@ replica sent during an earlier membership, however late it arrives, cannot valid
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from kvswitch.controller import names
@@ -90,6 +90,36 @@ def build_plan(
         slot = old[key].slot if key in old else next(free)
         keys[key] = KeyPlan(slot, tuple(members))
     return Plan(servers, slots, keys)
+
+
+def assemble(
+    hot: Iterable[tuple[bytes, int, int]],
+    ordinals: Mapping[tuple[int, int], int],
+    servers: int,
+    slots: int,
+    most: int,
+) -> tuple[Plan, list[bytes]]:
+    """The plan a switch holds, from its HotkeyTable entries (key, slot, n) and what its
+    ServermapTable's (slot, ordinal) entries name (a server, or -1 for an entry that names no
+    server of the layout); and the keys that cannot be in one: an ordinal missing or -1, a
+    holder twice, more than ``most`` holders, a slot out of range or taken by an earlier key."""
+    plan = Plan(servers, slots)
+    broken: list[bytes] = []
+    taken: set[int] = set()
+    for key, slot, n in hot:
+        holders = tuple(ordinals.get((slot, o), -1) for o in range(n))
+        if (
+            not 1 <= n <= most
+            or -1 in holders
+            or len(set(holders)) != n
+            or not 0 <= slot < slots
+            or slot in taken
+        ):
+            broken.append(key)
+            continue
+        taken.add(slot)
+        plan.keys[key] = KeyPlan(slot, holders)
+    return plan, broken
 
 
 def _entry(op: EntryOp, table: str, match: dict, action: str = "", params: dict | None = None):

@@ -1,4 +1,5 @@
-"""The rack file (JSON) that the Mininet topology writes and ``kvswitch controller --rack`` reads.
+"""The rack file (JSON) that the Mininet rack writes (:meth:`RackFile.write`) and
+``kvswitch controller --rack`` reads (:meth:`RackFile.load`).
 
     {"kvs_port": 8900,
      "switch": {"ip": "10.0.0.254", "mac": "02:00:00:00:00:fe"},
@@ -38,9 +39,41 @@ class Host:
     control: str | None = None
     member: bool = True  # servers: in the rack's first ring (docs/protocol.md "Membership")
 
+    @classmethod
+    def of(
+        cls,
+        name: str,
+        ip: str,
+        mac: str,
+        port: int,
+        control: str | None = None,
+        member: bool = True,
+    ) -> Host:
+        """A host from its addresses as text (``10.0.0.1``, ``02:00:00:00:00:01``)."""
+        return cls(name, _ip(ip, f"{name}.ip"), _mac(mac, f"{name}.mac"), port, control, member)
+
     @property
     def ip_text(self) -> str:
         return str(ipaddress.IPv4Address(self.ip))
+
+    @property
+    def mac_text(self) -> str:
+        return _mac_text(self.mac)
+
+    def document(self) -> dict[str, Any]:
+        """This host's object in the rack file (``control`` and ``"member": false`` only where
+        they say something)."""
+        out: dict[str, Any] = {
+            "name": self.name,
+            "ip": self.ip_text,
+            "mac": self.mac_text,
+            "port": self.port,
+        }
+        if self.control is not None:
+            out["control"] = self.control
+        if not self.member:
+            out["member"] = False
+        return out
 
 
 @dataclass(frozen=True)
@@ -51,8 +84,39 @@ class RackFile:
     servers: tuple[Host, ...]
     clients: tuple[Host, ...]
 
+    @classmethod
+    def of(
+        cls,
+        switch_ip: str,
+        switch_mac: str,
+        servers: tuple[Host, ...],
+        clients: tuple[Host, ...] = (),
+        kvs_port: int = p.KVS_PORT,
+    ) -> RackFile:
+        """A rack file with the switch's addresses as text."""
+        ip, mac = _ip(switch_ip, "switch.ip"), _mac(switch_mac, "switch.mac")
+        return cls(kvs_port, ip, mac, servers, clients)
+
     def rack(self) -> Rack:
         return Rack(tuple(ServerAddress(s.ip, s.mac, s.port) for s in self.servers))
+
+    def document(self) -> dict[str, Any]:
+        """The JSON object :meth:`parse` reads: ``RackFile.parse(rf.document()) == rf``."""
+        return {
+            "kvs_port": self.kvs_port,
+            "switch": {
+                "ip": str(ipaddress.IPv4Address(self.switch_ip)),
+                "mac": _mac_text(self.switch_mac),
+            },
+            "servers": [s.document() for s in self.servers],
+            "clients": [c.document() for c in self.clients],
+        }
+
+    def write(self, path: str | Path) -> None:
+        """The rack file at ``path``, checked first: what :meth:`parse` refuses is not written."""
+        document = self.document()
+        self.parse(document, str(path))
+        Path(path).write_text(json.dumps(document, indent=2) + "\n")
 
     @classmethod
     def load(cls, path: str | Path) -> RackFile:
@@ -136,6 +200,10 @@ def _mac(value: Any, what: str) -> int:
         return int("".join(parts), 16)
     except ValueError as exc:
         raise ValueError(f"{what}: {value!r} is not a MAC address") from exc
+
+
+def _mac_text(mac: int) -> str:
+    return ":".join(f"{b:02x}" for b in mac.to_bytes(6, "big"))
 
 
 def _host(value: Any, what: str, server: bool) -> Host:

@@ -37,10 +37,11 @@ from kvswitch.controller.agents import AgentPool
 from kvswitch.controller.context import Context
 from kvswitch.controller.driver import DriverError, SwitchDriver
 from kvswitch.controller.failures import Failures
+from kvswitch.controller.handoff import RackInput, read_share, write_inputs
 from kvswitch.controller.membership import Membership
 from kvswitch.controller.metrics import Metrics
 from kvswitch.controller.ops import OpCounts, Operation, PushRequest
-from kvswitch.controller.period import Controller, ControllerConfig, PeriodReport
+from kvswitch.controller.period import Controller, ControllerConfig, FabricShare, PeriodReport
 from kvswitch.controller.plan import Plan, diff
 from kvswitch.controller.rackfile import RackFile
 from kvswitch.controller.repair import ReplicaRepair, repair_cells, unconfirmed_pushes
@@ -73,8 +74,16 @@ class Runtime:
         min_sent: int = 5,
         unsafe_handoff: bool = False,
         crash_in_handoff: bool = False,
+        fabric_out: Path | None = None,
+        fabric_in: Path | None = None,
+        fabric_max_age: float = 3.0,
     ) -> None:
+        """``fabric_out``, ``fabric_in``: the hand-off files with the fabric controller
+        (:mod:`kvswitch.controller.handoff`): this rack's inputs, written each period, and the
+        fabric's share for it, read each period and ignored when older than ``fabric_max_age``
+        seconds."""
         self.observe_only = observe_only
+        self.fabric_out, self.fabric_in, self.fabric_max_age = fabric_out, fabric_in, fabric_max_age
         self.metrics = metrics
         # the ring (docs/protocol.md "Membership"): its members and version; keys' origins and
         # hot-key placement follow it, the failure detector watches its members only
@@ -100,7 +109,48 @@ class Runtime:
         )
         self.repair = ReplicaRepair()
         if agents is not None:  # copies of a missed origin's keys are kept: they may be the last
-            agents.keep = self.failures.keep
+            agents.keep = self._keep
+        self.ctx.fabric_unknown = fabric_in is not None
+
+    def _keep(self, key: bytes, server: int) -> bool:
+        """A copy no removal drops: one the failure detector keeps, or one of a fabric-hot key
+        (a spine's holder may be this server: the fabric controller removes its copies)."""
+        return key in self.ctx.controller.foreign or self.failures.keep(key, server)
+
+    # -- the fabric hand-off ------------------------------------------------------------------------
+
+    def read_share(self) -> FabricShare | None:
+        """The fabric's share for this rack, if configured, readable and fresh (else logged by
+        :func:`~kvswitch.controller.handoff.read_share`; the keys last read stay foreign: the
+        leaf may still steer them). The first share read makes the fabric's keys known."""
+        if self.fabric_in is None:
+            return None
+        share = read_share(self.fabric_in, self.ctx.servers, self.fabric_max_age)
+        if share is not None:
+            self.ctx.controller.foreign = share.keys
+            self.ctx.fabric_unknown = False
+        return share
+
+    def write_inputs(self, report: PeriodReport, share: FabricShare | None) -> None:
+        """This period's inputs for the fabric controller: candidates, their writes, the loads
+        measured, each server's cold load without the fabric's share, its rack replicas."""
+        if self.fabric_out is None:
+            return
+        fabric = share.expected if share is not None and share.expected else None
+        cold = (
+            [max(0.0, c - e) for c, e in zip(report.cold, fabric, strict=True)]
+            if fabric is not None and len(report.cold) == len(fabric)
+            else list(report.cold) or None
+        )
+        replicas = [0] * self.ctx.servers
+        for kp in report.plan.keys.values():
+            for s in kp.replicas:
+                replicas[s] += 1
+        x = RackInput(report.observed, list(report.loads), report.writes, cold, replicas)
+        try:
+            write_inputs(self.fabric_out, self.periods, x)
+        except OSError as exc:
+            LOG.warning("fabric inputs %s not written: %s", self.fabric_out, exc)
 
     # the shared state, by the names the callers and tests use
     driver = property(lambda self: self.ctx.driver)
@@ -160,6 +210,7 @@ class Runtime:
             driver.apply(diff(ctx.plan, ctx.empty_plan(), ctx.controller.rack))
             ctx.controller.plan = ctx.empty_plan()
         ctx.announce_ring()
+        self.read_share()  # the fabric's keys before any copy is dropped as stale
         held = ctx.drop_stale_copies()
         zero = missing_copies(ctx.plan.keys, ctx.servers, held)
         if zero:  # agents that restarted while no controller watched: pushed again below
@@ -224,13 +275,15 @@ class Runtime:
         ops: list[Operation] = []
         refused = ctx.membership.down  # the switch refused their requests during this period
         members = self.window_members  # one that joined during the window: from the next one
+        share: FabricShare | None = None
         try:
             if not self.observe_only:
                 events = self.failures.watch()
+            share = self.read_share()
             if self.observe_only:
-                report = self._observe()
+                report = self._observe(share)
             else:
-                report = ctx.controller.step(ctx.driver)
+                report = ctx.controller.step(ctx.driver, share)
                 ops = report.ops
                 self._retry_pushes(ops)
                 self.repush_lagging()
@@ -272,6 +325,7 @@ class Runtime:
         ctx.controller.excluded = frozenset()  # a restarted server is placed again next period
         if report is not None:
             ctx.save_state()
+            self.write_inputs(report, share)
         LOG.info("%s", metrics.line())
         if self.metrics is not None:
             self.metrics.write(json.dumps(metrics.record()) + "\n")
@@ -336,14 +390,14 @@ class Runtime:
             )
             driver.apply(out.push)
 
-    def _observe(self) -> PeriodReport:
+    def _observe(self, share: FabricShare | None = None) -> PeriodReport:
         """Read and reset as a period does, plan, but install nothing (the "controller off" run)."""
         driver = self.ctx.driver
         hot = driver.read_hot_counters()
         pipe = driver.read_hashpipe()
         loads = driver.read_load_counters()
         driver.reset_counters()
-        report = self.ctx.controller.decide(hot, pipe, loads)
+        report = self.ctx.controller.decide(hot, pipe, loads, fabric=share)
         report.ops = []
         self.ctx.controller.plan = self.ctx.empty_plan()
         return report

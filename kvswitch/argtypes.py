@@ -3,7 +3,7 @@
 :class:`Parser` is ``argparse.ArgumentParser`` with a one-line error: ``kvswitch agent: error:
 argument --port: 70000 is not a port (0-65535)``, exit status 2, never a traceback. The type
 functions below turn a bad value into that line. (The software switch, which imports nothing of
-KVSwitch, has its own copy of the few it needs in ``softswitch/cli.py``.)
+KVSwitch, has its own copy of the few it needs in ``softswitch/main.py``.)
 """
 
 from __future__ import annotations

@@ -12,18 +12,26 @@ import sys
 
 # name -> ("module:function", one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "switch": ("softswitch.cli:main", "software P4 switch (simple_switch_grpc-compatible flags)"),
+    "switch": ("softswitch.main:main", "software P4 switch (simple_switch_grpc-compatible flags)"),
     "p4c": ("softswitch.p4c:main", "P4Info, device config and BMv2-style JSON from P4 source"),
     "agent": ("kvswitch.agent.main:main", "KVS server agent in front of a backend store"),
-    "client": ("kvswitch.client.cli:main", "one-shot get/set/delete against a rack"),
+    "client": ("kvswitch.client.oneshot:main", "one-shot get/set/delete against a rack"),
     "controller": ("kvswitch.controller.main:main", "switch-CPU control loop"),
+    "fabric-controller": (
+        "kvswitch.controller.fabric_main:main",
+        "leaf-spine fabric: fabric-hot keys on the spines, steering on the leaves",
+    ),
     "membership": (
         "kvswitch.controller.elastic:main",
         "show the ring; add or remove a server online (the controller's --admin socket)",
     ),
     "sim": ("kvswitch.bench.sim_cli:main", "trace-driven simulator and paper figures"),
-    "bench": ("kvswitch.bench.cli:main", "benchmarks that print their figures"),
+    "bench": ("kvswitch.bench.benchmarks:main", "benchmarks that print their figures"),
     "demo": ("kvswitch.bench.demo:main", "start a rack, run a skewed workload, plot the balance"),
+    "rack": (
+        "kvsrack.cli:main",
+        "one Mininet rack under a workload and faults (the demo's runner)",
+    ),
 }
 
 

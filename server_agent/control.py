@@ -151,6 +151,11 @@ class AgentControl:
         """Drop the agent's copy of ``key``; True if it had one."""
         return bool(self.request(cmd="remove", key_hex=p.pad_key(key).hex())["found"])
 
+    def rebase(self, key: bytes | str) -> bool:
+        """Forget the (epoch, version) of the agent's copy of ``key``, keep its value (the key
+        changes serializer); True if it had a live copy."""
+        return bool(self.request(cmd="rebase", key_hex=p.pad_key(key).hex())["found"])
+
     # -- membership (docs/protocol.md "Membership": the handoff's steps, in this order) ---------
 
     def ring_set(self, ring: p.Ring, me: int) -> None:

@@ -412,6 +412,21 @@ class AgentCore:
     def remove_local(self, key: bytes) -> bool:
         return self.backend.drop(key)
 
+    def rebase_local(self, key: bytes) -> bool:
+        """Forget ``key``'s (epoch, version), keep its value: the key changes serializer (a leaf
+        and a spine, docs/fabric.md "Moving a key between levels") and the new one's versions
+        cannot be compared with the old one's, so any of them must apply over it. A tombstone
+        goes (no version is left for it to guard). Only from the controller's channel. True if
+        a live copy was rebased."""
+        stored = self.backend.get(key)
+        if stored is None or stored.version == (0, 0):
+            return stored is not None and stored.live
+        if not stored.live:
+            self.backend.drop(key)
+            return False
+        self.backend.put(key, Item(stored.value))
+        return True
+
     def snapshot(self) -> list[tuple[bytes, Item]]:
         return list(self.backend.items())
 

@@ -262,6 +262,11 @@ class AgentServer:
                 with self.lock:
                     found = self.core.remove_local(key)
                 return {"ok": True, "found": found}
+            if cmd == "rebase":
+                key = _key_of(request)
+                with self.lock:
+                    found = self.core.rebase_local(key)
+                return {"ok": True, "found": found}
             if cmd == "sync":
                 return self._sync(_key_of(request))
             if cmd == "push":

@@ -23,10 +23,10 @@ from pathlib import Path
 
 from google.protobuf import json_format, text_format
 
-from softswitch.cli import Parser, add_preprocessor_options
 from softswitch.errors import P4Error
-from softswitch.runtime.bmv2_json import bmv2_json
+from softswitch.main import Parser, add_preprocessor_options
 from softswitch.runtime.bundle import BUNDLE_KEY, Bundle
+from softswitch.runtime.cli_json import cli_json
 from softswitch.runtime.p4info_index import P4InfoIndex
 
 
@@ -41,7 +41,7 @@ def p4info_bytes(info: object, path: str) -> bytes:
 
 
 def bmv2_style_json(bundle: Bundle, index: P4InfoIndex) -> bytes:
-    doc = json.loads(bmv2_json(index))
+    doc = json.loads(cli_json(index))
     doc[BUNDLE_KEY] = json.loads(bundle.to_bytes())
     return json.dumps(doc, indent=1).encode()
 

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from kvswitch import cli
-from kvswitch.bench import cli as bench_cli
+from kvswitch.bench import benchmarks as bench_cli
 
 
 def _resolve(target: str):

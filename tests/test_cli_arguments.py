@@ -9,7 +9,7 @@ import importlib
 import pytest
 
 from kvswitch import cli
-from kvswitch.bench import cli as bench_cli
+from kvswitch.bench import benchmarks as bench_cli
 
 BAD = [
     ["switch", "--thrift-port", "99999", "x.p4"],
@@ -49,6 +49,10 @@ BAD = [
     ["demo", "--rate", "-10"],
     ["demo", "--duration", "inf"],
     ["demo", "--gamma", "2"],
+    ["rack", "--servers", "0"],
+    ["rack", "--write-ratio", "1.5"],
+    ["rack", "--period", "0"],
+    ["rack", "--kill", "s3"],
     ["sim", "run", "--servers", "0"],
     ["sim", "run", "--keys", "3000000000"],
     ["sim", "run", "--write-ratio", "1.1"],
@@ -107,7 +111,7 @@ ENTRY_POINTS = [[name] for name in cli.SUBCOMMANDS if name != "bench"] + [
 def test_every_option_has_help(argv: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
     parsers = parsers_of(argv, monkeypatch)
     if argv == ["switch"]:
-        parsers.append(importlib.import_module("softswitch.cli").target_parser())
+        parsers.append(importlib.import_module("softswitch.main").target_parser())
     missing = [
         f"{p.prog} {'/'.join(a.option_strings) or a.dest}"
         for p in parsers

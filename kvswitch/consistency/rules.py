@@ -69,6 +69,9 @@ def sync(slot, gver, slot_ver, origin_ver) -> int:
 
 
 def replica_reply_passes(slot, current, ver, origin_ver) -> bool:
-    """Rule 6: a replica's read reply reaches the client only with a version the origin has
-    reported (current epoch, 0 < ver <= origin_ver); otherwise the switch drops it."""
-    return current and ver != 0 and ver <= origin_ver[slot]
+    """Rule 6: a replica's read reply reaches the client only with exactly the version the
+    origin last reported (current epoch, 0 < ver == origin_ver): the latest completed version,
+    whose value every holder of that version shares. An older version may be one the origin
+    never held (a repeat's copy, docs/protocol.md "Agent rules"), a newer one is of a write the
+    origin has not reported yet; the switch drops both."""
+    return current and ver != 0 and ver == origin_ver[slot]

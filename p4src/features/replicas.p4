@@ -13,8 +13,8 @@
 // The read set of a key is {origin} + {replica s : valid_ver[s] >= origin_ver}: every holder known
 // to hold the latest completed version or a newer one. A write in flight changes neither register,
 // so reads keep spreading over the read set until the origin reports the new version; a replica
-// reply carrying a version the origin has not reported yet is dropped (rule 6), so no client sees a
-// value before the origin holds it.
+// reply carrying any other version than the one the origin last reported is dropped (rule 6), so
+// no client sees a value before the origin holds it, nor one at a version the origin never held.
 //
 // Tofino shape: each register is accessed at one place per packet, in the order global_ver,
 // origin_ver, slot_ver, valid_ver (rr before them), and every access is one read-modify-write a
@@ -211,16 +211,17 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout standard_meta
             }
             mark_to_drop(std);
         } else if (op == KvsOp.GET_REPLY) {
-            // Rule 6: a replica's read reply must carry a version the origin has reported
-            // (current epoch, ver <= origin_ver): a newer one is of a write still in flight, an
-            // older epoch or a miss (ver 0) is a copy that is not current. Dropped; the client
-            // retries and the next Get is routed again.
+            // Rule 6: a replica's read reply must carry exactly the version the origin last
+            // reported (current epoch, ver == origin_ver): a newer one is of a write still in
+            // flight, an older one may be a version the origin never held (a repeat's copy,
+            // docs/protocol.md "Agent rules"), an older epoch or a miss (ver 0) is a copy that is
+            // not current. Dropped; the client retries and the next Get is routed again.
             // A MOVED or RETRY answer carries no read result (docs/protocol.md "Membership"): a
             // client with another ring must get it, so it passes.
             bool no_result = hdr.kvs.status == KvsStatus.MOVED
                              || hdr.kvs.status == KvsStatus.RETRY;
             if (replier && !from_origin && !no_result
-                && (!current || hdr.kvs.ver > ov || hdr.kvs.ver == 0)) {
+                && (!current || hdr.kvs.ver != ov || hdr.kvs.ver == 0)) {
                 mark_to_drop(std);
             }
         } else if (op == KvsOp.SYNC) {

@@ -195,11 +195,12 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout kvs_fwd_t fwd
             }
             fwd_drop(fwd);
         } else if (op == KvsOp.GET_REPLY) {
-            // MOVED and RETRY carry no read result and pass, as in replicas.p4
+            // rule 6, exactly origin_ver; MOVED and RETRY carry no read result and pass, as in
+            // replicas.p4
             bool no_result = hdr.kvs.status == KvsStatus.MOVED
                              || hdr.kvs.status == KvsStatus.RETRY;
             if (replier && !from_origin && !no_result
-                && (!current || hdr.kvs.ver > ov || hdr.kvs.ver == 0)) {
+                && (!current || hdr.kvs.ver != ov || hdr.kvs.ver == 0)) {
                 fwd_drop(fwd);
             }
         } else if (op == KvsOp.SYNC) {

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from softswitch.engine.codegen import Exit
+from softswitch.engine.objects import AssertFailed
 from softswitch.engine.program import DROP_PORT, Device
-from softswitch.engine.runtime import AssertFailed
 from softswitch.errors import SwitchError
 from softswitch.frontend.types import StructLikeT, bit_width_of
 

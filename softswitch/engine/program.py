@@ -31,7 +31,7 @@ from softswitch.engine.codegen import (
     _Ret,
     mask,
 )
-from softswitch.engine.runtime import (
+from softswitch.engine.objects import (
     AssertFailed,
     DirectMeter,
     MeterArray,

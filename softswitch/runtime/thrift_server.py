@@ -73,7 +73,7 @@ from thrift.transport import TSocket, TTransport
 
 from softswitch import SwitchError
 from softswitch.frontend.bmv2_json import Bmv2JsonError
-from softswitch.runtime.bmv2_json import bmv2_json
+from softswitch.runtime.cli_json import cli_json
 from softswitch.runtime.device import ControlError, Device, EntryRecord, MatchValue, Pipeline
 from softswitch.runtime.p4info_index import ActionInfo, ArrayInfo, TableInfo
 
@@ -760,7 +760,7 @@ class StandardHandler:
             return "{}"
         if pipe.bundle is None:  # loaded from p4c's BMv2 JSON: hand it back, as BMv2 does
             return pipe.device_config.decode()
-        return bmv2_json(pipe.index)
+        return cli_json(pipe.index)
 
     def bm_get_config_md5(self) -> bytes:
         return hashlib.md5(self.bm_get_config().encode()).digest()

@@ -23,7 +23,7 @@ G = None
 # pytest process of their own (-m explore_heavy), at low priority, beside the rack tests. Each
 # is a few minutes at most on a loaded core; the limit leaves room for a busy machine.
 HEAVY = (pytest.mark.explore_heavy, pytest.mark.timeout(1200))
-HEAVY_PRESETS = ("ahead", "resend-overtaken")
+HEAVY_PRESETS = ("ahead", "resend-overtaken", "resend-reread", "ahead-reread")
 
 
 def heavy(test: Any) -> Any:
@@ -83,6 +83,24 @@ def test_broken_variant_caught(variant: str, scenario: ex.Scenario) -> None:
     assert not ex.Explorer(scenario).linearizable(_records(rep))
 
 
+@pytest.mark.parametrize(
+    ("variant", "scenario"),
+    [("unconfirmed-read-set", SMALL), ("no-floor", ex.PRESETS["hotset"])],
+)
+def test_read_set_guards_are_not_what_keeps_reads_safe(variant: str, scenario: ex.Scenario) -> None:
+    """Rule 6 passes a replica's reply only at exactly the version the origin last reported, a
+    version whose value every holder shares: the read set's confirm and the floor decide where
+    Gets go, not what a client may see. Without them the real rule 6 stays linearizable; beside
+    rule 6 as it was (ver <= origin_ver, ``BROKEN``) each is caught
+    (test_broken_variant_caught)."""
+    real_rule_6 = ex.Rules().replica_reply_passes
+    rep = ex.explore(
+        scenario, dataclasses.replace(ex.BROKEN[variant], replica_reply_passes=real_rule_6)
+    )
+    print(f"{variant} with the real rule 6: {rep.summary()}")
+    assert rep.ok and rep.end_states > 0
+
+
 @heavy
 def test_adopting_the_version_of_a_replica_above_a_live_origin_is_caught() -> None:
     """The controller's answer to a replica above origin_ver is to zero its cell (preset ahead,
@@ -102,6 +120,57 @@ def test_explorer_passes_the_settled_flag() -> None:
     assert {m[10] for m in out2} == {0}
 
 
+def test_explorer_copies_as_the_candidate_says() -> None:
+    """Scenario.copies and repeat_confirms_ignored (candidate fixes for resend-reread, switch
+    side): an unsettled repeat goes without copies under "first-or-settled", a settled one with
+    them; under "first" no repeat has copies; a repeat's copy carries its attempt number."""
+    sc = dataclasses.replace(ex.PRESETS["resend-reread"], copies="first-or-settled")
+    ex_ = ex.Explorer(sc)
+    sw = ex_.initial()[0]
+    ((sw2, out, _),) = ex_._request(sw, 0, 0, 1)
+    assert [m[3] for m in out] == [p.Op.SET, p.Op.UPDATE]
+    ((_, out2, _),) = ex_._request(sw2, 0, 0, 2)  # unsettled repeat: the origin's only
+    assert [m[3] for m in out2] == [p.Op.SET]
+    ((_, settled, _),) = ex_._request(sw, 0, 0, 2)  # settled repeat: copied
+    assert [m[3] for m in settled] == [p.Op.SET, p.Op.UPDATE]
+    first = ex.Explorer(dataclasses.replace(sc, copies="first"))
+    assert [m[3] for m in next(iter(first._request(sw, 0, 0, 2)))[1]] == [p.Op.SET]
+    flagged = ex.Explorer(dataclasses.replace(sc, repeat_confirms_ignored=True))
+    ((_, out3, _),) = flagged._request(sw, 0, 0, 2)
+    assert out3[1][3] == p.Op.UPDATE and out3[1][11] == 2
+    with pytest.raises(ValueError):
+        dataclasses.replace(sc, copies="some")
+
+
+@heavy
+@pytest.mark.parametrize(
+    ("candidate", "preset"),
+    [
+        ("rule-6-at-most", "ahead-reread"),
+        ("unsettled-repeats-uncopied", "ahead-reread"),
+        ("repeat-confirms-uncounted", "ahead-reread"),
+        ("read-set-exact", "ahead-reread"),
+    ],
+)
+def test_rejected_fixes_for_resend_reread_are_caught(candidate: str, preset: str) -> None:
+    """resend-reread (a repeat's copy at a replica at a version the origin never held, readable
+    once a later write is reported) is closed by rule 6 at exactly origin_ver (CHECKED). Rule 6
+    as it was (ver <= origin_ver) and the other candidates, each tried on it, are caught: the
+    switch sending no copies of an unsettled repeat (ahead-reread's resend is settled), a
+    replica's confirm of a repeat's copy not counted and a replica in the read set only at
+    exactly origin_ver (the replica confirmed the second write before the repeat's copy came)."""
+    scenario, rules = ex.PRESETS[preset], ex.RULE_6_AT_MOST
+    if candidate == "unsettled-repeats-uncopied":
+        scenario = dataclasses.replace(scenario, copies="first-or-settled")
+    elif candidate == "repeat-confirms-uncounted":
+        scenario = dataclasses.replace(scenario, repeat_confirms_ignored=True)
+    elif candidate == "read-set-exact":
+        rules = ex.BROKEN["read-set-exact"]
+    rep = ex.explore(scenario, rules)
+    print(f"{candidate} on {preset}: {rep.summary()}")
+    assert rep.violation is not None
+
+
 def test_switch_not_stamping_a_repeat_loses_a_write() -> None:
     """Rejected fix for resend-overtaken: a repeat goes to the origin unstamped and uncopied. When
     the first attempt died on its way to the origin, the repeat is applied at the old version and
@@ -116,10 +185,11 @@ def test_switch_not_stamping_a_repeat_loses_a_write() -> None:
 @pytest.mark.parametrize("variant", ["adopt-unsettled", "adopt-unchecked"])
 def test_adoption_variant_caught(variant: str) -> None:
     """The adoption rule's tempting wrong variants, each in a scenario the real rules pass
-    (resend-overtaken): adopting without F_SETTLED (the rule before), F_SETTLED trusted without
-    the stored-version check (a second writer's write applied and reported between the
-    attempts). Replicas adopting like the origin fails only where the real rules fail too
-    (preset resend-reread, an open finding: bench/explore.py), so it has no test yet."""
+    (resend-overtaken): adopting without F_SETTLED (the rule before; caught beside rule 6 as it
+    was, which it needed: with rule 6 at exactly origin_ver it passes, docs/protocol.md "Agent
+    rules"), F_SETTLED trusted without the stored-version check (a second writer's write
+    applied and reported between the attempts: the origin moves another write's value to a
+    version a replica holds the repeat's value at, against the real rule 6 too)."""
     rep = ex.explore(ex.PRESETS["resend-overtaken"], ex.BROKEN[variant])
     print(f"{variant}: {rep.summary()}")
     assert rep.violation is not None
@@ -128,8 +198,9 @@ def test_adoption_variant_caught(variant: str) -> None:
 @heavy
 def test_latest_attempt_reply_only_is_caught() -> None:
     """Rejected fix: an attempt number in the header, a client taking only its latest attempt's
-    reply, the old adoption rule. The adoption still re-writes the first value after a second
-    writer's: a reader sees the first value, the second, then the first again."""
+    reply, the old adoption rule (and rule 6 as it was). The adoption still re-writes the first
+    value after a second writer's: a reader sees the first value, the second, then the first
+    again."""
     scenario = dataclasses.replace(
         ex.PRESETS["resend-overtaken"],
         programs=((b"a1",), (b"a2",), (G, G, G)),

@@ -6,19 +6,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from kvswitch.controller.p4rt_driver import Program, SwitchAddress
+from kvswitch.bench.fabric_runtime_bench import LiveSwitch, start_switch
+from kvswitch.controller.p4rt_driver import Program
 from kvswitch.controller.rackfile import RackFile
 from kvswitch.paths import p4src_dir
 from softswitch.runtime.bundle import Bundle
-from softswitch.runtime.device import Device
-from softswitch.runtime.p4runtime_server import P4RuntimeServer
-from softswitch.runtime.thrift_server import ThriftServer
-from tests.runtime.conftest import free_port
 
 DEFINES = {"HOT_KEYS": "16", "MAX_SERVERS": "4", "HP_STAGES": "2"}
 SERVERS = 3
@@ -52,26 +48,11 @@ def rackfile(tmp_path: Path) -> RackFile:
     return RackFile.load(path)
 
 
-@dataclass
-class LiveSwitch:
-    device: Device
-    address: SwitchAddress
-    thrift: ThriftServer
-
-
 @pytest.fixture
 def live_switch() -> Iterator[LiveSwitch]:
     """An empty device (no pipeline) behind real P4Runtime and Thrift servers on loopback."""
-    device = Device(device_id=0)
-    grpc_addr = f"127.0.0.1:{free_port()}"
-    thrift_port = free_port()
-    rt = P4RuntimeServer(device, grpc_addr)
-    thrift = ThriftServer(device, thrift_port, host="127.0.0.1")
-    rt.start()
-    thrift.start()
+    live = start_switch("live")
     try:
-        live = LiveSwitch(device, SwitchAddress(grpc_addr, 0, "127.0.0.1", thrift_port), thrift)
         yield live
     finally:
-        live.thrift.stop()
-        rt.stop(grace=0)
+        live.stop()

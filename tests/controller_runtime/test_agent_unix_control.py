@@ -43,6 +43,9 @@ def test_unix_control_endpoint(tmp_path: Path) -> None:
             agent.core.push_item(p.pad_key(b"k"), b"value", 3, 9)
             assert ctl.item(b"k") == SyncedItem(b"value", 3, 9)
             assert ctl.remove(b"absent") is False
+            assert ctl.rebase(b"k") is True  # the value stays, its version goes
+            assert ctl.item(b"k") == SyncedItem(b"value", 0, 0)
+            assert ctl.rebase(b"absent") is False
     finally:
         agent.request_stop()
         thread.join(timeout=5)

@@ -4,7 +4,6 @@ P4Runtime server refuses registers, so the driver finds that out and takes them 
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
 
 import pytest
@@ -19,7 +18,7 @@ from kvswitch.controller.rackfile import RackFile
 from kvswitch.controller.startup import forwarding_ops, trust_ops
 from kvswitch.paths import p4src_dir
 from tests.controller_runtime.conftest import DEFINES
-from tests.p4c_bmv2.tools import need, p4c_compile, stop, wait_port
+from tests.p4c_bmv2.tools import need, p4c_compile, start_grpc_switch, stop
 
 HOT = p.pad_key(b"hot-key")
 OTHER = p.pad_key(b"other-key")
@@ -37,15 +36,8 @@ def bmv2() -> Iterator[SwitchAddress]:
     """simple_switch_grpc with no program, on free loopback ports."""
     binary = need("simple_switch_grpc")
     grpc_port, thrift_port = free_port(), free_port()
-    proc = subprocess.Popen(
-        [binary, "--no-p4", "--device-id", "0", "--thrift-port", str(thrift_port), "--",
-         "--grpc-server-addr", f"127.0.0.1:{grpc_port}"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+    proc = start_grpc_switch(binary, grpc_port, thrift_port)
     try:
-        wait_port(grpc_port, proc)
-        wait_port(thrift_port, proc)
         yield SwitchAddress(f"127.0.0.1:{grpc_port}", 0, "127.0.0.1", thrift_port, timeout=5)
     finally:
         stop(proc)

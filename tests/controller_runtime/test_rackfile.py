@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from kvswitch.controller.rackfile import RackFile, RackFileError
+from kvswitch.controller.rackfile import Host, RackFile, RackFileError
 from tests.controller_runtime.conftest import RACK_JSON
 
 
@@ -70,3 +70,35 @@ def test_unreadable(tmp_path: Path) -> None:
     bad.write_text("{")
     with pytest.raises(RackFileError, match=r"bad\.json"):
         RackFile.load(bad)
+
+
+def test_write_round_trip(tmp_path: Path) -> None:
+    """What RackFile writes is the contract's JSON and parses back to the same rack."""
+    raw = copy.deepcopy(RACK_JSON)
+    raw["servers"][0]["control"] = "unix:/tmp/kvswitch-run/s1.ctl"
+    raw["servers"][2]["member"] = False
+    rack = RackFile.parse(raw)
+    assert rack.document() == raw
+    path = tmp_path / "rack.json"
+    rack.write(path)
+    assert json.loads(path.read_text()) == raw
+    again = RackFile.load(path)
+    assert again == rack and not again.servers[2].member and again.servers[1].member
+    assert again.servers[0].mac_text == "02:00:00:00:00:01"
+
+
+def test_write_refuses_what_parse_refuses(tmp_path: Path) -> None:
+    rack = RackFile.parse(RACK_JSON)
+    twin = rack.servers[0]
+    broken = RackFile(rack.kvs_port, rack.switch_ip, rack.switch_mac, (twin, twin), ())
+    path = tmp_path / "rack.json"
+    with pytest.raises(RackFileError, match="share a name"):
+        broken.write(path)
+    assert not path.exists()
+
+
+def test_host_of_text() -> None:
+    host = RackFile.parse(RACK_JSON).servers[1]
+    assert Host.of("s2", "10.0.0.2", "02:00:00:00:00:02", 2) == host
+    with pytest.raises(ValueError, match=r"s2\.mac"):
+        Host.of("s2", "10.0.0.2", "02:00:00:00:00", 2)

@@ -40,6 +40,19 @@ def _gets(dp: Dataplane, first_seq: int, count: int) -> list[int]:
     return ports
 
 
+def _r1_replies(dp: Dataplane, seq: int, delivered: dict[int, bool]) -> None:
+    """R1's read replies, one per version: each reaches the client or is dropped (rule 6)."""
+    for ver, passes in delivered.items():
+        got = udp_packet(
+            R1,
+            CLIENT.ip,
+            kvs(proto().op.GET_REPLY, KEY, b"v", seq=seq, epoch=EPOCH, ver=ver),
+            sport=proto().kvs_port,
+            dport=40000,
+        )
+        dp.send_expect(R1.port, got, [(CLIENT.port, routed(got, CLIENT))] if passes else [])
+
+
 def test_sync_push_confirm_write_cycle(dp: Dataplane) -> None:
     op = proto().op
     dp.make_hot(KEY, SLOT, [ORIGIN, R1, R2])
@@ -73,15 +86,7 @@ def test_sync_push_confirm_write_cycle(dp: Dataplane) -> None:
     # R1 confirms 2 before the origin replies; a read reply of R1 carrying 2 (the write is still
     # in flight) is dropped (rule 6), one carrying 1 reaches the client.
     dp.send_expect(R1.port, _to_switch(R1, kvs(op.CONFIRM, KEY, epoch=EPOCH, ver=2)), [])
-    for ver, delivered in ((2, False), (1, True)):
-        got = udp_packet(
-            R1,
-            CLIENT.ip,
-            kvs(op.GET_REPLY, KEY, b"v", seq=7, epoch=EPOCH, ver=ver),
-            sport=proto().kvs_port,
-            dport=40000,
-        )
-        dp.send_expect(R1.port, got, [(CLIENT.port, routed(got, CLIENT))] if delivered else [])
+    _r1_replies(dp, 7, {2: False, 1: True})
     # The origin reported 2: the write completed; R2 (still at 1) leaves the read set.
     reply = udp_packet(
         ORIGIN,
@@ -91,6 +96,10 @@ def test_sync_push_confirm_write_cycle(dp: Dataplane) -> None:
         dport=40000,
     )
     dp.send_expect(ORIGIN.port, reply, [(CLIENT.port, routed(reply, CLIENT))])
+    # Now a replica's read reply passes only at exactly 2 (rule 6): one carrying 1 (a Get routed
+    # before the write completed) is dropped, as a version below origin_ver may be one the origin
+    # never held (a repeat's copy, docs/protocol.md "Agent rules").
+    _r1_replies(dp, 8, {1: False, 2: True})
     assert _gets(dp, 50, 3) == [ORIGIN.port, R1.port, ORIGIN.port]
     dp.send_expect(R2.port, _to_switch(R2, kvs(op.CONFIRM, KEY, epoch=EPOCH, ver=2)), [])
     assert _gets(dp, 60, 3) == [ORIGIN.port, R1.port, R2.port]

@@ -1,4 +1,4 @@
-"""Running ``mininet/rack.py`` (as a subprocess: nothing imports mininet/) and reading its output.
+"""Running the rack runner (``python -m kvsrack``, as a subprocess) and reading its output.
 
 Every e2e test needs root, Debian's mininet and the controller (``kvswitch controller``). Each runs
 on every target found: the software switch, and BMv2's ``simple_switch_grpc`` where it and
@@ -23,7 +23,6 @@ from typing import Any
 import pytest
 
 from kvswitch.bench.lincheck import Op
-from kvswitch.paths import repo_root
 
 TARGETS = ("softswitch", "bmv2")
 ARCH = os.environ.get("KVSWITCH_ARCH", "v1model")  # the data-plane build: v1model or tna
@@ -37,12 +36,6 @@ def targets() -> list[str]:
     if chosen not in TARGETS:
         raise pytest.UsageError(f"KVSWITCH_TARGET={chosen!r}: expected one of {list(TARGETS)}")
     return [chosen]
-
-
-def rack_script() -> Path:
-    root = repo_root()
-    assert root is not None, "the e2e tests run from a source checkout"
-    return root / "mininet" / "rack.py"
 
 
 def skip_reason(target: str = "softswitch", arch: str = ARCH) -> str:
@@ -99,8 +92,9 @@ class RackRun:
 
 
 def rack_command(out: Path, *args: str, target: str, arch: str = ARCH) -> list[str]:
-    script = [sys.executable, str(rack_script())]
-    return [*script, "--target", target, "--arch", arch, "--out", str(out), *args]
+    """The rack runner's command line (``python -m kvsrack``, as ``kvswitch demo`` runs it)."""
+    runner = [sys.executable, "-m", "kvsrack"]
+    return [*runner, "--target", target, "--arch", arch, "--out", str(out), *args]
 
 
 def assert_torn_down(out: Path) -> None:
@@ -117,7 +111,7 @@ def assert_torn_down(out: Path) -> None:
 
 
 def run_rack(out: Path, *args: str, target: str, timeout: float = 150, arch: str = ARCH) -> RackRun:
-    """``mininet/rack.py ARGS --out OUT`` to completion; fails the test with its output if the
+    """``python -m kvsrack ARGS --out OUT`` to completion; fails the test with its output if the
     rack fails or leaves anything behind."""
     done = subprocess.run(
         rack_command(out, *args, target=target, arch=arch),
@@ -127,7 +121,7 @@ def run_rack(out: Path, *args: str, target: str, timeout: float = 150, arch: str
     )
     assert_torn_down(out)
     if done.returncode != 0:
-        pytest.fail(f"rack.py exited with {done.returncode}:\n{done.stdout}\n{done.stderr}")
+        pytest.fail(f"the rack exited with {done.returncode}:\n{done.stdout}\n{done.stderr}")
     assert f"{target}, {arch})" in done.stdout, f"not the {arch} build on {target}:\n{done.stdout}"
     summary = json.loads((out / "summary.json").read_text())
     metrics_path = out / "metrics.jsonl"

@@ -4,10 +4,11 @@ load generator (``--window``, ``--timeout-us``, ``--resends``: the same request 
 the first attempt is on its way) and the Python history clients (``--timeout``, ``--retries``)
 both. Repeats of hot writes cross the switch again, some stamped after another writer's write:
 the histories must stay linearizable (the explorer's ``resend-overtaken``, closed by
-``F_SETTLED``), and the resends must really have happened.
+``F_SETTLED``, and ``resend-reread``, closed by rule 6 passing a replica's reply only at exactly
+origin_ver), and the resends must really have happened.
 
-Uses rack.py's ``--loadgen-arg`` and ``--history-arg`` (extra arguments for every loadgen and
-every history client) and mininet/history.py's ``--timeout``/``--retries``.
+Uses the rack's ``--loadgen-arg`` and ``--history-arg`` (extra arguments for every loadgen and
+every history client) and kvsrack.history's ``--timeout``/``--retries``.
 """
 
 from __future__ import annotations

@@ -141,6 +141,22 @@ def test_sync_flow() -> None:
     assert core.handle(msg(p.Op.SYNC, cid=0, epoch=1, ver=5), SWITCH) == []
 
 
+def test_rebase_lets_the_new_serializers_versions_apply(core: AgentCore) -> None:
+    """docs/fabric.md "Moving a key between levels": a leaf's (epoch 7, ver 40) copy would take
+    a spine's (epoch 2, ver 1) write as STALE; after the controller's rebase the value stays,
+    its version is gone, and the new serializer's write applies."""
+    one(core, msg(p.Op.SET, b"leaf", seq=1, epoch=7, ver=40))
+    assert one(core, msg(p.Op.SET, b"spine", seq=2, epoch=2, ver=1)).status == p.Status.STALE
+    assert core.rebase_local(K) is True
+    g = one(core, msg(p.Op.GET, seq=3))
+    assert (g.value, g.epoch, g.ver) == (b"leaf", 0, 0)
+    assert one(core, msg(p.Op.SET, b"spine", seq=4, epoch=2, ver=1)).status == p.Status.OK
+    # a tombstone goes; an absent key stays absent
+    assert one(core, msg(p.Op.DEL, seq=5, epoch=2, ver=2)).status == p.Status.OK
+    assert core.rebase_local(K) is False and core.backend.get(K) is None
+    assert core.rebase_local(p.pad_key(b"absent")) is False
+
+
 def test_remove_drops_replica_copy(core: AgentCore) -> None:
     core.push_item(K, b"r", 1, 2)
     assert core.remove_local(K) is True

@@ -23,7 +23,7 @@ from kvswitch.agent.server import AgentConfig, AgentServer
 from kvswitch.bench.lincheck import Op as HistOp
 from kvswitch.bench.lincheck import check_history
 from kvswitch.client import AsyncClient, Client, KeyTooLong, Request, Timeout, ValueTooLarge
-from kvswitch.client.cli import main as client_main
+from kvswitch.client.oneshot import main as client_main
 
 LOOP = "127.0.0.1"
 AgentFactory = Callable[..., AgentServer]

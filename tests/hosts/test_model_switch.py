@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from kvswitch import protocol as p
-from kvswitch.agent.backends import MemoryBackend
+from kvswitch.agent.backends import Item, MemoryBackend
 from kvswitch.agent.control import AgentControl
 from kvswitch.agent.core import AgentCore
 from kvswitch.agent.server import AgentServer
@@ -135,18 +135,23 @@ def test_concurrent_clients_through_redirection(
     assert switch.stats["stamped_writes"] > 10
 
 
-def test_rig_catches_replicas_that_confirm_without_applying(
+def test_rig_catches_replicas_that_take_the_version_without_the_value(
     rack: tuple[ModelSwitch, list[AgentServer]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The broken variant: a replica CONFIRMs an UPDATE's version without applying it. Redirected
-    Gets then return the old value and the history check must say so (the check has teeth)."""
+    """The broken variant: a replica takes an UPDATE's version but keeps the old value, and
+    CONFIRMs it. Its read replies carry the version the origin reported, so rule 6 passes them,
+    and redirected Gets return the old value: the history check must say so (the check has
+    teeth). (A replica that confirms without applying is not enough any more: its replies carry
+    the old version, which rule 6 drops, as only exactly origin_ver passes.)"""
     switch, agents = rack
     real_dispatch = AgentCore._dispatch
 
     def confirm_without_applying(
         self: AgentCore, msg: p.Message, src: tuple[str, int], reply_op: int | None
     ) -> list[tuple[bytes, tuple[str, int]]]:
-        if msg.op == p.Op.UPDATE and self.switch_addr is not None:
+        stored = self.backend.get(msg.key)
+        if msg.op == p.Op.UPDATE and self.switch_addr is not None and stored is not None:
+            self.backend.put(msg.key, Item(stored.value, msg.epoch, msg.ver))
             confirm = p.Message(p.Op.CONFIRM, msg.key, epoch=msg.epoch, ver=msg.ver)
             return [(confirm.encode(), self.switch_addr)]
         return real_dispatch(self, msg, src, reply_op)

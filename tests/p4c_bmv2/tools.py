@@ -75,6 +75,23 @@ def wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 20) -> 
     raise TimeoutError(f"nothing listens on {port}")
 
 
+def start_grpc_switch(binary: str, grpc_port: int, thrift_port: int) -> subprocess.Popen[bytes]:
+    """simple_switch_grpc with no program on loopback ports, once both answer."""
+    proc = subprocess.Popen(
+        [binary, "--no-p4", "--device-id", "0", "--thrift-port", str(thrift_port), "--",
+         "--grpc-server-addr", f"127.0.0.1:{grpc_port}"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        wait_port(grpc_port, proc)
+        wait_port(thrift_port, proc)
+    except (RuntimeError, TimeoutError):
+        stop(proc)
+        raise
+    return proc
+
+
 def stop(proc: subprocess.Popen[bytes]) -> None:
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)

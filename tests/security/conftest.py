@@ -1,9 +1,9 @@
 """One Mininet rack per defence mode for the adversarial suite (docs/protocol.md "Trust").
 
-``mininet/rack.py --hold`` runs as a subprocess (nothing imports mininet/); the suite acts inside its
-hosts through one :mod:`tests.security.hostshell` process per client host (``mnexec -a PID``),
-reads the agents over their Unix control sockets and the switch's registers over Thrift, and stops
-the rack with SIGTERM (the rack tears itself down; the e2e fixture's checks confirm it).
+``python -m kvsrack --hold`` runs as a subprocess (the e2e fixture's command); the suite acts
+inside its hosts through one :mod:`tests.security.hostshell` process per client host
+(``mnexec -a PID``), reads the agents over their Unix control sockets and the switch's registers
+over Thrift, and stops the rack with SIGTERM (the rack tears itself down; the e2e fixture's checks confirm it).
 
 Modes: ``on`` is the build as shipped; ``off`` is the same rack with every trust rule switched off
 by its test-only flag (``-DKVS_TEST_NO_TRUST_*`` for trust.p4, ``--test-no-trust`` for the agents),

@@ -123,7 +123,7 @@ def test_softswitch_imports_nothing_of_kvswitch() -> None:
     assert not foreign, foreign
 
 
-# the methods of the generated header/struct classes and of header stacks (engine/runtime.py
+# the methods of the generated header/struct classes and of header stacks (engine/objects.py
 # Stack): underscored so that they cannot clash with a P4 field name, called by the packet paths
 GENERATED_OBJECT_METHODS = {"_copy", "_reset", "_set", "_inv", "_next", "_last", "_at"}
 

@@ -19,6 +19,10 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
         "kvswitch.bench.runtime_bench",
         "P4Runtime entries/s; packets/s between namespaces",
     ),
+    "fabric-runtime": (
+        "kvswitch.bench.fabric_runtime_bench",
+        "the fabric controller's periods on S spines + R leaves over P4Runtime: write times",
+    ),
     "hosts": ("kvswitch.bench.hosts_bench", "Gets/s and p50/p99 per backend (Python client)"),
     "c-client": (
         "kvswitch.bench.c_client_bench",

@@ -37,7 +37,7 @@ def header_name(table: TableInfo) -> str:
     return "".join(c if c.isalnum() or c == "_" else "_" for c in table.name)
 
 
-def bmv2_json(index: P4InfoIndex) -> str:
+def cli_json(index: P4InfoIndex) -> str:
     headers: dict[str, dict[str, int]] = {}  # instance -> field -> width
     tables = []
     for table in index.tables.values():

@@ -1,6 +1,6 @@
-#!/usr/bin/env python3
 """Concurrent Python clients on a few shared keys, recording a history for the linearizability
-check (kvswitch.bench.lincheck). Started by mininet/rack.py inside a client host.
+check (kvswitch.bench.lincheck). The rack starts it (``python -m kvsrack.history``) inside
+a client host.
 
 Each thread has its own :class:`kvswitch.client.Client` and loops for ``--duration`` seconds:
 a Set of a value unique to (client, thread, n) with probability ``--set-ratio``, else a Get, on
@@ -92,7 +92,9 @@ def worker(
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="mininet/history.py", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m kvsrack.history", description=__doc__.split("\n")[0]
+    )
     ap.add_argument("--servers", required=True, help="IP:PORT,... in rack order")
     ap.add_argument("--threads", type=int, default=4)
     ap.add_argument("--keys", type=int, default=4)

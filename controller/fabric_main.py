@@ -1,0 +1,175 @@
+"""``kvswitch fabric-controller --config FABRIC.json``: the fabric controller as a process
+(docs/fabric.md "Runtime"). It connects to every spine and leaf the fabric file names, starts
+(epochs, static entries, read-back, steering) and runs a period every ``--period`` seconds.
+
+Each rack's candidates and loads come from the file its rack controller writes for it (the
+rack's ``inputs`` in the fabric file; ``kvswitch controller --fabric-out``), and after start-up
+and after each period the fabric controller writes the rack's share of its decision to the
+rack's ``share`` file (``kvswitch controller --fabric-in``): the keys the rack must not make hot
+and its servers' fabric load. Both formats: :mod:`kvswitch.controller.handoff`.
+
+A rack without an inputs file, or with an unreadable, malformed or stale one (older than
+``--max-age``: three periods, at least 5 s), counts as idle that period (said once per period in
+the log): the fabric keeps what it has and places nothing new for it. A share file that cannot
+be written is logged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import sys
+import time
+from pathlib import Path
+
+from kvswitch import argtypes as t
+from kvswitch import protocol as p
+from kvswitch.controller.agents import AgentPool
+from kvswitch.controller.driver import DriverError
+from kvswitch.controller.fabric import FabricConfig
+from kvswitch.controller.fabric_runtime import FabricRuntime
+from kvswitch.controller.fabricfile import FabricFile, FabricFileError
+from kvswitch.controller.handoff import RackInput, read_inputs, stale_after, write_share
+from kvswitch.controller.main import stop_on_signals
+from kvswitch.controller.p4rt_driver import P4RuntimeDriver, Program, SwitchAddress
+from kvswitch.controller.program import compiled_for_bmv2, from_source
+
+LOG = logging.getLogger("kvswitch.fabric")
+#: The P4Runtime role the fabric controller holds on every leaf (the rack controller holds the
+#: default role there: each is the primary of its own)
+LEAF_ROLE = "fabric"
+
+
+def write_shares(runtime: FabricRuntime) -> None:
+    """Each rack's share of the fabric's decision, to the rack's ``share`` file (if it has one)."""
+    for r, rack in enumerate(runtime.fabric.racks):
+        if rack.share is None:
+            continue
+        try:
+            write_share(Path(rack.share), runtime.periods, runtime.share(r))
+        except OSError as exc:
+            LOG.warning("share of rack %s not written: %s", rack.switch.name, exc)
+
+
+def build_parser() -> t.Parser:
+    ap = t.Parser(
+        prog="kvswitch fabric-controller",
+        description="KVSwitch fabric controller: fabric-hot keys on the spines, steering on the leaves.",
+    )
+    ap.add_argument("--config", required=True, help="fabric file (JSON): spines, leaves, servers")
+    ap.add_argument("--state", help="state file: the spines' epochs, T_f, last counts (restarts)")
+    ap.add_argument("--period", type=t.positive_float, default=1.0, help="seconds per period")
+    ap.add_argument("--periods", type=t.nonneg_int, help="stop after this many periods")
+    ap.add_argument(
+        "--target",
+        choices=("softswitch", "bmv2"),
+        default="softswitch",
+        help="the programs' form: bmv2 compiles them with the p4c-bm2-ss on PATH, softswitch "
+        "sends the P4 source (default)",
+    )
+    ap.add_argument(
+        "--spine-define", action="append", default=[], metavar="NAME=VAL", help="spine P4 define"
+    )
+    ap.add_argument(
+        "--leaf-define", action="append", default=[], metavar="NAME=VAL", help="leaf P4 define"
+    )
+    ap.add_argument("--no-pipeline", action="store_true", help="do not set the pipelines")
+    ap.add_argument("--timeout", type=t.positive_float, default=10.0, help="switch call timeout")
+    ap.add_argument(
+        "--max-age",
+        type=t.positive_float,
+        metavar="SECONDS",
+        help="a rack's inputs file older than this counts as idle (default: 3 periods, >= 5 s)",
+    )
+    return ap
+
+
+def _program(name: str, defines: list[str], target: str) -> Program:
+    return _cached_program(name, tuple(defines), target)
+
+
+@functools.cache
+def _cached_program(name: str, defines: tuple[str, ...], target: str) -> Program:
+    """The program of ``p4src/<name>`` (a process that starts the controller again, as the
+    tests do, compiles it once)."""
+    from kvswitch.paths import p4src_dir
+    from softswitch.main import parse_defines
+
+    source = p4src_dir() / name
+    parsed = parse_defines(list(defines))
+    if target == "bmv2":
+        return compiled_for_bmv2(source, parsed)
+    return from_source(source, parsed)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stdout)
+    logging.getLogger("finsy").setLevel(logging.CRITICAL)
+    stop = stop_on_signals()
+    try:
+        fabric = FabricFile.load(args.config)
+        spine_prog = _program("kvswitch_spine.p4", args.spine_define, args.target)
+        leaf_prog = _program("kvswitch_leaf.p4", args.leaf_define, args.target)
+    except (FabricFileError, ValueError, OSError) as exc:
+        print(f"kvswitch fabric-controller: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # a program that does not compile
+        print(f"kvswitch fabric-controller: cannot load the P4 programs: {exc}", file=sys.stderr)
+        return 2
+    agents = AgentPool(fabric.agents_rack(), args.timeout)
+    shape = fabric.shape
+    max_age = args.max_age or stale_after(args.period)
+    ring = p.HashRing.of(range(shape.total))  # docs/protocol.md "Origin of a key", over all
+    try:
+        with contextlib.ExitStack() as stack:
+            stack.callback(agents.close)
+
+            def connect(end, program: Program, rack, role=None, **kw) -> P4RuntimeDriver:
+                address = SwitchAddress(
+                    end.grpc_addr, end.device_id, end.thrift_host, end.thrift_port, args.timeout,
+                    role,
+                )  # fmt: skip
+                return stack.enter_context(
+                    P4RuntimeDriver(address, program, rack, set_pipeline=not args.no_pipeline, **kw)
+                )
+
+            spines = [
+                connect(
+                    s.switch, spine_prog, fabric.spine_rack(), agents=agents, row=fabric.max_holders
+                )
+                for s in fabric.spines
+            ]
+            leaves = [
+                connect(r.switch, leaf_prog, fabric.leaf_rack(i), role=LEAF_ROLE)
+                for i, r in enumerate(fabric.racks)
+            ]
+            runtime = FabricRuntime(
+                fabric,
+                spines,
+                leaves,
+                FabricConfig(k=fabric.k),
+                ring.origin,
+                Path(args.state) if args.state else None,
+            )
+            stack.callback(runtime.close)
+            runtime.start()
+            write_shares(runtime)
+            deadline = time.monotonic()
+            while args.periods is None or runtime.periods < args.periods:
+                deadline += args.period
+                if stop.wait(max(0.0, deadline - time.monotonic())):
+                    break
+                deadline = max(deadline, time.monotonic() - args.period)
+                inputs = [
+                    read_inputs(r.inputs, shape.servers, max_age)
+                    or RackInput({}, [0.0] * shape.servers)
+                    for r in fabric.racks
+                ]
+                runtime.period(inputs)
+                write_shares(runtime)
+    except (DriverError, ValueError, OSError) as exc:
+        print(f"kvswitch fabric-controller: {exc}", file=sys.stderr)
+        return 1
+    return 0

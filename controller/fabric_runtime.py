@@ -1,0 +1,675 @@
+"""The fabric controller's loop on real switches (docs/fabric.md "Runtime"): the spines and the
+leaves of a leaf-spine fabric over the :class:`~kvswitch.controller.driver.SwitchDriver`
+interface, planned by :class:`~kvswitch.controller.fabric.FabricController`.
+
+Start-up (:meth:`FabricRuntime.start`), for every spine: its epoch (the one it holds when it is
+the one the state file names, so a restarted controller does not send every fabric-hot key's
+Gets to its origin; else one more than any seen, as a rack switch's), its static entries, and
+the hot keys it holds read back as its plan (entries and groups of no hot key deleted, missing
+ones written); for every leaf: its static entries of the fabric, the steering entries of exactly
+the keys the spines hold, then FabricHotTable's default ``hold`` -> ``NoAction``.
+
+Each period (:meth:`FabricRuntime.period`): read and reset every spine's counters, take the
+rack controllers' candidates and loads (:class:`RackInput`), plan, cut every key to the spines'
+``max_holders``, then write in this order: every spine's table, group and register part of its
+batch (break, make, HotkeyTable last; :func:`~kvswitch.controller.fabric_ops.spine_diff`); the
+leaves' steering (deletes after the spines' break, adds after their make); the pushes and
+removals, a new key's push only once every leaf steers it (the origin's SYNC must cross its
+spine). A write a switch refuses is reported in the period's metrics and never counted as done:
+the spine's plan is read back from it, a leaf's steering table is reconciled whole the next
+period, and a switch that went away is reconnected and started again.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from kvswitch.controller import names, statefile
+from kvswitch.controller.driver import DriverError, SwitchDriver
+from kvswitch.controller.fabric import FabricConfig, FabricController
+from kvswitch.controller.fabric_ops import (
+    SPINE_DYNAMIC,
+    SpineLayout,
+    cap_plans,
+    implied_spine_entries,
+    leaf_static,
+    spine_diff,
+    spine_plan,
+    spine_static,
+    steering,
+    steering_diff,
+    steering_of,
+    steering_ready,
+)
+from kvswitch.controller.fabricfile import FabricFile
+from kvswitch.controller.handoff import RackInput
+from kvswitch.controller.ops import (
+    EntryOp,
+    Operation,
+    PushRequest,
+    RebaseRequest,
+    RegisterWrite,
+    RemoveRequest,
+    TableEntry,
+)
+from kvswitch.controller.period import FabricShare, key_write_ratios
+from kvswitch.controller.plan import Plan
+from kvswitch.controller.repair import unconfirmed_pushes
+from kvswitch.controller.startup import EPOCH_MAX, next_epoch
+
+LOG = logging.getLogger("kvswitch.fabric")
+T = TypeVar("T")
+
+
+@dataclass
+class FabricMetrics:
+    period: int
+    fabric_keys: int = 0
+    holders: int = 0
+    promoted: int = 0
+    demoted: int = 0
+    capped: int = 0  # keys cut to max_holders
+    threshold: float = 0.0
+    updates: int = 0  # table, group and register writes sent (and taken)
+    pushes: int = 0
+    withheld: int = 0  # pushes waiting for a leaf's steering
+    plan_ms: float = 0.0
+    write_ms: float = 0.0  # every switch's writes of the period, in order
+    period_ms: float = 0.0
+    errors: list[str] = field(default_factory=list)
+
+    def record(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def line(self) -> str:
+        text = (
+            f"fabric period {self.period}: {self.fabric_keys} keys, {self.holders} holders "
+            f"(+{self.promoted} -{self.demoted}, {self.capped} capped), T_f {self.threshold:.1f}, "
+            f"{self.updates} updates, {self.pushes} pushes in {self.write_ms:.1f} ms"
+        )
+        return text + (f"; errors: {'; '.join(self.errors)}" if self.errors else "")
+
+
+class FabricRuntime:
+    def __init__(
+        self,
+        fabric: FabricFile,
+        spines: Sequence[SwitchDriver],
+        leaves: Sequence[SwitchDriver],
+        config: FabricConfig,
+        origin_of: Callable[[bytes], int],
+        state_file: Path | None = None,
+        drain: float = 0.005,
+    ) -> None:
+        """``drain``: seconds between a key's old serializer's break and its rebase (writes
+        that serializer stamped reach the origin first; docs/fabric.md "Moving a key between
+        levels")."""
+        if len(spines) != len(fabric.spines) or len(leaves) != len(fabric.racks):
+            raise ValueError("one driver per spine and per leaf of the fabric file")
+        if config.k > min(d.slots for d in spines):
+            raise ValueError(f"k = {config.k} exceeds a spine's hot-key slots")
+        self.fabric = fabric
+        self.spines = list(spines)
+        self.leaves = list(leaves)
+        self.state_file = state_file
+        self.drain = drain
+        self.controller = FabricController(fabric.shape, config, origin_of)
+        self.layouts = [SpineLayout(fabric, s) for s in range(len(spines))]
+        self.epochs = [0] * len(spines)
+        # what each leaf's FabricHotTable holds (None: unknown), and whether it holds nothing
+        # else and forwards (its default NoAction); a leaf that is not clean is reconciled whole
+        self.steered: list[dict[bytes, int] | None] = [None] * len(leaves)
+        self.clean = [False] * len(leaves)
+        self.spine_ok = [False] * len(spines)
+        self.withheld: dict[bytes, PushRequest] = {}  # pushes waiting for every leaf's steering
+        self.periods = 0
+        # for the rack controllers (share()): keys that left the spines in the last period (their
+        # removals run with the next batch), and per server of the fabric the load the spines
+        # sent it last period and the one the new plans put on it (empty: not known)
+        self.leaving: frozenset[bytes] = frozenset()
+        self.measured: list[float] = []
+        self.expected: list[float] = []
+        # the switches of one step are written at the same time, one thread each
+        self.pool = ThreadPoolExecutor(len(spines) + len(leaves), thread_name_prefix="fabric")
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True)
+
+    @property
+    def plans(self) -> list[Plan]:
+        return self.controller.plans
+
+    @property
+    def spine_of(self) -> dict[bytes, int]:
+        return self.controller.spine_of
+
+    # -- start-up -----------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Every spine, then every leaf (module docstring); a switch that cannot be started is
+        reported and tried again by the next period."""
+        saved = statefile.load(self.state_file)
+        threshold = self.controller.threshold
+        if threshold.value is None:
+            threshold.value = statefile.saved_threshold(saved, threshold.floor)
+        if not self.controller.predictor.prev:
+            self.controller.predictor.prev = statefile.saved_observations(saved)
+        epochs = saved.get("spine_epochs")
+        for s in range(len(self.spines)):
+            held = epochs[s] if isinstance(epochs, list) and s < len(epochs) else 0
+            self.epochs[s] = held if isinstance(held, int) and 0 < held <= EPOCH_MAX else 0
+        for s in range(len(self.spines)):
+            try:
+                self._start_spine(s)
+            except DriverError as exc:
+                LOG.error("spine %s: start failed: %s", self._spine_name(s), exc)
+        self._own_spines()
+        for r in range(len(self.leaves)):
+            try:
+                self._start_leaf(r)
+            except DriverError as exc:
+                LOG.error("leaf %s: start failed: %s", self._leaf_name(r), exc)
+        if all(held is not None for held in self.steered):
+            self._push_unconfirmed()
+        LOG.info(
+            "fabric started: epochs %s, %d fabric-hot keys held",
+            self.epochs,
+            len(self.spine_of),
+        )
+
+    def _start_spine(self, s: int) -> None:
+        drv = self.spines[s]
+        self.spine_ok[s] = False
+        on_switch = drv.read_register(names.REG_EPOCH)[0]
+        saved = self.epochs[s]
+        epoch = on_switch if on_switch and on_switch == saved else next_epoch(on_switch, saved)
+        self.epochs[s] = epoch
+        self.save_state()  # before the switch has it: a crash after the write never reuses it
+        drv.apply(drv.reconcile(spine_static(self.fabric, s, drv.has_liveness)))
+        if epoch != on_switch:
+            drv.apply([RegisterWrite(names.REG_EPOCH, 0, epoch)])
+            held = drv.read_register(names.REG_EPOCH)[0]
+            if held != epoch:
+                raise DriverError(f"the spine holds epoch {held} after writing {epoch}")
+        self.controller.plans[s] = self._recover_spine(s)
+        self.spine_ok[s] = True
+
+    def _recover_spine(self, s: int) -> Plan:
+        """The spine's hot keys as a plan; HotkeyTable entries of no whole hot key deleted first,
+        then entries and groups of no hot key deleted and missing ones written."""
+        drv, layout = self.spines[s], self.layouts[s]
+        plan, broken = spine_plan(
+            drv.read_entries(names.HOTKEY_TABLE),
+            drv.read_entries(names.SERVERMAP_TABLE),
+            layout,
+            self.controller.config.k,
+        )
+        if broken:
+            LOG.warning(
+                "spine %s: %d incomplete hot keys removed", self._spine_name(s), len(broken)
+            )
+            drv.apply(
+                [
+                    TableEntry(EntryOp.DELETE, names.HOTKEY_TABLE, ((names.MATCH_KEY, k),))
+                    for k in broken
+                ]
+            )
+        wanted = implied_spine_entries(plan, layout, drv.read_version())
+        fixes = drv.reconcile(wanted, prune=SPINE_DYNAMIC, prune_groups=True)
+        if fixes:
+            LOG.info("spine %s: %d entries/groups fixed", self._spine_name(s), len(fixes))
+            drv.apply(fixes)
+        return plan
+
+    def _push_unconfirmed(self) -> None:
+        """Push again every recovered key with a replica that is not valid (a push the previous
+        controller did not make, or lost): nothing else but the key's next write would ever
+        make that replica serve. Once every leaf steers (the SYNC must cross the spine)."""
+        for s, drv in enumerate(self.spines):
+            plan = self.plans[s]
+            if not self.spine_ok[s] or not any(kp.replicas for kp in plan.keys.values()):
+                continue
+            try:
+                pushes = unconfirmed_pushes(
+                    plan.keys,
+                    plan.servers,
+                    drv.read_register(names.REG_SLOT_VER),
+                    drv.read_register(names.REG_ORIGIN_VER),
+                    drv.read_register(names.REG_VALID_VER),
+                    self.fabric.max_holders,
+                )
+                if pushes:
+                    LOG.info(
+                        "spine %s: pushing %d recovered keys", self._spine_name(s), len(pushes)
+                    )
+                    drv.apply(pushes)
+            except DriverError as exc:
+                LOG.error("spine %s: %s", self._spine_name(s), exc)
+
+    def _own_spines(self) -> None:
+        """The fabric-hot keys are what the spines hold; a key two spines hold (a controller
+        that stopped in the middle of a move) stays on the first and is broken on the others."""
+        spine_of: dict[bytes, int] = {}
+        for s, plan in enumerate(self.controller.plans):
+            twice = [key for key in plan.keys if key in spine_of]
+            if twice and self.spine_ok[s]:
+                kept = Plan(
+                    plan.servers, plan.slots, {k: v for k, v in plan.keys.items() if k not in twice}
+                )
+                try:
+                    self.spines[s].apply(
+                        [op for op in spine_diff(plan, kept, self.layouts[s]) if _switch_op(op)]
+                    )
+                    plan = self.controller.plans[s] = kept
+                except DriverError as exc:
+                    LOG.error("spine %s: %s", self._spine_name(s), exc)
+                    self.spine_ok[s] = False
+            for key in plan.keys:
+                spine_of.setdefault(key, s)
+        self.controller.spine_of = spine_of
+
+    def _start_leaf(self, r: int) -> None:
+        drv = self.leaves[r]
+        self.steered[r], self.clean[r] = None, False
+        drv.apply(drv.reconcile(leaf_static(self.fabric, r)))
+        self._reconcile_steering(r)
+
+    def _reconcile_steering(self, r: int) -> None:
+        """Leaf ``r``'s FabricHotTable made to hold exactly the keys the spines hold, then its
+        default set to NoAction (it forwards KVSwitch packets again)."""
+        drv = self.leaves[r]
+        self.steered[r], self.clean[r] = None, False
+        wanted = steering(self.fabric, r, self.spine_of)
+        drv.apply(drv.reconcile(wanted, prune=(names.FABRIC_HOT_TABLE,)))
+        self.steered[r] = dict(self.spine_of)
+        drv.apply([steering_ready()])
+        self.clean[r] = True
+
+    # -- periods ------------------------------------------------------------------------------------
+
+    def period(self, racks: Sequence[RackInput]) -> FabricMetrics:
+        began = time.perf_counter()
+        self.periods += 1
+        m = FabricMetrics(self.periods)
+        self.measured, self.expected = [], []  # until this period has planned
+        self._repair(m)
+        if not all(self.spine_ok):
+            self._lose_spines(m)
+            m.errors.append("a spine is not started: no plan this period")
+            return self._done(m, began)
+        shape = self.fabric.shape
+        if len(racks) != shape.racks or any(len(x.loads) != shape.servers for x in racks):
+            raise ValueError("one RackInput per rack, one load per server of the rack")
+        observed: dict[bytes, int] = {}
+        writes: dict[bytes, int] = {}
+
+        def read(s: int) -> tuple[dict[bytes, int], list[int], int]:
+            drv = self.spines[s]
+            got = drv.read_hot_counters(), drv.read_hot_writes(), drv.read_version()
+            drv.reset_counters()
+            return got
+
+        reads = self._parallel(len(self.spines), read)
+        failed = [(s, r) for s, r in enumerate(reads) if isinstance(r, DriverError)]
+        for s, exc in failed:
+            self._spine_error(m, s, exc)  # type: ignore[arg-type]
+        if failed:
+            if not all(self.spine_ok):
+                self._lose_spines(m)
+            return self._done(m, began)
+        floors: list[int] = []
+        spine_counts: dict[bytes, int] = {}
+        for s, (hot, per_slot, floor) in enumerate(reads):  # type: ignore[misc]
+            floors.append(floor)
+            observed.update(hot)
+            spine_counts.update(hot)
+            writes.update(
+                {
+                    key: int(per_slot[kp.slot])
+                    for key, kp in self.plans[s].keys.items()
+                    if kp.slot < len(per_slot)
+                }
+            )
+        for x in racks:
+            for key, count in x.observed.items():
+                observed.setdefault(key, count)
+            for key, count in x.writes.items():
+                writes.setdefault(key, count)
+        loads = [float(v) for x in racks for v in x.loads]
+        cold = _joined([x.cold for x in racks])
+        replicas = _joined([x.replicas for x in racks])
+        before, held = list(self.plans), dict(self.spine_of)
+        ratios = key_write_ratios(observed, writes)
+        measured = self.controller.fabric_load(spine_counts, ratios)
+        planned = time.perf_counter()
+        report = self.controller.decide(observed, writes, loads, replicas, floors, cold)
+        plans, m.capped = cap_plans(before, report.plans, self.fabric.max_holders)
+        if m.capped:
+            LOG.warning(
+                "%d keys had more holders than a spine's %d: cut", m.capped, self.fabric.max_holders
+            )
+        batches = [
+            spine_diff(before[s], plans[s], self.layouts[s], floors[s]) for s in range(len(plans))
+        ]
+        m.plan_ms = (time.perf_counter() - planned) * 1000.0
+        m.threshold, m.promoted, m.demoted = report.threshold, report.promoted, report.demoted
+        self.controller.plans = plans
+        self.measured = measured
+        self.expected = self.controller.fabric_load(dict(report.predicted), ratios)
+        self.leaving = frozenset(held) - frozenset(self.spine_of)
+        self.save_state()
+        writing = time.perf_counter()
+        self._write(m, batches, held)
+        m.write_ms = (time.perf_counter() - writing) * 1000.0
+        return self._done(m, began)
+
+    def _write(
+        self, m: FabricMetrics, batches: list[list[Operation]], before: dict[bytes, int]
+    ) -> None:
+        """The spines' switch part, the leaves' steering, the rebases of keys that changed
+        level, then the agents' part (module docstring); ``before``: the fabric-hot keys the
+        switches held before this period's writes."""
+        planned = {key for plan in self.plans for key in plan.keys}
+        self._write_spines(m, batches)
+        self._write_steering(m)
+        if any(held is None for held in self.steered):
+            self._unsteered(m)
+        self._rebase(m, before, planned)
+        self._write_agents(m, batches)
+
+    def _parallel(self, count: int, step: Callable[[int], T]) -> list[T | DriverError]:
+        """``step(i)`` for i in range(count), one switch each, at the same time (each driver has
+        its own connection); what each returned, or the DriverError it raised."""
+        futures = [self.pool.submit(step, i) for i in range(count)]
+        out: list[T | DriverError] = []
+        for future in futures:
+            try:
+                out.append(future.result())
+            except DriverError as exc:
+                out.append(exc)
+        return out
+
+    def _write_spines(self, m: FabricMetrics, batches: list[list[Operation]]) -> None:
+        def write(s: int) -> int:
+            switch = [op for op in batches[s] if _switch_op(op)]
+            self.spines[s].apply(switch)
+            return len(switch)
+
+        for s, done in enumerate(self._parallel(len(batches), write)):
+            if isinstance(done, DriverError):
+                self._spine_error(m, s, done)
+            else:
+                m.updates += done
+        # the fabric-hot keys are the ones the spines hold (a refused batch was read back)
+        self.controller.spine_of = {
+            key: s for s, plan in enumerate(self.plans) for key in plan.keys
+        }
+
+    def _write_steering(self, m: FabricMetrics) -> None:
+        spine_of = self.spine_of
+
+        def write(r: int) -> int:
+            drv, held = self.leaves[r], self.steered[r]
+            try:
+                if held is None or not self.clean[r]:
+                    self._reconcile_steering(r)
+                    return 0
+                gone, made = steering_diff(self.fabric, r, held, spine_of)
+                self.steered[r] = None  # unknown until both writes are taken
+                drv.apply(gone)
+                drv.apply(made)
+                self.steered[r] = dict(spine_of)
+                return len(gone) + len(made)
+            except DriverError:
+                self.steered[r], self.clean[r] = None, False
+                raise
+
+        for r, done in enumerate(self._parallel(len(self.leaves), write)):
+            if isinstance(done, DriverError):
+                m.errors.append(f"leaf {self._leaf_name(r)}: {_first_line(done)}")
+                LOG.error("leaf %s: steering not written: %s", self._leaf_name(r), done)
+            else:
+                m.updates += done
+
+    def _unsteered(self, m: FabricMetrics) -> None:
+        """After a leaf refused steering: the keys some leaf does not steer to their spine are
+        broken at that spine (a write from the origin's rack would reach the origin unstamped,
+        and a replica an UPDATE copy validated would then serve a stale value), then their
+        steering entries go from every leaf that has them."""
+        held: list[dict[bytes, int]] = []
+        for r, drv in enumerate(self.leaves):
+            try:
+                held.append(steering_of(drv.read_entries(names.FABRIC_HOT_TABLE), self.fabric, r))
+            except DriverError:
+                held.append({})  # unreachable: its rack is cut off; it steers nothing known
+        spine_of = self.spine_of
+        bad = {key for key, s in spine_of.items() if any(h.get(key) != s for h in held)}
+        if not bad:
+            return
+        LOG.warning(
+            "%d fabric-hot keys not steered by every leaf: broken at their spines", len(bad)
+        )
+        for s, plan in enumerate(self.plans):
+            kept = Plan(
+                plan.servers, plan.slots, {k: v for k, v in plan.keys.items() if k not in bad}
+            )
+            if len(kept.keys) == len(plan.keys):
+                continue
+            ops = [op for op in spine_diff(plan, kept, self.layouts[s]) if _switch_op(op)]
+            try:
+                self.spines[s].apply(ops)
+                self.controller.plans[s] = kept
+            except DriverError as exc:
+                self._spine_error(m, s, exc)
+        self.controller.spine_of = {
+            key: s for s, plan in enumerate(self.plans) for key in plan.keys
+        }
+        for r, drv in enumerate(self.leaves):
+            gone, _ = steering_diff(self.fabric, r, held[r], self.spine_of)
+            try:
+                drv.apply(gone)
+                # known again; a leaf that refused is still reconciled whole next period
+                self.steered[r] = {k: v for k, v in held[r].items() if k in self.spine_of}
+            except DriverError as exc:
+                m.errors.append(f"leaf {self._leaf_name(r)}: {_first_line(exc)}")
+                self.steered[r], self.clean[r] = None, False
+
+    def _rebase(self, m: FabricMetrics, before: dict[bytes, int], planned: set[bytes]) -> None:
+        """Keys that changed serializer this period (docs/fabric.md "Moving a key between
+        levels"): the old one stopped stamping them (a leaf's hot entry is bypassed once every
+        leaf steers the key up; a spine's HotkeyTable entry and then the steering are gone);
+        after ``drain`` seconds their copies forget their (epoch, version), so that the new
+        serializer's versions apply: every holder of a key that came to a spine (before its
+        push), the origin of one that left or was broken again."""
+        now = self.spine_of
+        ops: dict[int, list[Operation]] = {}
+        for key, s in now.items():
+            if before.get(key) != s:
+                ops.setdefault(s, []).append(RebaseRequest(key, self.plans[s].keys[key].holders))
+        for key in (set(before) | planned) - set(now):
+            s = before.get(key, self.controller.spine_of.get(key, 0))
+            ops.setdefault(s, []).append(RebaseRequest(key, (self.controller.origin_of(key),)))
+        if not ops:
+            return
+        time.sleep(self.drain)
+        for s, batch in ops.items():
+            drv = self.spines[s]
+            errors = drv.agent_errors
+            try:
+                drv.apply(batch)
+            except DriverError as exc:
+                self._spine_error(m, s, exc)
+            if drv.agent_errors > errors:
+                m.errors.append(
+                    f"spine {self._spine_name(s)}: {drv.agent_errors - errors} agent rebases failed"
+                )
+
+    def _write_agents(self, m: FabricMetrics, batches: list[list[Operation]]) -> None:
+        """Pushes and removals; a push only once every leaf steers its key (the origin's SYNC
+        and the replicas' CONFIRMs must cross the key's spine), else it waits (replicas stay
+        invalid: Gets go to the origin)."""
+        steered_everywhere = all(held is not None for held in self.steered)
+        for s, batch in enumerate(batches):
+            agents: list[Operation] = []
+            plan = self.plans[s]
+            for op in batch:
+                if isinstance(op, PushRequest):
+                    if op.key not in plan.keys:
+                        continue
+                    if not steered_everywhere:
+                        self.withheld[op.key] = op
+                        continue
+                    agents.append(op)
+                elif isinstance(op, RemoveRequest):
+                    agents.append(op)
+            if steered_everywhere:
+                agents += self._retries(s, {op.key for op in agents if isinstance(op, PushRequest)})
+            m.pushes += sum(1 for op in agents if isinstance(op, PushRequest))
+            try:
+                self.spines[s].apply(agents)
+            except DriverError as exc:
+                self._spine_error(m, s, exc)
+        m.withheld = len(self.withheld)
+
+    def _retries(self, s: int, pushed: set[bytes]) -> list[Operation]:
+        """Pushes to make again for spine ``s``: withheld until every leaf steered the key, or
+        failed at the agents; with the key's replicas as the plan has them now."""
+        drv, plan = self.spines[s], self.plans[s]
+        out: list[Operation] = []
+        for key in list(self.withheld) + list(drv.failed_pushes):
+            kp = plan.keys.get(key)
+            if kp is None or not kp.replicas or key in pushed:
+                continue
+            pushed.add(key)
+            out.append(PushRequest(key, kp.origin, kp.replicas))
+        for key in list(self.withheld):
+            if key in pushed or self.spine_of.get(key) is None:
+                del self.withheld[key]
+        return out
+
+    def _spine_error(self, m: FabricMetrics, s: int, exc: DriverError) -> None:
+        """A spine refused a write or went away: reported; its plan is what it holds."""
+        m.errors.append(f"spine {self._spine_name(s)}: {_first_line(exc)}")
+        LOG.error("spine %s: %s", self._spine_name(s), exc)
+        drv = self.spines[s]
+        if not drv.connected:
+            self.spine_ok[s] = False  # reconnected and started by the next period
+            return
+        try:
+            self.controller.plans[s] = self._recover_spine(s)
+        except DriverError as again:
+            LOG.error("spine %s: read-back failed: %s", self._spine_name(s), again)
+            self.spine_ok[s] = False
+
+    def _lose_spines(self, m: FabricMetrics) -> None:
+        """Spines that could not be started (dead, or not answering): the leaves stop steering
+        their keys (docs/fabric.md "Failures": steered into a dead link, their requests would
+        be lost; cold, they reach their origins through the other spines). Their plans are
+        read back when they are started again."""
+        lost = [s for s, ok in enumerate(self.spine_ok) if not ok and self.plans[s].keys]
+        if not lost:
+            return
+        for s in lost:
+            LOG.warning(
+                "spine %s is down: its %d keys are cold",
+                self._spine_name(s),
+                len(self.plans[s].keys),
+            )
+            self.controller.plans[s] = Plan(self.plans[s].servers, self.plans[s].slots)
+        before = dict(self.spine_of)
+        self.controller.spine_of = {
+            key: s for s, plan in enumerate(self.plans) for key in plan.keys
+        }
+        self._write_steering(m)
+        gone = set(before) - set(self.spine_of)
+        ops = [RebaseRequest(key, (self.controller.origin_of(key),)) for key in gone]
+        live = [s for s, ok in enumerate(self.spine_ok) if ok]
+        if ops and live:  # their origins: the lost spine's versions cannot be compared
+            time.sleep(self.drain)
+            self.spines[live[0]].apply(ops)
+
+    def _repair(self, m: FabricMetrics) -> None:
+        """Reconnect and start the switches that went away; reconcile leaves whose steering is
+        unknown (the period writes them)."""
+        for s, drv in enumerate(self.spines):
+            if self.spine_ok[s] and drv.connected:
+                continue
+            try:
+                if not drv.connected:
+                    drv.reconnect()
+                self._start_spine(s)
+            except DriverError as exc:
+                self.spine_ok[s] = False
+                m.errors.append(f"spine {self._spine_name(s)}: {_first_line(exc)}")
+        self._own_spines()
+        for r, drv in enumerate(self.leaves):
+            if drv.connected:
+                continue
+            try:
+                drv.reconnect()
+                self._start_leaf(r)
+            except DriverError as exc:
+                self.steered[r], self.clean[r] = None, False
+                m.errors.append(f"leaf {self._leaf_name(r)}: {_first_line(exc)}")
+
+    def share(self, r: int) -> FabricShare:
+        """What rack ``r``'s controller must know (docs/fabric.md "Runtime"): the keys it must
+        not make hot (every key a spine plans, every key that left a spine last period, every
+        key its leaf may still steer) and its servers' fabric load, last period's and next
+        period's (left out when this period did not plan)."""
+        keys = set(self.spine_of) | self.leaving | set(self.steered[r] or {})
+        servers = self.fabric.shape.servers_of(r)
+        if not self.measured or not self.expected:
+            return FabricShare(frozenset(keys))
+        return FabricShare(
+            frozenset(keys),
+            tuple(self.measured[s] for s in servers),
+            tuple(self.expected[s] for s in servers),
+        )
+
+    def _done(self, m: FabricMetrics, began: float) -> FabricMetrics:
+        m.fabric_keys = len(self.spine_of)
+        m.holders = sum(len(kp.holders) for plan in self.plans for kp in plan.keys.values())
+        m.period_ms = (time.perf_counter() - began) * 1000.0
+        (LOG.warning if m.errors else LOG.info)("%s", m.line())
+        return m
+
+    # -- the state file ---------------------------------------------------------------------------
+
+    def save_state(self) -> None:
+        """The spines' epochs, T_f and last period's counts, for a restarted controller."""
+        if self.state_file is None:
+            return
+        state: dict[str, Any] = {"spine_epochs": list(self.epochs)}
+        if self.controller.threshold.value is not None:
+            state["threshold"] = self.controller.threshold.value
+        if self.controller.predictor.prev:
+            state["observed"] = {k.hex(): v for k, v in self.controller.predictor.prev.items()}
+        statefile.save(self.state_file, state)
+
+    def _spine_name(self, s: int) -> str:
+        return self.fabric.spines[s].switch.name
+
+    def _leaf_name(self, r: int) -> str:
+        return self.fabric.racks[r].switch.name
+
+
+def _joined(parts: Sequence[Sequence[Any] | None]) -> list[Any] | None:
+    """The racks' per-server lists one after the other; None unless every rack gave one."""
+    if any(x is None for x in parts):
+        return None
+    return [v for x in parts if x is not None for v in x]
+
+
+def _switch_op(op: Operation) -> bool:
+    return not isinstance(op, PushRequest | RemoveRequest)
+
+
+def _first_line(exc: Exception) -> str:
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__

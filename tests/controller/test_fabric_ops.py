@@ -1,0 +1,210 @@
+"""controller/fabric_ops.py, pure: plan.diff's operations in a spine's layout (a cell per
+ordinal, ServeroffsetTable per (slot, holder), groups by replication id), the leaves' steering,
+the MAX_HOLDERS cut, the read-back of a spine's plan, and the fabric file's errors."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from kvswitch import protocol as p
+from kvswitch.controller import names
+from kvswitch.controller.fabric_ops import (
+    SpineLayout,
+    cap_plans,
+    implied_spine_entries,
+    spine_diff,
+    spine_plan,
+    steering_diff,
+)
+from kvswitch.controller.fabricfile import FabricFile, FabricFileError
+from kvswitch.controller.ops import (
+    EntryOp,
+    HeldEntry,
+    MulticastGroupSet,
+    PushRequest,
+    RegisterWrite,
+    TableEntry,
+)
+from kvswitch.controller.plan import KeyPlan, Plan
+
+KEY = p.pad_key(b"k")
+ROW = 4
+
+
+def fabric_dict() -> dict:
+    def ends(name: str, port: int) -> dict:
+        return {"name": name, "p4runtime": f"127.0.0.1:{port}", "thrift": f"127.0.0.1:{port + 1}"}
+
+    return {
+        "k": 8,
+        "max_holders": ROW,
+        "spines": [
+            {**ends("sp1", 9000), "mac": "02:00:00:00:f0:01", "ports": [1, 2, 3]},
+            {**ends("sp2", 9010), "mac": "02:00:00:00:f0:02", "ports": [11, 12, 13]},
+        ],
+        "racks": [
+            {
+                **ends(f"leaf{r + 1}", 9100 + 10 * r),
+                "leaf_mac": f"02:00:00:00:{r + 1:02x}:fe",
+                "subnet": f"10.{r + 1}.0.0/16",
+                "uplinks": [5, 6],
+                "servers": [f"10.{r + 1}.0.1", f"10.{r + 1}.0.2"],
+            }
+            for r in range(3)
+        ],
+    }
+
+
+FABRIC = FabricFile.parse(fabric_dict())
+LAYOUT = SpineLayout(FABRIC, 1)  # the second spine: its ports 11..13
+
+
+def plan(holders: tuple[int, ...] | None, slot: int = 2) -> Plan:
+    out = Plan(FABRIC.total, 8)
+    if holders is not None:
+        out.keys[KEY] = KeyPlan(slot, holders)
+    return out
+
+
+def entries(ops, table: str) -> list[TableEntry]:
+    return [op for op in ops if isinstance(op, TableEntry) and op.table == table]
+
+
+def test_a_new_key_in_the_spines_layout() -> None:
+    ops = spine_diff(plan(None), plan((0, 2, 5)), LAYOUT, floor=9)
+    [reset] = [op for op in ops if isinstance(op, RegisterWrite) and op.name == names.REG_VALID_VER]
+    assert (reset.index, reset.count) == (2 * ROW, ROW)  # the slot's MAX_HOLDERS cells
+    [keyindex] = entries(ops, names.KEYINDEX_TABLE)
+    assert keyindex.param_dict() == {"slot": 2, "base": 2 * ROW, "floor": 9}
+    smap = {e.match_dict()["ordinal"]: e.param_dict() for e in entries(ops, names.SERVERMAP_TABLE)}
+    assert smap == {
+        o: {"vidx": 2 * ROW + o, "ip": FABRIC.server_ip(s), "mac": mac, "port": port}
+        for o, s, mac, port in (
+            (0, 0, 0x0200000001FE, 11),
+            (1, 2, 0x0200000002FE, 12),
+            (2, 5, 0x0200000003FE, 13),
+        )
+    }
+    offsets = {
+        e.match_dict()["server_ip"]: e.param_dict() for e in entries(ops, names.SERVEROFFSET_TABLE)
+    }
+    assert offsets == {
+        FABRIC.server_ip(0): {"offset": 0, "port": 11},
+        FABRIC.server_ip(2): {"offset": 1, "port": 12},
+        FABRIC.server_ip(5): {"offset": 2, "port": 13},
+    }
+    [group] = [op for op in ops if isinstance(op, MulticastGroupSet)]
+    assert group == MulticastGroupSet(3, ((11, 0), (12, names.spine_rid(2)), (13, 6)))
+    assert entries(ops, names.HOTKEY_TABLE) == [ops[-2]]  # HotkeyTable last, then the push
+    assert ops[-1] == PushRequest(KEY, 0, (2, 5))
+
+
+def test_a_holder_leaving_frees_its_ordinal_before_anyone_takes_it() -> None:
+    """(0, 2, 4) -> (0, 4): server 4 moves from ordinal 2 to 1. Before any table names it at
+    ordinal 1, the ServeroffsetTable entries of the old holders of ordinals 1 and 2 are gone
+    and both cells are zeroed (server 2's late CONFIRM must not validate server 4), and server
+    4 is pushed again (its cell starts at 0)."""
+    ops = spine_diff(plan((0, 2, 4)), plan((0, 4)), LAYOUT, floor=5)
+    ip2, ip4 = FABRIC.server_ip(2), FABRIC.server_ip(4)
+    deletes = [
+        i
+        for i, op in enumerate(ops)
+        if isinstance(op, TableEntry)
+        and op.table == names.SERVEROFFSET_TABLE
+        and op.op is EntryOp.DELETE
+    ]
+    zeros = [
+        i
+        for i, op in enumerate(ops)
+        if isinstance(op, RegisterWrite) and op.name == names.REG_VALID_VER
+    ]
+    assert [ops[i].match_dict()["server_ip"] for i in deletes] == [ip2, ip4]
+    assert [ops[i].index for i in zeros] == [2 * ROW + 1, 2 * ROW + 2]
+    [moved] = [
+        i
+        for i, op in enumerate(ops)
+        if isinstance(op, TableEntry)
+        and op.table == names.SERVERMAP_TABLE
+        and op.op is EntryOp.MODIFY
+    ]
+    assert max(deletes + zeros) < moved
+    assert ops[moved].param_dict()["vidx"] == 2 * ROW + 1 and ops[moved].param_dict()["ip"] == ip4
+    [readd] = [
+        op
+        for op in entries(ops, names.SERVEROFFSET_TABLE)
+        if op.op is EntryOp.ADD and op.match_dict()["server_ip"] == ip4
+    ]
+    assert readd.param_dict() == {"offset": 1, "port": 13}
+    assert PushRequest(KEY, 0, (4,)) in ops
+
+
+def test_a_leaving_key_loses_its_serveroffset_entries() -> None:
+    ops = spine_diff(plan((0, 3)), plan(None), LAYOUT)
+    assert ops[0] == TableEntry(EntryOp.DELETE, names.HOTKEY_TABLE, ((names.MATCH_KEY, KEY),))
+    gone = {e.match_dict()["server_ip"] for e in entries(ops, names.SERVEROFFSET_TABLE)}
+    assert gone == {FABRIC.server_ip(0), FABRIC.server_ip(3)}
+
+
+def test_the_cut_to_max_holders_keeps_the_origin_and_the_slot() -> None:
+    before = plan((0, 2), slot=5)
+    wide = plan((0, 2, 3, 4, 5, 1), slot=5)
+    [cut], count = cap_plans([before], [wide], ROW)
+    assert count == 1 and cut.keys[KEY] == KeyPlan(5, (0, 2, 3, 4))
+    [same], count = cap_plans([before], [plan((0, 2, 3), slot=5)], ROW)
+    assert count == 0 and same.keys[KEY].holders == (0, 2, 3)
+
+
+def held(ops) -> dict:
+    return {
+        tuple(sorted(op.match)): HeldEntry(op.action, op.param_dict(), op.match)
+        for op in ops
+        if isinstance(op, TableEntry)
+    }
+
+
+def test_the_spines_plan_read_back() -> None:
+    want = plan((1, 2, 4), slot=3)
+    ops = spine_diff(plan(None), want, LAYOUT)
+    hot, smap = held(entries(ops, names.HOTKEY_TABLE)), held(entries(ops, names.SERVERMAP_TABLE))
+    got, broken = spine_plan(hot, smap, LAYOUT, 8)
+    assert (got.keys, broken) == (want.keys, [])
+    # a ServermapTable entry in another spine's layout (spine 0's port) is no whole hot key
+    other = held(
+        entries(spine_diff(plan(None), want, SpineLayout(FABRIC, 0)), names.SERVERMAP_TABLE)
+    )
+    got, broken = spine_plan(hot, other, LAYOUT, 8)
+    assert (got.keys, broken) == ({}, [KEY])
+    # the recovered plan implies exactly its entries (without HotkeyTable)
+    implied = implied_spine_entries(want, LAYOUT, 0)
+    assert held(entries(implied, names.SERVERMAP_TABLE)) == smap
+    assert entries(implied, names.HOTKEY_TABLE) == []
+
+
+def test_steering_deletes_then_adds() -> None:
+    other = p.pad_key(b"other")
+    gone, made = steering_diff(FABRIC, 2, {KEY: 0}, {other: 1})
+    assert gone == [TableEntry(EntryOp.DELETE, names.FABRIC_HOT_TABLE, ((names.MATCH_KEY, KEY),))]
+    assert [e.param_dict() for e in made] == [{"port": 6, "dmac": 0x02000000F002}]
+    assert steering_diff(FABRIC, 2, {KEY: 0}, {KEY: 0}) == ([], [])
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda d: d["racks"][0]["servers"].pop(), "same number"),
+        (lambda d: d["spines"][0]["ports"].pop(), "one port per rack"),
+        (lambda d: d["racks"][1].update(uplinks=[5]), "one port per spine"),
+        (lambda d: d["racks"][1].update(subnet="10.9.0.0/16"), "outside its rack's subnet"),
+        (lambda d: d["spines"][1].update(mac="nope"), "spines[1].mac"),
+        (lambda d: d.update(max_holders=300), "max_holders"),
+        (lambda d: d["spines"][1].update(name="leaf1"), "share a name"),
+    ],
+)
+def test_a_bad_fabric_file_is_one_line(change, message: str) -> None:
+    raw = fabric_dict()
+    change(raw)
+    with pytest.raises(FabricFileError, match=re.escape(message)) as err:
+        FabricFile.parse(raw)
+    assert "\n" not in str(err.value)
