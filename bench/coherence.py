@@ -2,8 +2,8 @@
 
 The compiled kernel (:mod:`kvswitch.bench.kernel`) calls these per query and the model
 (:mod:`kvswitch.bench.model`) per push and confirm; the exhaustive protocol explorer
-(:mod:`kvswitch.bench.explore`) runs the same source through ``.py_func``, which is the function of
-:mod:`kvswitch.consistency.rules` itself. The rules are defined there only.
+(:mod:`kvswitch.consistency.explore`) runs the same source through ``.py_func``, which is the
+function of :mod:`kvswitch.consistency.rules` itself. The rules are defined there only.
 """
 
 from __future__ import annotations

@@ -23,8 +23,8 @@ from kvswitch.bench.workload import SHIFTS
 from kvswitch.controller.placement import POLICIES
 
 if TYPE_CHECKING:
-    from kvswitch.bench.explore import Report
     from kvswitch.bench.fabric_sim import FabricSimConfig
+    from kvswitch.consistency.explore import Report
 
 QUICK = {"keys": 20_000, "k": 200, "servers": 8, "queries": 200_000, "periods": 5, "stages": 4}
 
@@ -258,7 +258,7 @@ def _racks_sweep(ns: argparse.Namespace) -> int:
 
 
 def _explore_args(parser: argparse.ArgumentParser) -> None:
-    from kvswitch.bench import explore as ex
+    from kvswitch.consistency import explore as ex
 
     parser.add_argument(
         "--preset",
@@ -325,7 +325,7 @@ def _retriers(text: str) -> tuple[int, ...] | None:
 
 
 def cmd_explore(ns: argparse.Namespace) -> int:
-    from kvswitch.bench import explore as ex
+    from kvswitch.consistency import explore as ex
 
     overrides: dict = {}
     if ns.client:
@@ -372,7 +372,7 @@ def cmd_explore(ns: argparse.Namespace) -> int:
 
 def _explored(rep: Report) -> int:
     """Print an explorer's report (and its counterexample); 1 if it failed, else 0."""
-    from kvswitch.bench import explore as ex
+    from kvswitch.consistency import explore as ex
 
     print(f"  {rep.summary()}", flush=True)
     if rep.violation is not None:
@@ -387,7 +387,7 @@ def _explored(rep: Report) -> int:
 
 
 def cmd_explore_fabric(ns: argparse.Namespace) -> int:
-    from kvswitch.bench import explore_fabric as exf
+    from kvswitch.consistency import explore_fabric as exf
 
     failed = 0
     for preset in ns.preset or exf.CHECKED:
@@ -477,7 +477,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     _explore_args(explore)
     explore.set_defaults(func=cmd_explore)
-    from kvswitch.bench.explore_fabric import PRESETS as FABRIC_PRESETS
+    from kvswitch.consistency.explore_fabric import PRESETS as FABRIC_PRESETS
 
     fabric = sub.add_parser(
         "explore-fabric",

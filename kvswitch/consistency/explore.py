@@ -9,11 +9,11 @@ bounds, loses or duplicates one, lets a client invoke its next operation or retr
 one push of a synced item into one replica).
 
 Nothing here re-states a rule:
-- the switch's rules are the functions of :mod:`kvswitch.bench.coherence` (their ``.py_func``,
-  the same source the compiled kernel runs), passed in a :class:`Rules` so that a test can hand in
-  a deliberately broken variant; only the routing around them (which ordinal a Get may pick, who
-  gets a write's copies, what is forwarded where) is written here, as p4src/features/replicas.p4
-  does it;
+- the switch's rules are the functions of :mod:`kvswitch.consistency.rules` (the source the
+  simulator's numba kernel compiles, bench/coherence.py), passed in a :class:`Rules` so that a test
+  can hand in a deliberately broken variant; only the routing around them (which ordinal a Get may
+  pick, who gets a write's copies, what is forwarded where) is written here, as
+  p4src/features/replicas.p4 does it;
 - each server is a real :class:`~kvswitch.agent.core.AgentCore` fed the wire bytes. Its state is
   snapshotted into a canonical tuple (items, applied request ids, pending SYNCs) and every
   (state, input) -> (state, outputs) transition is memoised, so the agent's code runs once per
@@ -44,7 +44,7 @@ reached it (steps numbered by history events, so equal histories are equal state
 never answered has an unknown outcome. The history is part of the state, so two paths merge only
 when their histories are equal too. A run ends when every client has its last reply (nothing
 later can change the history) or when nothing can move; each distinct end history is checked with
-:func:`kvswitch.bench.lincheck.check_register`.
+:func:`kvswitch.consistency.lincheck.check_register`.
 
 Findings, each reproduced by ``kvswitch sim explore --preset NAME`` (:data:`CHECKED` are the
 presets the rules pass):
@@ -54,7 +54,7 @@ presets the rules pass):
   unknown" (client_lib: StaleWrite) and not as "not applied"; the explorer found both the
   violation under "not applied" and, with ``stale_is_success``, the one of ``restart`` below. (Before
   rule 2 counted STALE replies, a read after the STALE reply could return the value before both
-  writes; p4src and bench/coherence.py count them now.)
+  writes; p4src and the rules count them now.)
 - ``restart`` (checked) with ``stale_is_success``: a write stamped in epoch e is on its way to the
   origin when the switch restarts; the controller's SYNC gets the *old* value stamped (e+1, 1) (the
   registers are 0, so no write looks in flight) and the late write is answered ``STALE``: lost, so
@@ -82,7 +82,7 @@ presets the rules pass):
   copy made the replica confirm it; a Get routed to the replica before the STALE reply raised
   origin_ver returned the second value, a later Get at the origin the first one: not
   linearizable (``BROKEN["adopt-unsettled"]``). Now rule 1 flags a write ``F_SETTLED`` only when
-  no earlier write of the key is on its way to the origin (coherence.write), and only the origin
+  no earlier write of the key is on its way to the origin (rules.write), and only the origin
   adopts, only a settled repeat (AgentCore.adopts): the resend above is not settled. The other
   candidates, tried here and rejected: clients taking only their latest attempt's reply
   (``latest_reply_only``, an attempt number in the header), the switch not stamping a repeat
@@ -102,7 +102,7 @@ presets the rules pass):
   replica while origin_ver was 3 (valid_ver 4 >= 3), returned the first value at v4, which rule 6
   as it was (``ver <= origin_ver``) passed: the first value, the second, then the first again
   (``BROKEN["rule-6-at-most"]``). A version the origin never held names no place in the order of
-  writes; rule 6 now passes a replica's reply only at exactly origin_ver (coherence.
+  writes; rule 6 now passes a replica's reply only at exactly origin_ver (rules.
   replica_reply_passes). ``ahead-reread`` (checked) is the same after a lost reply and a later,
   settled resend. The other candidates, tried here and caught (tests/consistency/
   test_explore.py): no copies for an unsettled repeat (``Scenario.copies``, on ahead-reread: the
@@ -127,8 +127,8 @@ from typing import Any
 from kvswitch import protocol as p
 from kvswitch.agent.backends import Item, MemoryBackend
 from kvswitch.agent.core import AgentCore, RecentIds
-from kvswitch.bench import coherence
-from kvswitch.bench.lincheck import Op, check_register
+from kvswitch.consistency import rules
+from kvswitch.consistency.lincheck import Op, check_register
 from kvswitch.controller.repair import replica_repair
 
 KEY = p.pad_key(b"hot")
@@ -161,16 +161,17 @@ def _entity(addr: tuple[str, int]) -> int:
 
 @dataclass(frozen=True)
 class Rules:
-    """The switch's coherence rules; the defaults are the real ones (bench/coherence.py). And
-    the agent's one rule about versions that is not "newer wins": when a repeated request id moves
-    its first application to the repeat's version (``AgentCore.adopts``, run by the real agent)."""
+    """The switch's coherence rules; the defaults are the real ones
+    (:mod:`kvswitch.consistency.rules`). And the agent's one rule about versions that is not "newer
+    wins": when a repeated request id moves its first application to the repeat's version
+    (``AgentCore.adopts``, run by the real agent)."""
 
-    write: Callable[..., tuple[int, bool]] = coherence.write.py_func
-    origin_report: Callable[..., None] = coherence.origin_report.py_func
-    confirm: Callable[..., None] = coherence.confirm.py_func
-    in_read_set: Callable[..., bool] = coherence.in_read_set.py_func
-    sync: Callable[..., int] = coherence.sync.py_func
-    replica_reply_passes: Callable[..., bool] = coherence.replica_reply_passes.py_func
+    write: Callable[..., tuple[int, bool]] = rules.write
+    origin_report: Callable[..., None] = rules.origin_report
+    confirm: Callable[..., None] = rules.confirm
+    in_read_set: Callable[..., bool] = rules.in_read_set
+    sync: Callable[..., int] = rules.sync
+    replica_reply_passes: Callable[..., bool] = rules.replica_reply_passes
     adopts: Callable[..., bool] = AgentCore.adopts
 
 
@@ -338,7 +339,7 @@ CHECKED: tuple[str, ...] = (
 
 
 def _confirm_without_floor(slot, cell, current, ver, floor, slot_ver, valid_ver) -> None:
-    coherence.confirm.py_func(slot, cell, current, ver, 0, slot_ver, valid_ver)
+    rules.confirm(slot, cell, current, ver, 0, slot_ver, valid_ver)
 
 
 def _adopts_unsettled(msg: p.Message, seen: Any, stored: Item) -> bool:

@@ -1,11 +1,11 @@
 """The exhaustive check of the fabric's write path (docs/protocol.md "Many racks", rules F1 and F3).
 
 In a leaf-spine fabric a fabric-hot key is version-stamped by one spine, spine(k), which runs the
-rack's rules unchanged: :mod:`kvswitch.bench.explore`'s switch *is* that spine. What the fabric
-adds is who reaches it. A client in another rack comes through its own leaf and spine(k) (the
-explorer's clients as they are). A client in the origin's rack talks to the origin through the
-home leaf, which must steer the key's requests up to spine(k) and the origin's replies back
-through it (F3): the leaf is the edge that keeps every write of the key stamped by one switch.
+rack's rules unchanged: :mod:`kvswitch.consistency.explore`'s switch *is* that spine. What the
+fabric adds is who reaches it. A client in another rack comes through its own leaf and spine(k) (the
+explorer's clients as they are). A client in the origin's rack talks to the origin through the home
+leaf, which must steer the key's requests up to spine(k) and the origin's replies back through it
+(F3): the leaf is the edge that keeps every write of the key stamped by one switch.
 
 This module adds that home leaf. Clients listed in ``local`` sit in the origin's rack:
 
@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from kvswitch import protocol as p
-from kvswitch.bench.explore import (
+from kvswitch.consistency.explore import (
     CLIENT0,
     ORIGIN,
     Explorer,

@@ -1,5 +1,5 @@
 """Concurrent Python clients on a few shared keys, recording a history for the linearizability
-check (kvswitch.bench.lincheck). The rack starts it (``python -m kvsrack.history``) inside
+check (kvswitch.consistency.lincheck). The rack starts it (``python -m kvsrack.history``) inside
 a client host.
 
 Each thread has its own :class:`kvswitch.client.Client` and loops for ``--duration`` seconds:

@@ -1,6 +1,6 @@
-"""The fabric's write path under the exhaustive explorer (bench/explore_fabric.py): clients in the
-origin's rack and elsewhere, the home leaf steering the key's packets through its spine (rule F3).
-Every preset is linearizable with steering and not without it."""
+"""The fabric's write path under the exhaustive explorer (kvswitch/consistency/explore_fabric.py):
+clients in the origin's rack and elsewhere, the home leaf steering the key's packets through its
+spine (rule F3). Every preset is linearizable with steering and not without it."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from kvswitch.bench.explore_fabric import CHECKED, PRESETS, explore_fabric
+from kvswitch.consistency.explore_fabric import CHECKED, PRESETS, explore_fabric
 
 
 @pytest.mark.parametrize("name", CHECKED)

@@ -8,7 +8,7 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvswitch.bench.lincheck import Op, check_history, check_register, is_linearizable, step
+from kvswitch.consistency.lincheck import Op, check_history, check_register, is_linearizable, step
 
 K = b"k"
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from kvswitch.bench.lincheck import Op, is_linearizable
+from kvswitch.consistency.lincheck import Op, is_linearizable
 
 HERE = Path(__file__).parent / "porcupine"
 

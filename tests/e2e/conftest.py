@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from kvswitch.bench.lincheck import Op
+from kvswitch.consistency.lincheck import Op
 
 TARGETS = ("softswitch", "bmv2")
 ARCH = os.environ.get("KVSWITCH_ARCH", "v1model")  # the data-plane build: v1model or tna

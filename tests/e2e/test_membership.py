@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from kvswitch.bench.lincheck import check_history
+from kvswitch.consistency.lincheck import check_history
 from kvswitch.protocol import HashRing, pad_key
 from tests.e2e.test_rack import BASE, FAST
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from kvswitch.bench.lincheck import check_history
+from kvswitch.consistency.lincheck import check_history
 from kvswitch.controller.threshold import imbalance
 from kvswitch.protocol import HashRing, pad_key
 from tests.e2e.conftest import assert_torn_down, rack_command, skip_reason

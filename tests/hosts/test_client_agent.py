@@ -20,10 +20,10 @@ from kvswitch.agent.backends import Backend, MemoryBackend
 from kvswitch.agent.control import AgentControl, ControlError, KeyVersion, SyncedItem
 from kvswitch.agent.core import AgentCore
 from kvswitch.agent.server import AgentConfig, AgentServer
-from kvswitch.bench.lincheck import Op as HistOp
-from kvswitch.bench.lincheck import check_history
 from kvswitch.client import AsyncClient, Client, KeyTooLong, Request, Timeout, ValueTooLarge
 from kvswitch.client.oneshot import main as client_main
+from kvswitch.consistency.lincheck import Op as HistOp
+from kvswitch.consistency.lincheck import check_history
 
 LOOP = "127.0.0.1"
 AgentFactory = Callable[..., AgentServer]

@@ -19,9 +19,9 @@ from kvswitch.agent.backends import Item, MemoryBackend
 from kvswitch.agent.control import AgentControl
 from kvswitch.agent.core import AgentCore
 from kvswitch.agent.server import AgentServer
-from kvswitch.bench.lincheck import Op as HistOp
-from kvswitch.bench.lincheck import check_history
 from kvswitch.client import Client
+from kvswitch.consistency.lincheck import Op as HistOp
+from kvswitch.consistency.lincheck import check_history
 
 from .model_switch import ModelSwitch
 

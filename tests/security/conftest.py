@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 from kvswitch.agent.control import AgentControl, KeyVersion
-from kvswitch.bench.lincheck import Op
+from kvswitch.consistency.lincheck import Op
 from kvswitch.controller.p4rt_driver import SwitchAddress, _thrift_client
 from kvswitch.paths import repo_root
 from tests.e2e.conftest import assert_torn_down, rack_command, skip_reason, targets

@@ -2,8 +2,8 @@
 tests.security.hostshell``): one JSON command per stdin line, one JSON answer per stdout line.
 
 It lets the adversarial suite act as a legitimate client (recording a history for
-``kvswitch.bench.lincheck``) or as an attacker (raw UDP/TCP from the host's own address, or Scapy
-frames with any source) from inside the rack, with one process per host for the whole session.
+``kvswitch.consistency.lincheck``) or as an attacker (raw UDP/TCP from the host's own address, or
+Scapy frames with any source) from inside the rack, with one process per host for the whole session.
 """
 
 from __future__ import annotations

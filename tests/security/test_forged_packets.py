@@ -3,9 +3,10 @@ client host of a Mininet rack, on the rack as shipped (``on``) and on the same r
 rule switched off by its test-only flag (``off``, conftest.py).
 
 ``c1`` is a legitimate client whose operations are recorded and checked by
-``kvswitch.bench.lincheck``; ``c2`` is the attacker (its own legitimate writes are recorded too: a
-client may write a cold key). Every case asserts on what later reads return and on the agents'
-versions (and, for ops only servers send, on the switch's version registers), and asserts that the
+``kvswitch.consistency.lincheck``; ``c2`` is the attacker (its own legitimate writes are recorded
+too: a client may write a cold key). Every case asserts on what later reads return and on the
+agents' versions (and, for ops only servers send, on the switch's version registers), and asserts
+that the
 attack **succeeds** on the ``off`` rack, so each case is shown to fail without its defences.
 """
 
@@ -19,7 +20,7 @@ from collections.abc import Callable
 import pytest
 
 from kvswitch import protocol as p
-from kvswitch.bench.lincheck import Op, check_history
+from kvswitch.consistency.lincheck import Op, check_history
 from tests.security.conftest import SERVERS, SWITCH_MAC, Rack
 
 pytestmark = [pytest.mark.netns, pytest.mark.slow]
