@@ -1,1 +1,4 @@
-"""The single-key consistency protocol's rules, in the product (docs/protocol.md "Consistency")."""
+"""The single-key consistency protocol in the product (docs/protocol.md "Consistency"): its rules
+(:mod:`.rules`), the bounded exhaustive explorers that check them, one rack and the fabric's
+write path (:mod:`.explore`, :mod:`.explore_fabric`), and the linearizability checker of
+histories (:mod:`.lincheck`). Nothing here imports bench/."""
