@@ -6,7 +6,8 @@ any indexable of ints. Everything that needs a rule calls these: the controller'
 (:mod:`kvswitch.controller.repair`, rule 4), the host tests' model switch
 (tests/hosts/model_switch.py), the exhaustive explorer (:mod:`kvswitch.consistency.explore`),
 and the simulator, whose numba kernel compiles them (:mod:`kvswitch.bench.coherence`). A test
-runs p4src/ and these functions side by side (tests/sim/test_differential.py). This module imports nothing (no numba: the controller loads it).
+runs p4src/ and these functions side by side (tests/sim/test_differential.py). This module
+imports nothing (no numba: the controller loads it).
 
 Registers: ``gver[0]`` (global_ver), ``slot_ver[slot]``, ``origin_ver[slot]``, ``valid_ver[cell]``
 with ``cell = base + offset(server)``. ``current``: the message's epoch is the switch's. Each
