@@ -8,7 +8,9 @@ steering). ``kvswitch rack --fabric`` runs it (:mod:`kvsrack.cli`).
 The rack controllers run ``--observe-only``: they measure their rack (loads, candidates) and hand
 it to the fabric controller, which places every replica. Every rack file names the fabric's ring
 (every server, in the fabric's order): the agents serve it and the rack controllers compute
-origins on it, as the clients and the fabric controller do.
+origins on it, as the clients and the fabric controller do. With the rack controllers balancing
+too (not ``--observe-only``) the test's fabric measured λ 0.10-0.16 per period instead of
+0.01-0.09: the two levels take and give back the same keys (docs/fabric.md, F4's order).
 
 Start-up, files and teardown are :class:`~kvsrack.deployment.Deployment`'s; each rack
 controller's files are in ``OUT/l<r>/`` (``metrics.jsonl``, its log, state, hand-off files).
