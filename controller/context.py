@@ -5,6 +5,7 @@ that several of them take (telling agents the ring, dropping stale copies, the s
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,6 +15,7 @@ from kvswitch.agent.control import ControlError, KeyVersion
 from kvswitch.controller import statefile
 from kvswitch.controller.agents import AgentPool
 from kvswitch.controller.driver import SwitchDriver
+from kvswitch.controller.hashring import RackOrigins
 from kvswitch.controller.membership import Membership
 from kvswitch.controller.period import Controller
 from kvswitch.controller.plan import Plan
@@ -38,7 +40,7 @@ class Context:
     committing: tuple[int, frozenset[int]] | None = None
     # ring changes made between two periods (the admin socket), reported with the next period
     events: list[str] = field(default_factory=list)
-    ring: p.HashRing = field(init=False)
+    ring: p.HashRing | RackOrigins = field(init=False)
     # a fabric hand-off is configured and its share has not been read: agents may hold copies of
     # fabric-hot keys this controller does not know, so no copy is dropped as stale
     fabric_unknown: bool = False
@@ -66,12 +68,25 @@ class Context:
     def adopt_ring(self, version: int, members: frozenset[int]) -> None:
         """Serve ring ``version`` of ``members``: keys' origins and hot-key placement follow it."""
         self.ring_version, self.members = version, members
-        self.ring = p.HashRing.of(members)
+        rf = self.rack
+        if rf.fabric_ring:  # the fabric's ring: the clients' (membership changes not supported)
+            self.ring = RackOrigins(len(rf.fabric_ring), rf.fabric_first, self.servers)
+        else:
+            self.ring = p.HashRing.of(members)
         self.controller.members = tuple(sorted(members))
 
     def versioned_ring(self, members: frozenset[int] | None = None, version: int = 0) -> p.Ring:
         """The ring of ``members`` (default: the current ones) with the rack's addresses."""
         ids = self.members if members is None else members
+        rf = self.rack
+        if rf.fabric_ring:
+            return p.Ring(
+                version or self.ring_version,
+                tuple(
+                    p.Member(i, str(ipaddress.IPv4Address(ip)), rf.kvs_port)
+                    for i, ip in enumerate(rf.fabric_ring)
+                ),
+            )
         return p.Ring(
             version or self.ring_version,
             tuple(
@@ -86,7 +101,7 @@ class Context:
         ring = self.versioned_ring()
         for server in sorted(self.agents.controls if servers is None else servers):
             try:
-                self.agents.controls[server].ring_set(ring, server)
+                self.agents.controls[server].ring_set(ring, self.rack.fabric_first + server)
             except (ControlError, KeyError) as exc:
                 LOG.warning("server %d: ring %d not set: %s", server, ring.version, exc)
 

@@ -68,3 +68,22 @@ def ring_transfer(
         o, n = before.owner_at(cut), after.owner_at(cut)
         moved[o][n] = moved[o].get(n, 0.0) + length
     return {o: {n: x / sum(to.values()) for n, x in to.items()} for o, to in moved.items()}
+
+
+#: :meth:`RackOrigins.origin` of a key whose origin is a server of another rack
+OTHER_RACK = -1
+
+
+class RackOrigins:
+    """Origins on a fabric's ring (every server of the fabric, ids 0..N-1) as one rack sees them:
+    its servers ``first`` .. ``first + servers - 1`` are its 0 .. servers-1; a key whose origin is
+    in another rack is :data:`OTHER_RACK` (not the rack's to plan). The clients, the agents and
+    the fabric controller hash over the same ring, so every party names the same origin."""
+
+    def __init__(self, fabric_servers: int, first: int, servers: int) -> None:
+        self.ring = HashRing.of(range(fabric_servers))
+        self.first, self.servers = first, servers
+
+    def origin(self, key: bytes) -> int:
+        local = self.ring.origin(key) - self.first
+        return local if 0 <= local < self.servers else OTHER_RACK

@@ -222,6 +222,8 @@ class Controller:
         predicted = self.predictor.update(observed)
         if self.foreign:
             predicted = [(key, load) for key, load in predicted if key not in self.foreign]
+        # in a fabric, a key whose origin is in another rack is not this rack's to plan
+        predicted = [(key, load) for key, load in predicted if self.origin_of(key) >= 0]
         # the load of a server down during this period (0, or a part: its requests were refused)
         # says nothing about the balance, nor about its cold load next period; nor does that of a
         # server outside the ring's, or of one that joined it during the period (keys moved to it

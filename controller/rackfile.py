@@ -12,6 +12,12 @@ Server order in the file = server numbers 0..M-1 of the consistent hashing (docs
 the controller cannot push replicas to that server and says so). ``"member": false`` keeps a
 server out of the rack's first ring (a spare that ``kvswitch membership add`` brings in later;
 docs/protocol.md "Membership"); default true.
+
+In a fabric (docs/fabric.md) the clients hash over every server of the fabric, so a rack's agents
+and its controller must too: ``"fabric": {"servers": ["10.1.0.1", ...], "first": F}`` lists every
+server's address in the fabric's order, this rack's servers at F, F+1, ...; the ring the agents
+serve is then the fabric's (ids 0..N-1) and a key whose origin is in another rack is not the
+rack's to plan.
 """
 
 from __future__ import annotations
@@ -83,6 +89,8 @@ class RackFile:
     switch_mac: int
     servers: tuple[Host, ...]
     clients: tuple[Host, ...]
+    fabric_ring: tuple[int, ...] = ()  # every server's address in the fabric's order, or ()
+    fabric_first: int = 0  # this rack's first server's id in fabric_ring
 
     @classmethod
     def of(
@@ -110,6 +118,16 @@ class RackFile:
             },
             "servers": [s.document() for s in self.servers],
             "clients": [c.document() for c in self.clients],
+            **(
+                {
+                    "fabric": {
+                        "servers": [str(ipaddress.IPv4Address(x)) for x in self.fabric_ring],
+                        "first": self.fabric_first,
+                    }
+                }
+                if self.fabric_ring
+                else {}
+            ),
         }
 
     def write(self, path: str | Path) -> None:
@@ -141,12 +159,29 @@ class RackFile:
                 for i, h in enumerate(_list(raw.get("clients", []), "clients"))
             )
             kvs_port = _int(raw.get("kvs_port", p.KVS_PORT), "kvs_port", 1, 65535)
+            ring: tuple[int, ...] = ()
+            first = 0
+            if "fabric" in raw:
+                fabric = _object(raw["fabric"], "fabric")
+                ring = tuple(
+                    _ip(x, f"fabric.servers[{i}]")
+                    for i, x in enumerate(_list(fabric.get("servers"), "fabric.servers"))
+                )
+                first = _int(fabric.get("first"), "fabric.first", 0, max(0, len(ring) - 1))
+                if ring[first : first + len(servers)] != tuple(h.ip for h in servers):
+                    raise ValueError(
+                        "fabric.servers from fabric.first must be the rack's servers, in order"
+                    )
+                if len(set(ring)) != len(ring):
+                    raise ValueError("fabric.servers names an address twice")
             rack = cls(
                 kvs_port,
                 _ip(switch.get("ip"), "switch.ip"),
                 _mac(switch.get("mac"), "switch.mac"),
                 servers,
                 clients,
+                ring,
+                first,
             )
         except (TypeError, ValueError) as exc:
             raise RackFileError(f"{where}: {exc}") from exc

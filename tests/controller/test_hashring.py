@@ -6,7 +6,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kvswitch.controller.hashring import key16, key_id, origins_of_ids, ring_transfer
+from kvswitch.controller.hashring import (
+    OTHER_RACK,
+    RackOrigins,
+    key16,
+    key_id,
+    origins_of_ids,
+    ring_transfer,
+)
 from kvswitch.protocol import HashRing
 
 
@@ -38,3 +45,18 @@ def test_ring_transfer_is_where_the_keys_go() -> None:
     assert all(removed[o] == {o: 1.0} for o in range(8) if o != 2)  # only server 2's keys move
     with pytest.raises(ValueError):
         ring_transfer([], [1])
+
+
+def test_a_racks_origins_are_the_fabrics() -> None:
+    """Rack 2 of 3 racks x 2 servers names a key's origin as the fabric's ring does (the clients'),
+    shifted to its own servers, and OTHER_RACK for the rest."""
+    fabric = HashRing.of(range(6))
+    rack = RackOrigins(6, 2, 2)
+    seen = set()
+    for i in range(300):
+        key = key16(i)
+        g = fabric.origin(key)
+        want = g - 2 if g in (2, 3) else OTHER_RACK
+        assert rack.origin(key) == want
+        seen.add(want)
+    assert seen == {0, 1, OTHER_RACK}

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import pytest
 
 from kvswitch.controller.driver import Driver
+from kvswitch.controller.hashring import OTHER_RACK
 from kvswitch.controller.ops import Operation, PushRequest, TableEntry
 from kvswitch.controller.period import Controller, ControllerConfig
 from kvswitch.controller.rack import Rack
@@ -69,6 +70,16 @@ def test_step_reads_resets_and_applies_one_batch() -> None:
     assert any(isinstance(op, TableEntry) for op in driver.applied)
     assert PushRequest(key(1), 0, (1, 2, 3)) in driver.applied
     assert ctl.step(driver).ops == []  # same observations, same plan: nothing to do
+
+
+def test_a_key_of_another_rack_is_not_planned() -> None:
+    """In a fabric a leaf sees its clients' requests to other racks' servers: such a key (origin
+    OTHER_RACK on the fabric's ring) is no candidate of this rack, however hot."""
+    origins = {key(1): OTHER_RACK}
+    ctl = Controller(ControllerConfig(k=2, t0=100, alpha=1.0), lambda k: origins.get(k, 0), RACK, 8)
+    report = ctl.step(FakeDriver())
+    assert [k for k, _ in report.predicted] == [key(2)]
+    assert set(report.plan.keys) == {key(2)}
 
 
 def test_failed_batch_keeps_the_old_plan() -> None:

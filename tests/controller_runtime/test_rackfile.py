@@ -102,3 +102,24 @@ def test_host_of_text() -> None:
     assert Host.of("s2", "10.0.0.2", "02:00:00:00:00:02", 2) == host
     with pytest.raises(ValueError, match=r"s2\.mac"):
         Host.of("s2", "10.0.0.2", "02:00:00:00:00", 2)
+
+
+FABRIC = ["10.9.0.1", "10.0.0.1", "10.0.0.2", "10.0.0.3", "10.9.0.2"]
+
+
+def test_a_fabric_ring_round_trips_and_must_hold_the_rack_in_order() -> None:
+    raw = copy.deepcopy(RACK_JSON)
+    raw["fabric"] = {"servers": FABRIC, "first": 1}
+    rack = RackFile.parse(raw)
+    assert rack.fabric_first == 1 and len(rack.fabric_ring) == 5
+    assert RackFile.parse(rack.document()) == rack
+    for fabric, message in [
+        ({"servers": FABRIC, "first": 0}, "must be the rack's servers"),
+        ({"servers": FABRIC[:3], "first": 1}, "must be the rack's servers"),
+        ({"servers": FABRIC, "first": 9}, "fabric.first"),
+        ({"servers": [*FABRIC, "10.9.0.1"], "first": 1}, "address twice"),
+        ({"servers": "10.0.0.1"}, "fabric.servers must be a list"),
+    ]:
+        raw["fabric"] = fabric
+        with pytest.raises(RackFileError, match=re.escape(message)):
+            RackFile.parse(raw)
