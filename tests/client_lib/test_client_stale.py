@@ -11,7 +11,7 @@ import pytest
 
 from kvswitch import protocol as p
 from kvswitch.client import AsyncClient, Client, Request, ServerError, StaleWrite
-from tests.hosts.conftest import fake_server
+from tests.client_lib.conftest import fake_server
 
 HELD = (9, 1234)
 

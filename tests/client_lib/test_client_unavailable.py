@@ -14,7 +14,7 @@ import pytest
 
 from kvswitch import protocol as p
 from kvswitch.client import AsyncClient, Client, Request, ServerError, Unavailable
-from tests.hosts.conftest import fake_server
+from tests.client_lib.conftest import fake_server
 
 
 def _serve(ignore_first: bool) -> Iterator[tuple[str, int]]:

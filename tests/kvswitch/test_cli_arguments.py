@@ -134,7 +134,7 @@ def test_switch_errors_name_the_users_file_and_interface(
     assert f"{bad}:2:" in err and "softswitch-bundle" not in err, err
     if os.geteuid() != 0:
         pytest.skip("the interface half needs root (raw sockets)")
-    basic = Path(__file__).parent / "softswitch" / "p4" / "basic.p4"
+    basic = Path(__file__).parents[1] / "softswitch" / "p4" / "basic.p4"
     assert cli.main(["switch", "-i", "1@nosuchif0", str(basic)]) == 1
     err = capsys.readouterr().err
     assert err.strip() == "kvswitch switch: interface nosuchif0 (port 1): No such device", err

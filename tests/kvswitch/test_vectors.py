@@ -4,7 +4,7 @@ The vectors are produced by :func:`build_consistent_hash` and :func:`build_messa
 ``kvswitch.protocol``; these tests check that the committed files are exactly what the code produces
 today, and check the code itself against values computed independently of it (known FNV-1a values,
 a byte-by-byte header layout, a linear-scan ring). Regenerate after a deliberate change with
-``python tests/hosts/test_vectors.py``.
+``python tests/kvswitch/test_vectors.py``.
 """
 
 from __future__ import annotations

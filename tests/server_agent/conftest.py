@@ -1,15 +1,13 @@
-"""Fixtures of the hosts' tests: real memcached/redis-server processes and in-process agents."""
+"""Fixtures of the agent's tests (and the clients', tests/client_lib/conftest.py): real
+memcached/redis-server processes and in-process agents."""
 
 from __future__ import annotations
 
-import socket
-import threading
 import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
 
-from kvswitch import protocol as p
 from kvswitch.agent.backend_procs import MEMCACHED, REDIS_SERVER, start_memcached, start_redis
 from kvswitch.agent.backends import Backend, make_backend
 from kvswitch.agent.core import AgentCore
@@ -87,29 +85,3 @@ def agent_factory() -> Iterator[Callable[..., AgentServer]]:
     yield start
     for server in started:
         server.stop()
-
-
-def fake_server(answer: Callable[[p.Message], p.Message | None]) -> Iterator[tuple[str, int]]:
-    """A UDP server on loopback that answers each request with ``answer(request)`` (None: no
-    answer); yields its address, for the clients' typed-error tests."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    sock.bind(("127.0.0.1", 0))
-    sock.settimeout(0.1)
-    stop = threading.Event()
-
-    def serve() -> None:
-        while not stop.is_set():
-            try:
-                data, src = sock.recvfrom(65535)
-            except TimeoutError:
-                continue
-            reply = answer(p.Message.decode(data))
-            if reply is not None:
-                sock.sendto(reply.encode(), src)
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    yield sock.getsockname()
-    stop.set()
-    thread.join()
-    sock.close()

@@ -1,4 +1,4 @@
-"""Agents and clients end to end through a Python model of the switch rules (tests/hosts/model_switch.py).
+"""Agents and clients end to end through a Python model of the switch rules (tests/server_agent/model_switch.py).
 
 A key is made hot with two replicas, the origin agent runs the SYNC flow through the control API,
 each replica takes the item over its own control API and CONFIRMs, and Gets are then redirected to replicas; concurrent clients writing and

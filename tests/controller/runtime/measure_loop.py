@@ -1,6 +1,6 @@
 """Measure the controller's periods at full build size (prints figures; not a timed test).
 
-    .venv/bin/python -m tests.controller_runtime.measure_loop [--servers 8] [--periods 6]
+    .venv/bin/python -m tests.controller.runtime.measure_loop [--servers 8] [--periods 6]
 
 The default P4 build (K = 1024, MAX_SERVERS = 32, d = 4) in this process behind its loopback
 P4Runtime and Thrift servers; Gets of 200 keys with Zipf-like counts (400/rank per period) are
@@ -22,9 +22,9 @@ from softswitch.runtime.bundle import Bundle
 from softswitch.runtime.device import Device
 from softswitch.runtime.p4runtime_server import P4RuntimeServer
 from softswitch.runtime.thrift_server import ThriftServer
-from tests.controller_runtime.test_driver import get_frame
-from tests.controller_runtime.test_runtime import PacketAgents
-from tests.runtime.conftest import free_port
+from tests.controller.runtime.test_driver import get_frame
+from tests.controller.runtime.test_runtime import PacketAgents
+from tests.softswitch.runtime.conftest import free_port
 
 
 def rack_of(servers: int) -> RackFile:

@@ -30,8 +30,8 @@ from kvswitch.controller.plan import KeyPlan
 from kvswitch.controller.rackfile import RackFile
 from kvswitch.controller.runtime import Runtime
 from softswitch.runtime.device import Device
-from tests.controller_runtime.conftest import LiveSwitch
-from tests.controller_runtime.test_driver import get_frame
+from tests.controller.runtime.conftest import LiveSwitch
+from tests.controller.runtime.test_driver import get_frame
 
 SWITCH_IP = "127.0.0.254"
 SERVERS = 3
@@ -89,7 +89,7 @@ class Bridge:
 
 @pytest.fixture
 def loopback_rack(tmp_path: Path) -> Iterator[tuple[RackFile, list[AgentServer]]]:
-    from tests.runtime.conftest import free_port
+    from tests.softswitch.runtime.conftest import free_port
 
     kvs_port = free_port()
     raw = {

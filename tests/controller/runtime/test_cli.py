@@ -17,8 +17,8 @@ from kvswitch.controller import names
 from kvswitch.controller.p4rt_driver import P4RuntimeDriver, Program, SwitchAddress
 from kvswitch.controller.rackfile import RackFile
 from kvswitch.paths import p4src_dir
-from tests.controller_runtime.conftest import DEFINES
-from tests.runtime.conftest import SwitchProcess, switch_process, wait_port
+from tests.controller.runtime.conftest import DEFINES
+from tests.softswitch.runtime.conftest import SwitchProcess, switch_process, wait_port
 
 P4 = str(p4src_dir() / "kvswitch.p4")
 DEFS = [arg for name, value in DEFINES.items() for arg in ("-D", f"{name}={value}")]
@@ -164,7 +164,7 @@ def test_bad_arguments(tmp_path: Path) -> None:
 
 
 def test_no_switch(tmp_path: Path, rackfile: RackFile) -> None:
-    from tests.runtime.conftest import free_port
+    from tests.softswitch.runtime.conftest import free_port
 
     rack = tmp_path / "rack.json"
     start = time.monotonic()

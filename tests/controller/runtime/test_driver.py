@@ -16,7 +16,7 @@ from kvswitch.controller.rackfile import Host, RackFile
 from kvswitch.controller.startup import forwarding_ops, trust_ops
 from kvswitch.paths import p4src_dir
 from softswitch.runtime.bundle import Bundle
-from tests.controller_runtime.conftest import DEFINES, LiveSwitch
+from tests.controller.runtime.conftest import DEFINES, LiveSwitch
 
 HOT = p.pad_key(b"hot-key")
 OTHER = p.pad_key(b"other-key")
@@ -141,7 +141,7 @@ def test_bad_batch_is_an_error(
 
 
 def test_unreachable_switch(program: Program, rackfile: RackFile) -> None:
-    from tests.runtime.conftest import free_port
+    from tests.softswitch.runtime.conftest import free_port
 
     address = SwitchAddress(f"127.0.0.1:{free_port()}", 0, "127.0.0.1", free_port(), timeout=3)
     with pytest.raises(DriverError):

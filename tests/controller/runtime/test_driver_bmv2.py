@@ -17,7 +17,7 @@ from kvswitch.controller.plan import Plan, build_plan, diff, rack_setup
 from kvswitch.controller.rackfile import RackFile
 from kvswitch.controller.startup import forwarding_ops, trust_ops
 from kvswitch.paths import p4src_dir
-from tests.controller_runtime.conftest import DEFINES
+from tests.controller.runtime.conftest import DEFINES
 from tests.p4c_bmv2.tools import need, p4c_compile, start_grpc_switch, stop
 
 HOT = p.pad_key(b"hot-key")

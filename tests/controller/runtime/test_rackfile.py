@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from kvswitch.controller.rackfile import Host, RackFile, RackFileError
-from tests.controller_runtime.conftest import RACK_JSON
+from tests.controller.runtime.conftest import RACK_JSON
 
 
 def test_parse_contract_example(tmp_path: Path) -> None:

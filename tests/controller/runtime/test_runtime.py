@@ -29,8 +29,8 @@ from kvswitch.controller.runtime import Runtime
 from kvswitch.controller.startup import next_epoch
 from softswitch.runtime.device import Device
 from softswitch.runtime.thrift_server import ThriftServer
-from tests.controller_runtime.conftest import RACK_JSON, LiveSwitch
-from tests.controller_runtime.test_driver import frame, get_frame
+from tests.controller.runtime.conftest import RACK_JSON, LiveSwitch
+from tests.controller.runtime.test_driver import frame, get_frame
 
 HOT = p.pad_key(b"the-hot-key")
 COLD = [p.pad_key(b"cold-%d" % i) for i in range(3)]

@@ -1,7 +1,7 @@
 """A p4runtime-shell session, run by the p4runtime-shell venv (.venv-p4rtsh: p4runtime-shell pins
 an old protobuf that cannot share the project's environment). Prints what it reads back, one
 fact per line after "@@ " (the shell itself echoes what it builds), for
-tests/runtime/test_p4runtime_shell.py to check.
+tests/softswitch/runtime/test_p4runtime_shell.py to check.
 
     python p4rtsh_session.py GRPC_ADDR P4INFO DEVICE_CONFIG tutorial|kvswitch
 """

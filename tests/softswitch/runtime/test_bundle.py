@@ -8,7 +8,7 @@ import pytest
 
 from softswitch import P4Error
 from softswitch.runtime.bundle import FORMAT, Bundle, BundleError
-from tests.runtime.conftest import PROGRAM
+from tests.softswitch.runtime.conftest import PROGRAM
 
 
 def test_round_trip_and_defines() -> None:

@@ -11,7 +11,7 @@ import pytest
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
-from tests.runtime.conftest import CPU_PORT, Program, Server
+from tests.softswitch.runtime.conftest import CPU_PORT, Program, Server
 
 
 def frame(dst: str = "10.1.2.3", ttl: int = 9) -> bytes:

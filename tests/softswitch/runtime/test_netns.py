@@ -22,7 +22,7 @@ from kvswitch.bench.runtime_bench import (
     thrift_commands,
     wait_ready,
 )
-from tests.runtime.conftest import PROGRAM
+from tests.softswitch.runtime.conftest import PROGRAM
 
 pytestmark = [pytest.mark.netns]
 

@@ -19,7 +19,7 @@ from kvswitch.paths import p4src_dir
 from kvswitch.protocol import KVS_PORT, Message, Op, pad_key
 from softswitch.runtime.p4info_index import P4InfoIndex
 from softswitch.runtime.p4runtime_server import encode_uint
-from tests.runtime.conftest import Client
+from tests.softswitch.runtime.conftest import Client
 
 pytestmark = [pytest.mark.netns]
 

@@ -13,7 +13,7 @@ from kvswitch import cli
 from softswitch.runtime.bundle import Bundle
 from softswitch.runtime.device import Device
 from softswitch.runtime.thrift_server import StandardHandler
-from tests.runtime.conftest import PROGRAM
+from tests.softswitch.runtime.conftest import PROGRAM
 
 
 def names_and_ids(info: p4i.P4Info) -> set[tuple[str, int, str, str]]:

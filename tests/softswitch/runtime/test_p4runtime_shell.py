@@ -19,9 +19,9 @@ import pytest
 
 from kvswitch import cli
 from tests.p4c_bmv2.tools import p4c_compile, simple_switch_grpc
-from tests.runtime.conftest import switch_process
+from tests.softswitch.runtime.conftest import switch_process
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SHELL_PY = ROOT / ".venv-p4rtsh" / "bin" / "python"
 SESSION = Path(__file__).parent / "p4rtsh_session.py"
 TUTORIAL = ROOT / "tests" / "p4c_bmv2" / "p4" / "tutorial_basic.p4"

@@ -12,7 +12,7 @@ import pytest
 from finsy.proto import p4r, p4r_grpc, rpc_code, rpc_status
 
 from softswitch.runtime.p4info_index import P4InfoIndex
-from tests.runtime.conftest import Client, Program, Server
+from tests.softswitch.runtime.conftest import Client, Program, Server
 
 Code = rpc_code.Code
 

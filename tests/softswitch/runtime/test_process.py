@@ -18,7 +18,7 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
 from softswitch.pcap import PcapWriter, read_pcap
-from tests.runtime.conftest import PROGRAM, PROGRAM_TNA, Program, switch_process
+from tests.softswitch.runtime.conftest import PROGRAM, PROGRAM_TNA, Program, switch_process
 
 CLI = shutil.which("simple_switch_CLI") or str(Path(sys.executable).parent / "simple_switch_CLI")
 

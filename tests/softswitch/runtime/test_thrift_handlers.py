@@ -20,7 +20,7 @@ from scapy.layers.l2 import Ether
 from softswitch.runtime.bundle import Bundle
 from softswitch.runtime.device import Device
 from softswitch.runtime.thrift_server import StandardHandler
-from tests.runtime.conftest import CPU_PORT, PROGRAM
+from tests.softswitch.runtime.conftest import CPU_PORT, PROGRAM
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
 // Command porcupine-check reads key-value histories (one JSON array of operations per line on stdin)
 // and prints, per line, whether Porcupine finds the history linearizable ("true"/"false"). It is the
-// independent reference that tests/consistency cross-checks KVSwitch's own checker against.
+// independent reference that tests/kvswitch/consistency cross-checks KVSwitch's own checker against.
 package main
 
 import (
