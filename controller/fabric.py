@@ -458,6 +458,9 @@ class FabricController:
         self.threshold = Threshold(config.bound, config.gamma, config.t0)
         self.plans = [Plan(shape.total, config.k) for _ in range(shape.spines)]
         self.spine_of: dict[bytes, int] = {}
+        # keys a spine lost (it went away or restarted empty; docs/fabric.md "Failures"): their
+        # spine and holders, a warm start for the next plan (then forgotten)
+        self.restore: dict[bytes, tuple[int, tuple[int, ...]]] = {}
 
     def holders(self) -> dict[bytes, tuple[int, ...]]:
         return {key: kp.holders for plan in self.plans for key, kp in plan.keys.items()}
@@ -529,7 +532,7 @@ class FabricController:
             tolerance=cfg.tolerance,
             holder_share=cfg.holder_share,
             room=room,
-            previous=current,
+            previous={**{k: hs for k, (_, hs) in self.restore.items()}, **current},
             fixed=fixed,
             home=[homes.get(key, (o,)) for (key, _), o in zip(predicted, origins, strict=True)],
         )
@@ -548,6 +551,7 @@ class FabricController:
         promoted = sum(1 for key in spine_of if key not in self.spine_of)
         demoted = sum(1 for key in self.spine_of if key not in spine_of)
         self.plans, self.spine_of = plans, spine_of
+        self.restore = {}
         load_of = dict(predicted)
         ratio_of = {key: r for (key, _), r in zip(predicted, ratios, strict=True)}
         expected = self.fabric_load(load_of, ratio_of)
@@ -581,6 +585,8 @@ class FabricController:
         used = [0] * self.shape.spines
         for key in chosen:
             s = self.spine_of.get(key)
+            if s is None and key in self.restore:
+                s = self.restore[key][0]  # back to the spine that lost it
             if s is not None:
                 out[key] = s
                 used[s] += 1

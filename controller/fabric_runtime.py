@@ -581,6 +581,7 @@ class FabricRuntime:
                 self._spine_name(s),
                 len(self.plans[s].keys),
             )
+            self._remember(s, self.plans[s])
             self.controller.plans[s] = Plan(self.plans[s].servers, self.plans[s].slots)
         before = dict(self.spine_of)
         self.controller.spine_of = {
@@ -594,6 +595,13 @@ class FabricRuntime:
             time.sleep(self.drain)
             self.spines[live[0]].apply(ops)
 
+    def _remember(self, s: int, held: Plan, now: Plan | None = None) -> None:
+        """Spine ``s`` lost the keys of ``held`` that ``now`` lacks: the next plan starts from
+        their holders on that spine (its entries come back), if they are still hot."""
+        for key, kp in held.keys.items():
+            if now is None or key not in now.keys:
+                self.controller.restore[key] = (s, kp.holders)
+
     def _repair(self, m: FabricMetrics) -> None:
         """Reconnect and start the switches that went away; reconcile leaves whose steering is
         unknown (the period writes them)."""
@@ -603,7 +611,9 @@ class FabricRuntime:
             try:
                 if not drv.connected:
                     drv.reconnect()
+                held = self.plans[s]
                 self._start_spine(s)
+                self._remember(s, held, self.plans[s])  # it restarted empty
             except DriverError as exc:
                 self.spine_ok[s] = False
                 m.errors.append(f"spine {self._spine_name(s)}: {_first_line(exc)}")

@@ -114,6 +114,7 @@ class Fabric(Deployment):
         cmd = [
             PY, "-m", "kvswitch", "fabric-controller", "--config", str(self.fabric_file),
             "--state", str(self.out / "fabric.state"), "--period", str(o.period),
+            "--metrics", str(self.out / "fabric-metrics.jsonl"),
             "--target", o.target,
         ]  # fmt: skip
         for d in self.spine_defines():
