@@ -28,6 +28,7 @@ from kvsrack import scenarios
 from kvsrack.launchers import PROGRAMS
 from kvsrack.scenarios import ServerEvent, Workload, check_events, spares_of
 from kvsrack.topology import FabricLayout
+from kvsrack.variants import VARIANTS
 from kvswitch import argtypes as t
 
 
@@ -119,6 +120,9 @@ def build_parser() -> t.Parser:
     a("--racks", type=t.positive_int, default=4, help="racks (leaves) of the fabric (default 4)")
     a("--no-spine-level", action="store_true",
       help="fabric: the fabric controller routes only, no key goes to a spine (the baseline)")  # fmt: skip
+    a("--test-fabric-variant", choices=VARIANTS, default="",
+      help="TESTS ONLY: run a broken fabric controller (kvsrack.variants), which the fabric "
+           "test must catch")  # fmt: skip
     a("--hold", action="store_true", help="no workload: keep the rack up until Ctrl-C")
     a("--out", type=Path, help="folder for rack.json, metrics.jsonl, logs, summary.json")
     return ap
@@ -236,6 +240,7 @@ def run_fabric(args: argparse.Namespace, events: list[ServerEvent]) -> int:
         spines=args.spines, racks=args.racks, servers=args.servers, clients=args.clients,
         backend=args.backend, target=args.target, period=args.period, k=args.k,
         spine_level=not args.no_spine_level, agent_args=args.agent_arg,
+        variant=args.test_fabric_variant,
     )  # fmt: skip
     work = Workload(
         rate=args.rate, duration=args.duration, zipf=args.zipf, keys=args.keys,
@@ -268,7 +273,9 @@ def run_fabric(args: argparse.Namespace, events: list[ServerEvent]) -> int:
     except (RuntimeError, OSError, subprocess.CalledProcessError) as exc:
         print(f"rack: {exc}", file=sys.stderr)
         return 1
-    rows = fab.periods(out, args.racks, summary["load_start"] + args.period, summary["load_end"])
+    rows = fab.periods(
+        out, args.racks, summary["load_start"] + args.period, summary["load_end"], args.period
+    )
     summary["periods"] = rows
     (out / "summary.json").write_text(json.dumps(summary) + "\n")
     print(fab.table(rows), flush=True)
