@@ -26,17 +26,19 @@ broken fabric controller (:mod:`kvsrack.variants`); it must fail (docs/fabric.md
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from kvswitch.consistency.lincheck import check_history
+from kvswitch.consistency.lincheck import Op, check_history
 from kvswitch.protocol import pad_key
 from tests.e2e.conftest import RackRun, assert_torn_down, skip_reason
 
@@ -75,6 +77,23 @@ def _lost_between(gen: dict[str, Any], start: float, t0: float, t1: float) -> tu
     ivs = [iv for iv in gen["intervals"] if t0 <= start + iv["t"] - 1 and start + iv["t"] <= t1]
     sent = sum(iv["sent"] for iv in ivs)
     return sent, sent - sum(iv["received"] for iv in ivs)
+
+
+def _stale_read(ops: list[Op]) -> list[Op]:
+    """``ops`` with one Get made stale, moved last: a Get that read the value of an
+    acknowledged Set s2 answers instead the value of a Set s1 that returned before s2 began,
+    while s2 returned before the Get began."""
+    sets = sorted((o for o in ops if o.kind == "set" and o.ret != math.inf), key=lambda o: o.ret)
+    for g in ops:
+        if g.kind != "get" or g.output is None:
+            continue
+        s2 = next((o for o in sets if o.key == g.key and o.value == g.output), None)
+        if s2 is None or s2.ret >= g.call:
+            continue
+        s1 = next((o for o in sets if o.key == g.key and o.ret < s2.call), None)
+        if s1 is not None:
+            return [o for o in ops if o is not g] + [replace(g, output=s1.value)]
+    pytest.fail("no Get after two acknowledged Sets: the history is too thin")
 
 
 def test_a_small_fabric_balances_stays_linearizable_and_recovers(tmp_path: Path) -> None:
@@ -125,6 +144,9 @@ def test_a_small_fabric_balances_stays_linearizable_and_recovers(tmp_path: Path)
     assert keys <= spread, f"history keys never fabric-hot across racks: {keys - spread}"
     bad = [r.key for r in check_history(ops) if not r.ok]
     assert not bad, f"not linearizable: {bad}"
+    # the same history with one read made stale is not (the check looks at what was run)
+    stale = _stale_read(ops)
+    assert [r.ok for r in check_history(stale) if r.key == stale[-1].key] == [False]
     failed = sum(len(Path(f"{p}.failed").read_text().splitlines()) for p in summary["history"])
     print(f"{len(ops)} operations linearizable ({sum(op.kind == 'set' for op in ops)} Sets); "
           f"{failed} Gets failed (timeouts while a switch was down)")  # fmt: skip
