@@ -1,6 +1,6 @@
 """The Mininet fabric (``kvswitch rack --fabric``, :mod:`kvsrack.fabric`): 2 spines, 2 leaves of
 2 servers on the software switch, a rack controller per leaf and the fabric controller, in one
-run (≈ 75 s; docs/fabric.md "Mininet fabric"):
+run (63-73 s; docs/fabric.md "Mininet fabric: histories and restarts"):
 
 - a workload whose busiest rack carries about 1.7 times its fair share (by origin), from a
   client behind leaf 1, balanced over all servers (lambda < 0.1) within 5 periods;
