@@ -9,6 +9,8 @@ reported and read back, never counted as done."""
 from __future__ import annotations
 
 import json
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -413,9 +415,19 @@ def test_the_fabric_controller_process(
     argv += ["--period", "0.01", "--periods", "1", "--max-age", "3600"]  # files by hand
     argv += [f"--spine-define={k}={v}" for k, v in SPINE_DEFINES.items()]
     argv += [f"--leaf-define={k}={v}" for k, v in LEAF_DEFINES.items()]
-    for drv in leaf_drivers(net, progs[1]):  # the rack controllers set the leaves' pipelines
+    # a leaf's pipeline is its rack controller's: the fabric controller waits for it
+    status: list[int] = []
+    started = threading.Thread(target=lambda: status.append(fabric_main.main(argv)))
+    started.start()
+    deadline = time.monotonic() + 60
+    while any(sw.device.pipeline is None for sw in net.spines) and time.monotonic() < deadline:
+        time.sleep(0.1)  # the spines first
+    time.sleep(3.0)
+    assert not status and all(sw.device.pipeline is None for sw in net.leaves)
+    for drv in leaf_drivers(net, progs[1]):  # as the rack controllers do
         drv.close()
-    assert fabric_main.main(argv) == 0
+    started.join(timeout=60)
+    assert status == [0]
     state = json.loads((tmp_path / "cli-state.json").read_text())
     share = read_share(tmp_path / "r0.share.json", SERVERS)
     assert share is not None and key in share.keys and len(share.expected) == SERVERS
