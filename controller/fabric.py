@@ -502,6 +502,10 @@ class FabricController:
             raise ValueError("one load per server of the fabric")
         racks = [sum(loads[s] for s in shape.servers_of(r)) for r in range(shape.racks)]
         threshold = self.threshold.update([x / shape.servers for x in racks])
+        # a key a spine lost may not be counted this period (its counts went with the spine,
+        # and no leaf's HashPipe sees a key it steers): its last count stands in
+        lost = {k: int(self.predictor.prev[k]) for k in self.restore if k in self.predictor.prev}
+        observed = {**lost, **observed}
         predicted = self.predictor.update(observed)
         measured = key_write_ratios(observed, writes)
         default = overall_write_ratio(observed, writes, cfg.write_ratio)

@@ -184,6 +184,11 @@ def test_a_key_a_spine_lost_is_planned_back_onto_it() -> None:
     assert plan_once(fc) == {hot: 1}
     assert fc.plans[1].keys[hot].holders[: len(holders)] == holders  # kept (more may join)
     assert fc.restore == {}  # once
+    # lost again, and no longer counted (the spine's counters went with it): its last count
+    fc.plans[1], fc.spine_of = Plan(SHAPE.total, 8), {}
+    fc.restore = {hot: (1, holders)}
+    loads = [250.0] * SHAPE.total
+    assert fc.decide({}, {}, loads, floors=[0, 0]).spine_of == {hot: 1}
 
 
 def test_spines_are_filled_evenly_and_never_over_their_slots() -> None:
