@@ -464,3 +464,29 @@ def test_a_dead_spines_keys_are_no_longer_steered(
         assert f.agents.events == [("rebase", HOT, ORIGIN)]
     finally:
         f.close()
+
+
+def test_no_plan_while_a_leaf_is_away_and_its_keys_come_back_after(
+    net: Net, progs: tuple[Program, Program], tmp_path: Path
+) -> None:
+    """docs/fabric.md "Failures": leaf 3 goes away; the next period breaks HOT at its spine (a
+    leaf that cannot be written could forward without steering), takes its steering off the
+    other leaves and rebases its origin, and makes no plan while the leaf is away; HOT is
+    remembered for the first plan once the leaf is back."""
+    f = Fabric(net, progs, tmp_path / "state.json")
+    try:
+        rt = f.runtime
+        rt.start()
+        rt.period(inputs())
+        s, holders = rt.spine_of[HOT], rt.plans[rt.spine_of[HOT]].keys[HOT].holders
+        net.leaves[2].stop()
+        f.agents.events.clear()
+        for _ in range(2):
+            m = rt.period(inputs())
+            assert "a leaf is not started: no plan this period" in m.errors
+            assert rt.spine_of == {} and held(f.spines, names.HOTKEY_TABLE) == [{}, {}]
+            assert held(f.leaves[:2], names.FABRIC_HOT_TABLE) == [{}, {}]
+        assert f.agents.events == [("rebase", HOT, ORIGIN)]  # once
+        assert rt.controller.restore == {HOT: (s, holders)}
+    finally:
+        f.close()

@@ -18,8 +18,7 @@ run (63-73 s; docs/fabric.md "Mininet fabric: histories and restarts"):
   and lambda is below 0.1 within 6 periods (every fabric-hot key was broken while a leaf could
   not steer it, so the fabric balances from scratch, as at the start);
 - fewer than 15 % of the requests lost (two outages of a few seconds each), under 1 % between
-  the restarts and once both
-  are back.
+  the restarts and once both are back.
 
 ``KVSWITCH_FABRIC_VARIANT=no-home-steering`` or ``no-restart-reconcile`` runs the same test on a
 broken fabric controller (:mod:`kvsrack.variants`); it must fail (docs/fabric.md records how).
