@@ -3,7 +3,7 @@
 run (63-73 s; docs/fabric.md "Mininet fabric: histories and restarts"):
 
 - a workload whose busiest rack carries about 1.7 times its fair share (by origin), from a
-  client behind leaf 1, balanced over all servers (lambda < 0.1) within 5 periods;
+  client behind leaf 1, balanced over all servers (lambda < 0.1) within 6 periods;
 - history clients behind both leaves (2 threads each, 50 operations/s per thread) on 4
   shared keys (10 % Sets): the keys become fabric-hot
   (holders in both racks, so each write crosses a spine and is copied to the other rack), and
@@ -133,9 +133,10 @@ def check_run(out: Path) -> None:
     assert len(sent) == 4 and gen["not_found"] == 0, gen
     by_rack = [sum(sent[:2]), sum(sent[2:])]
     assert max(by_rack) * 2 >= 1.5 * sum(sent) and max(sent) * 4 > 2 * sum(sent), sent
-    # within 5 periods, lambda over all servers below 0.1 (the leaves' counts)
-    first = _lambdas(rows, 0, 5)
-    print(f"lambda, first 5 periods: {first}")
+    # lambda over all servers below 0.1 (the leaves' counts) within 6 periods (5 in 4 of 5 runs,
+    # docs/fabric.md: the histories' 4 keys come on top of the Zipf load)
+    first = _lambdas(rows, 0, 6)
+    print(f"lambda, first 6 periods: {first}")
     assert min(first) < 0.1, first
 
     # the histories: both clients wrote, every key became fabric-hot with holders in both
