@@ -593,16 +593,19 @@ class FabricRuntime:
             key: s for s, plan in enumerate(self.plans) for key in plan.keys
         }
         self._write_steering(m)
-        self._rebase_origins(set(before) - set(self.spine_of))
+        self._rebase_origins(m, set(before) - set(self.spine_of))
 
-    def _rebase_origins(self, gone: set[bytes]) -> None:
+    def _rebase_origins(self, m: FabricMetrics, gone: set[bytes]) -> None:
         """The origins of keys that left the spines outside a plan: their next serializer's
         versions must apply (those of a lost spine cannot be compared)."""
         ops = [RebaseRequest(key, (self.controller.origin_of(key),)) for key in gone]
         live = [s for s, ok in enumerate(self.spine_ok) if ok]
         if ops and live:
             time.sleep(self.drain)
-            self.spines[live[0]].apply(ops)
+            try:
+                self.spines[live[0]].apply(ops)
+            except DriverError as exc:
+                self._spine_error(m, live[0], exc)
 
     def _lose_leaf(self, m: FabricMetrics) -> None:
         """A leaf that could not be started again (dead, or not answering): it cannot steer, so
@@ -614,7 +617,7 @@ class FabricRuntime:
             return
         before = dict(self.spine_of)
         self._unsteered(m)
-        self._rebase_origins(set(before) - set(self.spine_of))
+        self._rebase_origins(m, set(before) - set(self.spine_of))
 
     def _remember(self, s: int, held: Plan, now: Plan | None = None) -> None:
         """Spine ``s`` lost the keys of ``held`` that ``now`` lacks: the next plan starts from

@@ -58,8 +58,8 @@ class Workload:
 
 
 class Cluster(Protocol):
-    """What a scenario drives: the running network's hosts, agents, controller and admin
-    socket, and where its files go."""
+    """What a scenario drives: the running network's hosts, agents, controller, admin socket
+    and switch processes, and where its files go."""
 
     out: Path
     topology: Topology
