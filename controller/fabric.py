@@ -458,6 +458,9 @@ class FabricController:
         self.threshold = Threshold(config.bound, config.gamma, config.t0)
         self.plans = [Plan(shape.total, config.k) for _ in range(shape.spines)]
         self.spine_of: dict[bytes, int] = {}
+        # keys a spine lost (it went away or restarted empty; docs/fabric.md "Failures"): their
+        # spine and holders, a warm start for the next plan (then forgotten)
+        self.restore: dict[bytes, tuple[int, tuple[int, ...]]] = {}
 
     def holders(self) -> dict[bytes, tuple[int, ...]]:
         return {key: kp.holders for plan in self.plans for key, kp in plan.keys.items()}
@@ -499,6 +502,10 @@ class FabricController:
             raise ValueError("one load per server of the fabric")
         racks = [sum(loads[s] for s in shape.servers_of(r)) for r in range(shape.racks)]
         threshold = self.threshold.update([x / shape.servers for x in racks])
+        # a key a spine lost may not be counted this period (its counts went with the spine,
+        # and no leaf's HashPipe sees a key it steers): its last count stands in
+        lost = {k: int(self.predictor.prev[k]) for k in self.restore if k in self.predictor.prev}
+        observed = {**lost, **observed}
         predicted = self.predictor.update(observed)
         measured = key_write_ratios(observed, writes)
         default = overall_write_ratio(observed, writes, cfg.write_ratio)
@@ -529,7 +536,7 @@ class FabricController:
             tolerance=cfg.tolerance,
             holder_share=cfg.holder_share,
             room=room,
-            previous=current,
+            previous={**{k: hs for k, (_, hs) in self.restore.items()}, **current},
             fixed=fixed,
             home=[homes.get(key, (o,)) for (key, _), o in zip(predicted, origins, strict=True)],
         )
@@ -548,6 +555,7 @@ class FabricController:
         promoted = sum(1 for key in spine_of if key not in self.spine_of)
         demoted = sum(1 for key in self.spine_of if key not in spine_of)
         self.plans, self.spine_of = plans, spine_of
+        self.restore = {}
         load_of = dict(predicted)
         ratio_of = {key: r for (key, _), r in zip(predicted, ratios, strict=True)}
         expected = self.fabric_load(load_of, ratio_of)
@@ -581,6 +589,8 @@ class FabricController:
         used = [0] * self.shape.spines
         for key in chosen:
             s = self.spine_of.get(key)
+            if s is None and key in self.restore:
+                s = self.restore[key][0]  # back to the spine that lost it
             if s is not None:
                 out[key] = s
                 used[s] += 1

@@ -18,17 +18,19 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import logging
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from kvswitch import argtypes as t
 from kvswitch import protocol as p
 from kvswitch.controller.agents import AgentPool
 from kvswitch.controller.driver import DriverError
 from kvswitch.controller.fabric import FabricConfig
-from kvswitch.controller.fabric_runtime import FabricRuntime
+from kvswitch.controller.fabric_runtime import FabricMetrics, FabricRuntime
 from kvswitch.controller.fabricfile import FabricFile, FabricFileError
 from kvswitch.controller.handoff import RackInput, read_inputs, stale_after, write_share
 from kvswitch.controller.main import stop_on_signals
@@ -39,6 +41,8 @@ LOG = logging.getLogger("kvswitch.fabric")
 #: The P4Runtime role the fabric controller holds on every leaf (the rack controller holds the
 #: default role there: each is the primary of its own)
 LEAF_ROLE = "fabric"
+#: seconds the start waits for a leaf's pipeline (its rack controller sets it)
+LEAF_WAIT = 60.0
 
 
 def write_shares(runtime: FabricRuntime) -> None:
@@ -50,6 +54,23 @@ def write_shares(runtime: FabricRuntime) -> None:
             write_share(Path(rack.share), runtime.periods, runtime.share(r))
         except OSError as exc:
             LOG.warning("share of rack %s not written: %s", rack.switch.name, exc)
+
+
+def metrics_record(runtime: FabricRuntime, m: FabricMetrics) -> dict[str, Any]:
+    """A period's line of ``--metrics``: its :class:`FabricMetrics`, when it ended (Unix time),
+    each spine's epoch and whether it is started, and each fabric-hot key's spine and holders
+    (the fabric's server numbers, origin first)."""
+    return {
+        **m.record(),
+        "time": time.time(),
+        "epochs": list(runtime.epochs),
+        "spine_ok": list(runtime.spine_ok),
+        "keys": {
+            key.hex(): [s, list(kp.holders)]
+            for s, plan in enumerate(runtime.plans)
+            for key, kp in plan.keys.items()
+        },
+    }
 
 
 def build_parser() -> t.Parser:
@@ -74,7 +95,16 @@ def build_parser() -> t.Parser:
     ap.add_argument(
         "--leaf-define", action="append", default=[], metavar="NAME=VAL", help="leaf P4 define"
     )
-    ap.add_argument("--no-pipeline", action="store_true", help="do not set the pipelines")
+    ap.add_argument(
+        "--metrics",
+        help="append one JSON object per period to this file (its metrics, the spines' epochs, "
+        "every fabric-hot key's holders)",
+    )
+    ap.add_argument(
+        "--no-pipeline",
+        action="store_true",
+        help="do not set the spines' pipelines (a leaf's is always its rack controller's)",
+    )
     ap.add_argument("--timeout", type=t.positive_float, default=10.0, help="switch call timeout")
     ap.add_argument(
         "--max-age",
@@ -131,8 +161,11 @@ def main(argv: list[str] | None = None) -> int:
                     end.grpc_addr, end.device_id, end.thrift_host, end.thrift_port, args.timeout,
                     role,
                 )  # fmt: skip
+                # a leaf's pipeline is its rack controller's: two controllers that both set it
+                # after the leaf restarted would each wipe the entries the other wrote first
+                pipeline = not args.no_pipeline and role is None
                 return stack.enter_context(
-                    P4RuntimeDriver(address, program, rack, set_pipeline=not args.no_pipeline, **kw)
+                    P4RuntimeDriver(address, program, rack, set_pipeline=pipeline, **kw)
                 )
 
             spines = [
@@ -141,10 +174,27 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 for s in fabric.spines
             ]
-            leaves = [
-                connect(r.switch, leaf_prog, fabric.leaf_rack(i), role=LEAF_ROLE)
-                for i, r in enumerate(fabric.racks)
-            ]
+
+            def connect_leaf(i: int) -> P4RuntimeDriver:
+                """Leaf ``i``, once its rack controller has set its pipeline (both may start
+                at the same time): tried every half second for ``LEAF_WAIT`` seconds."""
+                end, said = time.monotonic() + LEAF_WAIT, False
+                while True:
+                    try:
+                        return connect(
+                            fabric.racks[i].switch, leaf_prog, fabric.leaf_rack(i), role=LEAF_ROLE
+                        )
+                    except DriverError as exc:
+                        if time.monotonic() > end or stop.is_set():
+                            raise
+                        if not said:
+                            why = str(exc).splitlines()[0] if str(exc) else repr(exc)
+                            LOG.info("leaf %s: not ready (%s): waiting for its rack controller",
+                                     fabric.racks[i].switch.name, why)  # fmt: skip
+                            said = True
+                        stop.wait(0.5)
+
+            leaves = [connect_leaf(i) for i in range(len(fabric.racks))]
             runtime = FabricRuntime(
                 fabric,
                 spines,
@@ -154,6 +204,7 @@ def main(argv: list[str] | None = None) -> int:
                 Path(args.state) if args.state else None,
             )
             stack.callback(runtime.close)
+            metrics = stack.enter_context(Path(args.metrics).open("a")) if args.metrics else None
             runtime.start()
             write_shares(runtime)
             deadline = time.monotonic()
@@ -167,8 +218,11 @@ def main(argv: list[str] | None = None) -> int:
                     or RackInput({}, [0.0] * shape.servers)
                     for r in fabric.racks
                 ]
-                runtime.period(inputs)
+                m = runtime.period(inputs)
                 write_shares(runtime)
+                if metrics is not None:
+                    metrics.write(json.dumps(metrics_record(runtime, m)) + "\n")
+                    metrics.flush()
     except (DriverError, ValueError, OSError) as exc:
         print(f"kvswitch fabric-controller: {exc}", file=sys.stderr)
         return 1

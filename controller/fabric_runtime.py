@@ -303,6 +303,10 @@ class FabricRuntime:
             self._lose_spines(m)
             m.errors.append("a spine is not started: no plan this period")
             return self._done(m, began)
+        if not all(drv.connected for drv in self.leaves):
+            self._lose_leaf(m)
+            m.errors.append("a leaf is not started: no plan this period")
+            return self._done(m, began)
         shape = self.fabric.shape
         if len(racks) != shape.racks or any(len(x.loads) != shape.servers for x in racks):
             raise ValueError("one RackInput per rack, one load per server of the rack")
@@ -464,6 +468,7 @@ class FabricRuntime:
             ops = [op for op in spine_diff(plan, kept, self.layouts[s]) if _switch_op(op)]
             try:
                 self.spines[s].apply(ops)
+                self._remember(s, plan, kept)  # made again by the first plan all leaves steer
                 self.controller.plans[s] = kept
             except DriverError as exc:
                 self._spine_error(m, s, exc)
@@ -581,18 +586,45 @@ class FabricRuntime:
                 self._spine_name(s),
                 len(self.plans[s].keys),
             )
+            self._remember(s, self.plans[s])
             self.controller.plans[s] = Plan(self.plans[s].servers, self.plans[s].slots)
         before = dict(self.spine_of)
         self.controller.spine_of = {
             key: s for s, plan in enumerate(self.plans) for key in plan.keys
         }
         self._write_steering(m)
-        gone = set(before) - set(self.spine_of)
+        self._rebase_origins(m, set(before) - set(self.spine_of))
+
+    def _rebase_origins(self, m: FabricMetrics, gone: set[bytes]) -> None:
+        """The origins of keys that left the spines outside a plan: their next serializer's
+        versions must apply (those of a lost spine cannot be compared)."""
         ops = [RebaseRequest(key, (self.controller.origin_of(key),)) for key in gone]
         live = [s for s, ok in enumerate(self.spine_ok) if ok]
-        if ops and live:  # their origins: the lost spine's versions cannot be compared
+        if ops and live:
             time.sleep(self.drain)
-            self.spines[live[0]].apply(ops)
+            try:
+                self.spines[live[0]].apply(ops)
+            except DriverError as exc:
+                self._spine_error(m, live[0], exc)
+
+    def _lose_leaf(self, m: FabricMetrics) -> None:
+        """A leaf that could not be started again (dead, or not answering): it cannot steer, so
+        every fabric-hot key is broken at its spine (docs/fabric.md "Failures": a leaf that
+        forwards without steering could let a write reach its origin unstamped) and its origin
+        rebased; no plan is made until the leaf is back, and the first one then starts from the
+        broken keys' holders (``FabricController.restore``)."""
+        if not self.spine_of:
+            return
+        before = dict(self.spine_of)
+        self._unsteered(m)
+        self._rebase_origins(m, set(before) - set(self.spine_of))
+
+    def _remember(self, s: int, held: Plan, now: Plan | None = None) -> None:
+        """Spine ``s`` lost the keys of ``held`` that ``now`` lacks: the next plan starts from
+        their holders on that spine (its entries come back), if they are still hot."""
+        for key, kp in held.keys.items():
+            if now is None or key not in now.keys:
+                self.controller.restore[key] = (s, kp.holders)
 
     def _repair(self, m: FabricMetrics) -> None:
         """Reconnect and start the switches that went away; reconcile leaves whose steering is
@@ -603,7 +635,9 @@ class FabricRuntime:
             try:
                 if not drv.connected:
                     drv.reconnect()
+                held = self.plans[s]
                 self._start_spine(s)
+                self._remember(s, held, self.plans[s])  # it restarted empty
             except DriverError as exc:
                 self.spine_ok[s] = False
                 m.errors.append(f"spine {self._spine_name(s)}: {_first_line(exc)}")

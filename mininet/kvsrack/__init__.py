@@ -12,7 +12,11 @@ topology function and its own launch sequence over the same parts:
 - :mod:`kvsrack.deployment`: a topology up and torn down (folders, network, processes), the
   life cycle a rack (and a fabric) shares;
 - :mod:`kvsrack.rack`: one rack: its switch, agents and controller (a context manager);
-- :mod:`kvsrack.scenarios`: workloads and fault schedules run against a running rack;
+- :mod:`kvsrack.fabric`: a leaf-spine fabric: its switches, rack controllers and fabric
+  controller, lambda per period over all servers;
+- :mod:`kvsrack.scenarios`: workloads and fault schedules (servers, a fabric's switches) run
+  against a running rack or fabric;
+- :mod:`kvsrack.variants`: TESTS ONLY, broken fabric controllers the fabric test must catch;
 - :mod:`kvsrack.history`: the history client started inside the client hosts;
 - :mod:`kvsrack.cli`: the command line.
 

@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING, Any
 from kvsrack import scenarios
 from kvsrack.launchers import PROGRAMS
 from kvsrack.scenarios import ServerEvent, Workload, check_events, spares_of
+from kvsrack.topology import FabricLayout
+from kvsrack.variants import VARIANTS
 from kvswitch import argtypes as t
 
 if TYPE_CHECKING:
@@ -41,7 +43,8 @@ def server_event(action: str) -> Callable[[str], ServerEvent]:
             seconds = float(at)
         except ValueError:
             seconds = -1.0
-        if not sep or not re.fullmatch(r"s[1-9][0-9]*", name) or not 0 <= seconds < 1e6:
+        # a server (s3), or with --fabric a switch (sp1, l2)
+        if not sep or not re.fullmatch(r"(s|sp|l)[1-9][0-9]*", name) or not 0 <= seconds < 1e6:
             raise argparse.ArgumentTypeError(f"{text!r}: expected SERVER@SECONDS, e.g. s3@20")
         return ServerEvent(action, name, seconds)
 
@@ -104,9 +107,11 @@ def build_parser() -> t.Parser:
       help="TESTS ONLY: the controller exits between release and activation of its first ring "
            "change (--add/--remove); the rack starts it again, which finishes the change")  # fmt: skip
     a("--kill", type=server_event("kill"), action="append", default=[], metavar="SERVER@S",
-      help="SIGKILL SERVER's agent S seconds into the load (repeatable), e.g. s3@20")  # fmt: skip
+      help="SIGKILL SERVER's agent S seconds into the load (repeatable), e.g. s3@20; with "
+           "--fabric a switch's process, e.g. sp1@8 or l2@20")  # fmt: skip
     a("--restart", type=server_event("restart"), action="append", default=[], metavar="SERVER@S",
-      help="start SERVER's agent again S seconds into the load, e.g. s3@30")  # fmt: skip
+      help="start SERVER's agent again S seconds into the load, e.g. s3@30; with --fabric a "
+           "switch's process, empty: its controllers program it again")  # fmt: skip
     a("--add", type=server_event("add"), action="append", default=[], metavar="SERVER@S",
       help="add SERVER to the ring S seconds into the load (online; a server beyond --servers, "
            "e.g. s9 with --servers 8, is a spare until then)")  # fmt: skip
@@ -119,6 +124,9 @@ def build_parser() -> t.Parser:
     a("--racks", type=t.positive_int, default=4, help="racks (leaves) of the fabric (default 4)")
     a("--no-spine-level", action="store_true",
       help="fabric: the fabric controller routes only, no key goes to a spine (the baseline)")  # fmt: skip
+    a("--test-fabric-variant", choices=VARIANTS, default="",
+      help="TESTS ONLY: run a broken fabric controller (kvsrack.variants), which the fabric "
+           "test must catch")  # fmt: skip
     a("--hold", action="store_true", help="no workload: keep the rack up until Ctrl-C")
     a("--out", type=Path, help="folder for rack.json, metrics.jsonl, logs, summary.json")
     return ap
@@ -235,9 +243,14 @@ def run_deployment(
 
 def run_fabric(args: argparse.Namespace, events: list[ServerEvent]) -> int:
     """``--fabric``: the fabric up, the workload, lambda per period printed and plotted."""
-    if events or args.restart_controller_at or args.arch != "v1model":
-        print("rack: --fabric takes no server events, controller restarts or --arch",
+    if args.add or args.remove or args.restart_controller_at or args.arch != "v1model":
+        print("rack: --fabric takes no --add/--remove, controller restarts or --arch",
               file=sys.stderr)  # fmt: skip
+        return 2
+    switches = FabricLayout(args.spines, args.racks, args.servers, args.clients).topology().switches
+    why = scenarios.check_switch_events(events, switches)
+    if why:
+        print(f"rack: {why}", file=sys.stderr)
         return 2
     if args.target == "bmv2" and not all(map(shutil.which, ("simple_switch_grpc", "p4c-bm2-ss"))):
         print("rack: --fabric --target bmv2 needs simple_switch_grpc and p4c-bm2-ss on PATH",
@@ -250,6 +263,7 @@ def run_fabric(args: argparse.Namespace, events: list[ServerEvent]) -> int:
         spines=args.spines, racks=args.racks, servers=args.servers, clients=args.clients,
         backend=args.backend, target=args.target, period=args.period, k=args.k,
         spine_level=not args.no_spine_level, agent_args=args.agent_arg,
+        variant=args.test_fabric_variant,
     )  # fmt: skip
     work = Workload(
         rate=args.rate, duration=args.duration, zipf=args.zipf, keys=args.keys,
@@ -257,7 +271,7 @@ def run_fabric(args: argparse.Namespace, events: list[ServerEvent]) -> int:
         loadgens=args.loadgens, loadgen_args=args.loadgen_arg, history_args=args.history_arg,
         history_threads=args.history_threads, history_keys=args.history_keys,
         history_rate=args.history_rate, history_set_ratio=args.history_set_ratio,
-        read_tail=args.read_tail,
+        read_tail=args.read_tail, events=events,
     )  # fmt: skip
     banner = (f"rack: fabric up ({args.spines} spines, {args.racks} racks x {args.servers} "
               f"servers, {args.clients} clients, {args.target}, v1model); files in {out}")  # fmt: skip
@@ -266,7 +280,9 @@ def run_fabric(args: argparse.Namespace, events: list[ServerEvent]) -> int:
     )
     if isinstance(summary, int):
         return summary
-    rows = fab.periods(out, args.racks, summary["load_start"] + args.period, summary["load_end"])
+    rows = fab.periods(
+        out, args.racks, summary["load_start"] + args.period, summary["load_end"], args.period
+    )
     summary["periods"] = rows
     (out / "summary.json").write_text(json.dumps(summary) + "\n")
     print(fab.table(rows), flush=True)

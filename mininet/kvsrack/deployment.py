@@ -99,6 +99,18 @@ class Deployment:
         """``args`` inside host ``host``, its output to ``OUT/log_name``."""
         return self.procs.start_in(self.network.host(host), args, self.out / log_name)
 
+    # -- switch faults
+
+    def kill_switch(self, role: str) -> None:
+        """SIGKILL the process of switch ``role`` (a crash: its controllers see the connection
+        drop, its links stay)."""
+        self.network.switches[role].kill_process()
+
+    def restart_switch(self, role: str) -> None:
+        """Start switch ``role`` again on its ports, empty (no program, no entries), until its
+        P4Runtime port answers: its controllers must notice and program it again."""
+        self.network.switches[role].start_process()
+
     # -- teardown
 
     def close(self) -> None:

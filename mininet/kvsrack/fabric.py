@@ -51,6 +51,7 @@ class FabricOptions:
     k: int = 16  # hot-key slots of every switch (the fabric controller's k per spine)
     spine_level: bool = False  # False: the fabric controller only routes (the no-spine baseline)
     agent_args: list[str] = field(default_factory=list)
+    variant: str = ""  # TESTS ONLY: a broken fabric controller (kvsrack.variants)
 
 
 class Fabric(Deployment):
@@ -111,9 +112,13 @@ class Fabric(Deployment):
 
     def fabric_command(self) -> list[str]:
         o = self.opts
+        program = (
+            ["kvsrack.variants", o.variant] if o.variant else ["kvswitch", "fabric-controller"]
+        )
         cmd = [
-            PY, "-m", "kvswitch", "fabric-controller", "--config", str(self.fabric_file),
+            PY, "-m", *program, "--config", str(self.fabric_file),
             "--state", str(self.out / "fabric.state"), "--period", str(o.period),
+            "--metrics", str(self.out / "fabric-metrics.jsonl"),
             "--target", o.target,
         ]  # fmt: skip
         for d in self.spine_defines():
@@ -212,10 +217,14 @@ class Fabric(Deployment):
 # ---------------------------------------------------------------- lambda per period
 
 
-def periods(out: Path, racks: int, start: float = 0.0, end: float = float("inf")) -> list[dict]:
-    """Each period of the first rack controller that every rack reported (the others' nearest
-    period by time) between ``start`` and ``end`` (Unix times): the loads of every server
-    (fabric order), lambda over all servers, across the racks' totals and inside each rack."""
+def periods(
+    out: Path, racks: int, start: float = 0.0, end: float = float("inf"), period: float = 1.0
+) -> list[dict]:
+    """Each period of the first rack controller between ``start`` and ``end`` (Unix times), with
+    each other rack's period nearest in time: the loads of every server (fabric order), lambda
+    over all servers, across the racks' totals and inside each rack. A rack with no period within
+    ``period`` of it (its controller counted nothing: its leaf was down) counts as no load
+    (``missing`` names it)."""
     series = []
     for r in range(racks):
         path = out / f"l{r + 1}" / "metrics.jsonl"
@@ -226,13 +235,23 @@ def periods(out: Path, racks: int, start: float = 0.0, end: float = float("inf")
         t = float(m["time"])
         if not start <= t <= end:
             continue
-        picks = [min(rows, key=lambda x: abs(float(x["time"]) - t)) for rows in series]
-        loads = [[float(v) for v in x["loads"]] for x in picks]
+        picks = [
+            min(rows, key=lambda x: abs(float(x["time"]) - t), default=None) for rows in series
+        ]
+        missing = [
+            r for r, x in enumerate(picks) if x is None or abs(float(x["time"]) - t) > period
+        ]
+        size = len(m["loads"])  # servers per rack
+        loads = [
+            [float(v) for v in x["loads"]] if x is not None and r not in missing else [0.0] * size
+            for r, x in enumerate(picks)
+        ]
         flat = [v for rack in loads for v in rack]
         out_rows.append(
             {
                 "period": m["period"],
                 "time": t,
+                "missing": missing,
                 "loads": flat,
                 "lambda": imbalance(flat),
                 "racks_lambda": imbalance([sum(x) for x in loads]),

@@ -42,6 +42,7 @@ class Network:
         self.topo = topo
         self.tag = tag
         self.net: Mininet | None = None
+        self.switches: dict[str, P4Switch] = {}  # by role
 
     def start(self, switches: dict[str, SwitchNode], procs: Procs) -> None:
         """``switches``: how each switch role of the topology runs."""
@@ -61,6 +62,7 @@ class Network:
                 log_path=how.log_path,
                 procs=procs,
             )
+            self.switches[role] = nodes[role]
         for n in self.topo.hosts:
             nodes[n.name] = net.addHost(n.name, ip=f"{n.ip}/{self.topo.prefix}", mac=n.mac)
         for link in self.topo.links:

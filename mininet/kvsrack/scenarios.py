@@ -58,8 +58,8 @@ class Workload:
 
 
 class Cluster(Protocol):
-    """What a scenario drives: the running network's hosts, agents, controller and admin
-    socket, and where its files go."""
+    """What a scenario drives: the running network's hosts, agents, controller, admin socket
+    and switch processes, and where its files go."""
 
     out: Path
     topology: Topology
@@ -69,6 +69,10 @@ class Cluster(Protocol):
     echo: Callable[[str], None]
 
     def start_in(self, host: str, args: list[str], log_name: str) -> Proc: ...
+
+    def kill_switch(self, role: str) -> None: ...
+
+    def restart_switch(self, role: str) -> None: ...
 
 
 def spares_of(events: list[ServerEvent], servers: int) -> int:
@@ -103,6 +107,21 @@ def check_events(events: list[ServerEvent], servers: int) -> str:
         members ^= {e.server}
         if not members:
             return f"--remove {e.server}@{e.at:g}: the ring would have no member"
+    return ""
+
+
+def check_switch_events(events: list[ServerEvent], switches: tuple[str, ...]) -> str:
+    """'' when every event kills or restarts a switch of ``switches`` and, in time order, kills
+    only a running one and restarts only a killed one; else why not."""
+    running = set(switches)
+    for e in sorted(events, key=lambda e: e.at):
+        if e.action not in ("kill", "restart") or e.server not in switches:
+            return (f"--{e.action} {e.server}: a fabric run kills and restarts switches only "
+                    f"({', '.join(switches)})")  # fmt: skip
+        if (e.action == "kill") != (e.server in running):
+            state = "not running" if e.action == "kill" else "running"
+            return f"--{e.action} {e.server}@{e.at:g}: the switch is {state} then"
+        running ^= {e.server}
     return ""
 
 
@@ -226,7 +245,16 @@ def server_event(c: Cluster, event: ServerEvent, elapsed: float) -> dict[str, An
             raise RuntimeError(f"--{event.action} {event.server}: {answer.get('error')}")
         c.echo(f"rack: {event.action} {event.server} at {elapsed:.2f} s: {answer}")
         return record
-    if event.action == "kill":
+    if event.server in c.topology.switches:
+        # a switch process: SIGKILLed, or started again empty ("ready": its P4Runtime answers)
+        record["switch"] = True
+        record["time"], record["mono"] = time.time(), time.monotonic()
+        if event.action == "kill":
+            c.kill_switch(event.server)
+        else:
+            c.restart_switch(event.server)
+            record["ready"] = time.time()
+    elif event.action == "kill":
         record["held"] = c.agents.kill(event.server)
         record["time"], record["mono"] = time.time(), time.monotonic()
     else:

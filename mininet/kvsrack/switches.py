@@ -4,6 +4,9 @@ simple_switch_grpc's flags. No Open vSwitch, no OpenFlow."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -47,12 +50,26 @@ class P4Switch(Switch):
                 # the switch reads and writes whole frames: no offload on its side either
                 self.cmd(f"ethtool --offload {intf.name} rx off tx off >/dev/null 2>&1")
                 self.cmd(f"sysctl -qw net.ipv6.conf.{intf.name}.disable_ipv6=1")
-        with self.log_path.open("wb") as log:
+        self.start_process("wb")
+
+    def start_process(self, mode: str = "ab") -> None:
+        """The switch process on the node's ports, without a program (its controller sets it),
+        until its P4Runtime port answers; ``mode`` "ab": its log goes on (a restart)."""
+        with self.log_path.open(mode) as log:
             self.proc = subprocess.Popen(
                 self.command(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
             )
         self.procs.note(self.proc.pid)
         wait_tcp(self.grpc_port, self.proc, f"switch {self.name}")
+
+    def kill_process(self) -> None:
+        """SIGKILL the switch process (a crash: no goodbye to its controllers); its interfaces
+        stay, so :meth:`start_process` starts it again on the same ports."""
+        if self.proc is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+            self.proc = None
 
     def stop_process(self) -> None:
         if self.proc is not None:

@@ -165,6 +165,32 @@ def test_the_controller_gives_each_fabric_key_one_spine_and_a_plan_there() -> No
     assert hot not in rep3.spine_of and rep3.demoted >= 1
 
 
+def test_a_key_a_spine_lost_is_planned_back_onto_it() -> None:
+    """docs/fabric.md "Failures": a spine that restarted empty (or came back after it was lost)
+    gets its keys back with their holders, even when the racks are level without them (the
+    other spine's keys level them; the planner alone would leave the lost keys cold)."""
+    hot = key16(1)  # origin 1, rack 0
+
+    def plan_once(fc: FabricController) -> dict[bytes, int]:
+        # hot is cold: its Gets at its origin, rack 0 level with the others by its cold keys
+        loads = [250.0] * SHAPE.total
+        loads[0], loads[1], loads[2], loads[3] = 100.0, 700.0, 100.0, 100.0
+        return fc.decide({hot: 600}, {}, loads, floors=[0, 0]).spine_of
+
+    fc = FabricController(SHAPE, FabricConfig(k=8, t0=5.0), origin_of)
+    assert hot not in plan_once(fc)  # the racks are level: nothing to move
+    holders = (1, 5, 9, 13)
+    fc.restore = {hot: (1, holders)}
+    assert plan_once(fc) == {hot: 1}
+    assert fc.plans[1].keys[hot].holders[: len(holders)] == holders  # kept (more may join)
+    assert fc.restore == {}  # once
+    # lost again, and no longer counted (the spine's counters went with it): its last count
+    fc.plans[1], fc.spine_of = Plan(SHAPE.total, 8), {}
+    fc.restore = {hot: (1, holders)}
+    loads = [250.0] * SHAPE.total
+    assert fc.decide({}, {}, loads, floors=[0, 0]).spine_of == {hot: 1}
+
+
 def test_spines_are_filled_evenly_and_never_over_their_slots() -> None:
     fc = FabricController(SHAPE, FabricConfig(k=1, t0=1.0), origin_of)
     keys = [key16(i * SHAPE.total) for i in range(1, 4)]  # all at server 0 (rack 0)

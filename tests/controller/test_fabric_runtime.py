@@ -9,6 +9,8 @@ reported and read back, never counted as done."""
 from __future__ import annotations
 
 import json
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -413,7 +415,19 @@ def test_the_fabric_controller_process(
     argv += ["--period", "0.01", "--periods", "1", "--max-age", "3600"]  # files by hand
     argv += [f"--spine-define={k}={v}" for k, v in SPINE_DEFINES.items()]
     argv += [f"--leaf-define={k}={v}" for k, v in LEAF_DEFINES.items()]
-    assert fabric_main.main(argv) == 0
+    # a leaf's pipeline is its rack controller's: the fabric controller waits for it
+    status: list[int] = []
+    started = threading.Thread(target=lambda: status.append(fabric_main.main(argv)))
+    started.start()
+    deadline = time.monotonic() + 60
+    while any(sw.device.pipeline is None for sw in net.spines) and time.monotonic() < deadline:
+        time.sleep(0.1)  # the spines first
+    time.sleep(3.0)
+    assert not status and all(sw.device.pipeline is None for sw in net.leaves)
+    for drv in leaf_drivers(net, progs[1]):  # as the rack controllers do
+        drv.close()
+    started.join(timeout=60)
+    assert status == [0]
     state = json.loads((tmp_path / "cli-state.json").read_text())
     share = read_share(tmp_path / "r0.share.json", SERVERS)
     assert share is not None and key in share.keys and len(share.expected) == SERVERS
@@ -448,5 +462,31 @@ def test_a_dead_spines_keys_are_no_longer_steered(
         assert HOT not in rt.spine_of
         assert held(f.leaves, names.FABRIC_HOT_TABLE) == [{}] * RACKS
         assert f.agents.events == [("rebase", HOT, ORIGIN)]
+    finally:
+        f.close()
+
+
+def test_no_plan_while_a_leaf_is_away_and_its_keys_come_back_after(
+    net: Net, progs: tuple[Program, Program], tmp_path: Path
+) -> None:
+    """docs/fabric.md "Failures": leaf 3 goes away; the next period breaks HOT at its spine (a
+    leaf that cannot be written could forward without steering), takes its steering off the
+    other leaves and rebases its origin, and makes no plan while the leaf is away; HOT is
+    remembered for the first plan once the leaf is back."""
+    f = Fabric(net, progs, tmp_path / "state.json")
+    try:
+        rt = f.runtime
+        rt.start()
+        rt.period(inputs())
+        s, holders = rt.spine_of[HOT], rt.plans[rt.spine_of[HOT]].keys[HOT].holders
+        net.leaves[2].stop()
+        f.agents.events.clear()
+        for _ in range(2):
+            m = rt.period(inputs())
+            assert "a leaf is not started: no plan this period" in m.errors
+            assert rt.spine_of == {} and held(f.spines, names.HOTKEY_TABLE) == [{}, {}]
+            assert held(f.leaves[:2], names.FABRIC_HOT_TABLE) == [{}, {}]
+        assert f.agents.events == [("rebase", HOT, ORIGIN)]  # once
+        assert rt.controller.restore == {HOT: (s, holders)}
     finally:
         f.close()

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from kvsrack.scenarios import ServerEvent, check_events, spares_of
+from kvsrack.cli import build_parser
+from kvsrack.scenarios import ServerEvent, check_events, check_switch_events, spares_of
 
 
 def ev(text: str) -> ServerEvent:
@@ -36,3 +37,36 @@ def test_spares_are_the_servers_adds_name_beyond_the_rack() -> None:
     assert spares_of([ev("add s10@1"), ev("kill s2@1")], 8) == 2
     assert spares_of([ev("add s3@1")], 8) == 0
     assert spares_of([], 8) == 0
+
+
+SWITCHES = ("sp1", "sp2", "l1", "l2")
+
+
+@pytest.mark.parametrize(
+    ("events", "why"),
+    [
+        (["kill sp1@8", "restart sp1@10", "kill l2@20", "restart l2@22"], ""),
+        (["restart sp1@4"], "--restart sp1@4: the switch is running then"),
+        (["kill l2@2", "kill l2@3"], "--kill l2@3: the switch is not running then"),
+        (
+            ["kill s3@2"],
+            "--kill s3: a fabric run kills and restarts switches only (sp1, sp2, l1, l2)",
+        ),
+        (
+            ["kill l3@2"],
+            "--kill l3: a fabric run kills and restarts switches only (sp1, sp2, l1, l2)",
+        ),
+        (
+            ["add sp1@2"],
+            "--add sp1: a fabric run kills and restarts switches only (sp1, sp2, l1, l2)",
+        ),
+    ],
+)
+def test_check_switch_events(events: list[str], why: str) -> None:
+    assert check_switch_events([ev(e) for e in events], SWITCHES) == why
+
+
+def test_switch_events_parse() -> None:
+    args = build_parser().parse_args(["--fabric", "--kill", "sp1@8", "--restart", "l2@9.5"])
+    assert args.kill == [ServerEvent("kill", "sp1", 8.0)]
+    assert args.restart == [ServerEvent("restart", "l2", 9.5)]
