@@ -152,7 +152,8 @@ def _stop_agent(agent: AgentServer, pool: AgentPool) -> None:
     deadline = time.monotonic() + 5
     while path is not None and Path(path).exists() and time.monotonic() < deadline:
         time.sleep(0.02)
-    for control in (*pool.controls.values(), *pool.probes.values()):
+    opened = [c for s in pool.controls for c in pool.connections(s)]
+    for control in (*opened, *pool.probes.values()):
         if control.addr == path:
             control.close()
 
