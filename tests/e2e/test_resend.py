@@ -73,9 +73,23 @@ def test_resends_below_the_round_trip_stay_linearizable(rack: Any, target: str) 
         origin = versions[f"s{ring.origin(key) + 1}"].get(wire)
         assert origin is not None and origin[2], (key, "the origin does not hold it")
         above += sum(1 for r in versions.values() if (v := r.get(wire)) and v[:2] > origin[:2])
+    # the controller's periods while the storm lasted (each period's pushes wait for SYNC
+    # reflections; docs/rack.md "End-to-end tests")
+    start, end = run.summary["load_start"], run.summary["load_end"]
+    storm = sorted(
+        m["period_ms"]
+        for m in run.metrics
+        if m["time"] >= start and m["time"] - m["period_ms"] / 1e3 <= end
+    )
+    spans = f"{len(storm)} periods in the load" + (
+        f", {storm[len(storm) // 2]:.0f}/{storm[-1]:.0f} ms median/longest" if storm else ""
+    )
+    first = min((m["time"] for m in plans if set(m["holders"]) & wires), default=None)
+    when = "never" if first is None else f"{first - start:.1f} s"
     print(
         f"{resent} loadgen resends; {n} operations linearizable; {len(hot & wires)} of 4 hot; "
-        f"{above} copies above their origin's"
+        f"{above} copies above their origin's; {spans}; "
+        f"first history key replicated at {when}"
     )
     if not hot & wires:
         # the histories were checked above (linearizable); what is missing is the precondition
