@@ -14,7 +14,7 @@ cut at each run of register writes: P4Runtime Write, Thrift writes, P4Runtime Wr
 keeps the planner's order (make-before-use, break-before-delete). Pushes and removals then go to
 the agents' control API: a run of agent operations starts after the switch writes before it and
 ends before those after it; inside a run, different keys' operations run at once (a bounded pool,
-one worker per server by default) and one key's one after the other, in the given order.
+four workers per server by default) and one key's one after the other, in the given order.
 
 HashPipe is read over Thrift on both targets: the P4 program keeps each 128-bit key as four 32-bit
 words (Thrift carries register cells as signed 64-bit integers, and BMv2's P4Runtime reads no
@@ -63,6 +63,10 @@ from kvswitch.controller.plan import Plan, assemble
 from kvswitch.controller.rack import Rack
 
 AgentOp = PushRequest | RemoveRequest | RebaseRequest  # what the agents' control API carries
+#: Keys whose agent operations run at once, per server of the rack. A push mostly waits (for its
+#: SYNC reflection: up to 3 x 0.5 s when the switch refuses it), so a period with more failing
+#: pushes than workers waits once more per round; the agents serve each connection in a thread.
+AGENT_WORKERS_PER_SERVER = 4
 
 LOG = logging.getLogger("kvswitch.controller")
 T = TypeVar("T")
@@ -192,7 +196,7 @@ class P4RuntimeDriver(SwitchDriver):
     ``agents`` carries pushes and removals to the servers (:class:`AgentHooks`); a failure there
     is logged and counted in :attr:`agent_errors` (the switch side is already consistent: replicas
     that were not pushed stay invalid, so Gets keep going to the origin). Different keys' agent
-    operations run in parallel on up to ``agent_workers`` threads (default: one per server), so
+    operations run in parallel on up to ``agent_workers`` threads (default: four per server), so
     a period's pushes take about as long as the slowest key's (an origin waiting for SYNC
     reflections, 3 x 0.5 s when none comes), not the sum over keys; ``agents`` must take calls
     from several threads at once (:class:`~kvswitch.controller.agents.AgentPool` does).
@@ -210,13 +214,15 @@ class P4RuntimeDriver(SwitchDriver):
     ) -> None:
         """``row``: the ``valid_ver`` cells of one slot the controller uses: the rack's servers
         (default), or a spine's ``MAX_HOLDERS`` (docs/fabric.md "Spine program").
-        ``agent_workers``: how many keys' agent operations run at once (default: one per server
-        of ``rack``; 1: one after the other)."""
+        ``agent_workers``: how many keys' agent operations run at once (default: four per server
+        of ``rack``, :data:`AGENT_WORKERS_PER_SERVER`; 1: one after the other)."""
         self.address = address
         self.program = program
         self.rack = rack
         self.agents = agents
-        self.agent_workers = max(1, len(rack) if agent_workers is None else agent_workers)
+        if agent_workers is None:
+            agent_workers = AGENT_WORKERS_PER_SERVER * len(rack)
+        self.agent_workers = max(1, agent_workers)
         self._agent_pool: ThreadPoolExecutor | None = None
         self.names = _Names(program.p4info)
         self._slots = self.names.register_size(names.REG_SLOT_VER)

@@ -131,19 +131,19 @@ def test_pushes_of_different_keys_wait_for_their_syncs_at_once(
     program: Program,
     sync_rack: tuple[RackFile, list[AgentServer], SyncSwitch],
 ) -> None:
-    """Six keys, three of them with one origin, pushed in one batch by a driver with the default
-    pool (one worker per server: 3): the SYNCs wait three at a time (never more), three at one
-    origin among them, and every replica gets its key at the version stamped. The same batch one
-    key after another (``agent_workers=1``, the controller before issue 20) fails every push:
-    each SYNC waits alone."""
+    """Six keys, three of them with one origin, pushed in one batch by a driver with a pool of
+    three: the SYNCs wait three at a time (never more), and every replica gets its key at the
+    version stamped. The same batch one key after another (``agent_workers=1``, the controller
+    before issue 20) fails every push: each SYNC waits alone."""
     rack, agents, switch = sync_rack
     ops = _keys([0, 0, 0, 1, 1, 2], agents)
     pool = AgentPool(rack)
     try:
-        with P4RuntimeDriver(live_switch.address, program, rack.rack(), pool) as drv:
+        with P4RuntimeDriver(
+            live_switch.address, program, rack.rack(), pool, agent_workers=3
+        ) as drv:
             drv.apply(ops)
             assert drv.agent_errors == 0 and not drv.failed_pushes, drv.failed_pushes
-            assert drv.agent_workers == 3
         assert switch.most == 3  # bounded by the pool, and reached
         for op in ops:
             for s in op.replicas:
@@ -172,30 +172,31 @@ def test_each_outcome_of_parallel_pushes_is_reported(
     sync_rack: tuple[RackFile, list[AgentServer], SyncSwitch],
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """Four keys pushed at once: one whose SYNC the switch refuses (a write pending: reflected
-    with ver 0, the origin's sync times out), one its origin does not hold (NotHeld), two that
-    succeed. The refused push is counted, logged and kept for a retry, its replicas get nothing;
-    the one not held is logged and not retried; the others are done, and nothing else is
-    logged as failed."""
+    """Ten keys pushed at once by the driver's default pool (four workers per server: 12), eight
+    of them with one origin (eight control connections to it opened at once: more than a
+    listening socket's default backlog of 5): one whose SYNC the switch refuses (a write
+    pending: reflected with ver 0, the origin's sync times out), one its origin does not hold
+    (NotHeld), eight that succeed. The refused push is counted, logged and kept for a retry, its
+    replicas get nothing; the one not held is logged and not retried; the others are done, and
+    nothing else is logged as failed."""
     caplog.set_level(logging.INFO, logger="kvswitch.controller")
     rack, agents, switch = sync_rack
-    ops = _keys([0, 0, 1, 2], agents)
-    refused, absent = ops[1], ops[2]
+    ops = _keys([0] * 8 + [1, 2], agents)
+    refused, absent = ops[1], ops[8]
     agents[absent.origin].core.backend.drop(absent.key)
-    switch.together = 3  # the three keys that send a SYNC, the refused one among them
+    switch.together = 9  # the nine keys that send a SYNC, the refused one among them
     switch.refused = frozenset({refused.key})
     for agent in agents:
         agent.config.sync_timeout = 1.0
     pool = AgentPool(rack)
     try:
-        with P4RuntimeDriver(
-            live_switch.address, program, rack.rack(), pool, agent_workers=4
-        ) as drv:
+        with P4RuntimeDriver(live_switch.address, program, rack.rack(), pool) as drv:
             drv.apply(ops)
             assert drv.agent_errors == 1
             assert drv.failed_pushes == {refused.key: refused}
             assert drv.not_held == {absent.key}
-        assert switch.most == 3
+            assert drv.agent_workers == 12
+        assert switch.most == 9
         failed = [r.getMessage() for r in caplog.records if "failed" in r.getMessage()]
         assert len(failed) == 1 and refused.key.hex() in failed[0], failed
         assert "no SYNC reflection" in failed[0]
@@ -207,8 +208,7 @@ def test_each_outcome_of_parallel_pushes_is_reported(
                     assert held is None
                 else:
                     assert held is not None and held.ver == switch.stamped[op.key]
-        # the connections: the two keys of server 0 waited for their SYNCs at once, each on
-        # a connection of its own
-        assert len(pool.connections(0)) >= 2
+        # the eight keys of server 0 waited for their SYNCs at once, each on its own connection
+        assert len(pool.connections(0)) >= 8
     finally:
         pool.close()
