@@ -27,7 +27,7 @@ from kvswitch.controller.agents import AgentPool
 from kvswitch.controller.ops import PushRequest
 from kvswitch.controller.p4rt_driver import P4RuntimeDriver, Program
 from kvswitch.controller.rackfile import RackFile
-from tests.controller_runtime.conftest import RACK_JSON, LiveSwitch
+from tests.controller_runtime.conftest import RACK_JSON, LiveSwitch, datagrams
 
 EPOCH = 3
 
@@ -58,11 +58,7 @@ class SyncSwitch:
         self.thread.start()
 
     def _loop(self) -> None:
-        while not self.stop.is_set():
-            try:
-                data, src = self.sock.recvfrom(65535)
-            except TimeoutError:
-                continue
+        for data, src in datagrams(self.sock, self.stop):
             msg = p.Message.decode(data)
             if msg.op != p.Op.SYNC:
                 continue  # CONFIRM, SYNC_DONE: consumed
