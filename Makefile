@@ -10,7 +10,7 @@ APT_PACKAGES := python3-venv python3-dev build-essential pkg-config memcached re
 	libcmocka-dev tcpdump ethtool iproute2 mininet
 STAMP := $(VENV)/.installed
 # p4runtime-shell pins an old protobuf that cannot share .venv with finsy: its own venv, which the
-# tests run as a subprocess (tests/runtime/test_p4runtime_shell.py)
+# tests run as a subprocess (tests/softswitch/runtime/test_p4runtime_shell.py)
 P4RTSH := $(ROOT)/.venv-p4rtsh
 P4RTSH_STAMP := $(P4RTSH)/.installed
 

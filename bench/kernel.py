@@ -24,7 +24,7 @@ HashPipe's later stages compare key ids where the data plane compares 32-bit key
 key merges into a slot whose occupant has its tag: docs/protocol.md "HashPipe hashing"). For the
 model's keys that is the same rule, not an approximation: the tag is affine in the key's bits and
 one-to-one on the ids below 2**31 (``model.MAX_KEY_ID``), so two of them never share a tag
-(tests/sim/test_model.py checks the map's rank). Keys from elsewhere would part from the data
+(tests/bench/test_model.py checks the map's rank). Keys from elsewhere would part from the data
 plane only on a tag collision, with probability 2**-31 per comparison.
 """
 

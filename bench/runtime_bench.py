@@ -26,7 +26,7 @@ from kvswitch import argtypes as t
 from kvswitch.agent.backend_procs import free_port
 from kvswitch.paths import repo_root
 
-PROGRAM = (repo_root() or Path.cwd()) / "tests" / "runtime" / "p4" / "runtime.p4"
+PROGRAM = (repo_root() or Path.cwd()) / "tests" / "softswitch" / "runtime" / "p4" / "runtime.p4"
 
 
 # ---------------------------------------------------------------- namespaces

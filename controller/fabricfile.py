@@ -27,14 +27,21 @@ order (``FabricShape``: server j of rack r is
 from __future__ import annotations
 
 import ipaddress
-import json
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from kvswitch.controller.fabric import FabricShape
 from kvswitch.controller.rack import Rack, ServerAddress
-from kvswitch.controller.rackfile import Host, RackFile, _int, _ip, _list, _mac, _object
+from kvswitch.controller.rackfile import (
+    Host,
+    JsonFile,
+    RackFile,
+    _int,
+    _ip,
+    _list,
+    _mac,
+    _object,
+)
 
 #: A spine's holders of one key at most (p4src/shared/sizes.p4 MAX_HOLDERS, its default).
 MAX_HOLDERS = 64
@@ -77,7 +84,10 @@ class RackSide:
 
 
 @dataclass(frozen=True)
-class FabricFile:
+class FabricFile(JsonFile):
+    KIND: ClassVar[str] = "fabric file"
+    ERROR: ClassVar[type[ValueError]] = FabricFileError
+
     spines: tuple[SpineSide, ...]
     racks: tuple[RackSide, ...]
     k: int = 1024
@@ -142,21 +152,6 @@ class FabricFile:
             ],
             "racks": [_rack_doc(r) for r in self.racks],
         }
-
-    def write(self, path: str | Path) -> None:
-        """The fabric file at ``path``, checked first: what :meth:`parse` refuses is not
-        written."""
-        document = self.document()
-        self.parse(document, str(path))
-        Path(path).write_text(json.dumps(document, indent=2) + "\n")
-
-    @classmethod
-    def load(cls, path: str | Path) -> FabricFile:
-        try:
-            raw = json.loads(Path(path).read_text())
-        except (OSError, ValueError) as exc:
-            raise FabricFileError(f"fabric file {path}: {exc}") from exc
-        return cls.parse(raw, str(path))
 
     @classmethod
     def parse(cls, raw: Any, where: str = "fabric file") -> FabricFile:

@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import ipaddress
 import json
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Self
 
 from kvswitch import protocol as p
 from kvswitch.controller.rack import Rack, ServerAddress
@@ -82,8 +83,44 @@ class Host:
         return out
 
 
+class JsonFile(ABC):
+    """A JSON file that its class both writes and parses (the rack file; the fabric file,
+    fabricfile.py): :meth:`write` checks the document with :meth:`parse` before writing it,
+    :meth:`load` reads one, a read or JSON error as the class's :attr:`ERROR`."""
+
+    #: what the file is called in errors ("rack file")
+    KIND: ClassVar[str]
+    ERROR: ClassVar[type[ValueError]]
+
+    @abstractmethod
+    def document(self) -> dict[str, Any]:
+        """The JSON document of this file."""
+
+    @classmethod
+    @abstractmethod
+    def parse(cls, raw: Any, where: str) -> Self:
+        """The file of document ``raw``; :attr:`ERROR` naming ``where`` if it is not one."""
+
+    def write(self, path: str | Path) -> None:
+        """The file at ``path``, checked first: what :meth:`parse` refuses is not written."""
+        document = self.document()
+        self.parse(document, str(path))
+        Path(path).write_text(json.dumps(document, indent=2) + "\n")
+
+    @classmethod
+    def load(cls, path: str | Path) -> Self:
+        try:
+            raw = json.loads(Path(path).read_text())
+        except (OSError, ValueError) as exc:
+            raise cls.ERROR(f"{cls.KIND} {path}: {exc}") from exc
+        return cls.parse(raw, str(path))
+
+
 @dataclass(frozen=True)
-class RackFile:
+class RackFile(JsonFile):
+    KIND: ClassVar[str] = "rack file"
+    ERROR: ClassVar[type[ValueError]] = RackFileError
+
     kvs_port: int
     switch_ip: int
     switch_mac: int
@@ -129,20 +166,6 @@ class RackFile:
                 else {}
             ),
         }
-
-    def write(self, path: str | Path) -> None:
-        """The rack file at ``path``, checked first: what :meth:`parse` refuses is not written."""
-        document = self.document()
-        self.parse(document, str(path))
-        Path(path).write_text(json.dumps(document, indent=2) + "\n")
-
-    @classmethod
-    def load(cls, path: str | Path) -> RackFile:
-        try:
-            raw = json.loads(Path(path).read_text())
-        except (OSError, ValueError) as exc:
-            raise RackFileError(f"rack file {path}: {exc}") from exc
-        return cls.parse(raw, str(path))
 
     @classmethod
     def parse(cls, raw: Any, where: str = "rack file") -> RackFile:

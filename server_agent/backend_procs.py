@@ -78,10 +78,25 @@ class BackendProcess:
             self.workdir = None
 
 
+def memcached_command(port: int, binary: str | Path = "memcached") -> list[str]:
+    """memcached serving 127.0.0.1:``port`` over TCP only (UDP off), 64 MiB, as the current user
+    (memcached refuses to run as root without -u). The one command line of the tests, the
+    benchmarks and the Mininet rack (kvsrack.launchers)."""
+    user = pwd.getpwuid(os.geteuid()).pw_name
+    return [str(binary), "-l", "127.0.0.1", "-p", str(port), "-U", "0", "-m", "64", "-u", user]
+
+
+def redis_command(port: int, workdir: str | Path, binary: str | Path = "redis-server") -> list[str]:
+    """redis-server serving 127.0.0.1:``port``, with no snapshots and no append-only file, its
+    working folder ``workdir``. The one command line of the tests, the benchmarks and the Mininet
+    rack (kvsrack.launchers)."""
+    return [str(binary), "--bind", "127.0.0.1", "--port", str(port), "--save", "",
+            "--appendonly", "no", "--dir", str(workdir)]  # fmt: skip
+
+
 def start_memcached(port: int | None = None, binary: Path = MEMCACHED) -> BackendProcess:
     port = port or free_port()
-    user = pwd.getpwuid(os.geteuid()).pw_name  # memcached refuses to run as root without -u
-    args = [str(binary), "-l", "127.0.0.1", "-p", str(port), "-U", "0", "-m", "64", "-u", user]
+    args = memcached_command(port, binary)
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     backend = BackendProcess("memcached", port, proc)
     backend.wait_ready()
@@ -91,8 +106,7 @@ def start_memcached(port: int | None = None, binary: Path = MEMCACHED) -> Backen
 def start_redis(port: int | None = None, binary: Path = REDIS_SERVER) -> BackendProcess:
     port = port or free_port()
     workdir = tempfile.TemporaryDirectory(prefix="kvswitch-redis-")
-    args = [str(binary), "--bind", "127.0.0.1", "--port", str(port), "--save", "",
-            "--appendonly", "no", "--dir", workdir.name]  # fmt: skip
+    args = redis_command(port, workdir.name, binary)
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     backend = BackendProcess("redis", port, proc, workdir)
     backend.wait_ready()

@@ -104,7 +104,7 @@ presets the rules pass):
   (``BROKEN["rule-6-at-most"]``). A version the origin never held names no place in the order of
   writes; rule 6 now passes a replica's reply only at exactly origin_ver (rules.
   replica_reply_passes). ``ahead-reread`` (checked) is the same after a lost reply and a later,
-  settled resend. The other candidates, tried here and caught (tests/consistency/
+  settled resend. The other candidates, tried here and caught (tests/kvswitch/consistency/
   test_explore.py): no copies for an unsettled repeat (``Scenario.copies``, on ahead-reread: the
   settled resend's copy does the same), a replica's confirm of a repeat's copy not counted
   (``Scenario.repeat_confirms_ignored``: the replica confirmed the second write first and is in
@@ -368,7 +368,7 @@ def _read_set_exact(slot, cell, origin_ver, valid_ver) -> bool:
 
 
 #: Rule 6 as it was (``ver <= origin_ver``): the rules that fail resend-reread. The other
-#: candidate fixes for it are tried on top of these (tests/consistency/test_explore.py).
+#: candidate fixes for it are tried on top of these (tests/kvswitch/consistency/test_explore.py).
 RULE_6_AT_MOST = Rules(replica_reply_passes=_rule_6_at_most)
 
 #: Deliberately broken variants of the rules, each of which the check must catch. Rule 6

@@ -4,9 +4,9 @@ arrays, in plain Python.
 These functions are the rules of p4src/features/replicas.p4 written over numpy arrays, lists or
 any indexable of ints. Everything that needs a rule calls these: the controller's runtime
 (:mod:`kvswitch.controller.repair`, rule 4), the host tests' model switch
-(tests/hosts/model_switch.py), the exhaustive explorer (:mod:`kvswitch.consistency.explore`),
+(tests/server_agent/model_switch.py), the exhaustive explorer (:mod:`kvswitch.consistency.explore`),
 and the simulator, whose numba kernel compiles them (:mod:`kvswitch.bench.coherence`). A test
-runs p4src/ and these functions side by side (tests/sim/test_differential.py). This module
+runs p4src/ and these functions side by side (tests/bench/test_differential.py). This module
 imports nothing (no numba: the controller loads it).
 
 Registers: ``gver[0]`` (global_ver), ``slot_ver[slot]``, ``origin_ver[slot]``, ``valid_ver[cell]``

@@ -23,11 +23,15 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from kvsrack import scenarios
 from kvsrack.launchers import PROGRAMS
 from kvsrack.scenarios import ServerEvent, Workload, check_events, spares_of
 from kvswitch import argtypes as t
+
+if TYPE_CHECKING:
+    from kvsrack.deployment import Deployment  # imports Mininet
 
 
 def server_event(action: str) -> Callable[[str], ServerEvent]:
@@ -182,32 +186,51 @@ def main(argv: list[str] | None = None) -> int:
         history_set_ratio=args.history_set_ratio, read_tail=args.read_tail,
         restart_controller_at=args.restart_controller_at, events=events,
     )  # fmt: skip
-    interrupted: list[int] = []
+    banner = (f"rack: up ({args.servers} servers, {args.clients} clients, {args.target}, "
+              f"{args.arch}); files in {out}")  # fmt: skip
+    summary = run_deployment(
+        Rack, opts, out, banner, args.hold, work, lambda rack: rack.controller.stop()
+    )
+    if isinstance(summary, int):
+        return summary
+    (out / "summary.json").write_text(json.dumps(summary) + "\n")
+    print(f"rack: done; summary in {out / 'summary.json'}", flush=True)
+    return 0
 
-    def on_signal(signum: int, _frame: object) -> None:
-        interrupted.append(signum)
+
+def run_deployment(
+    cls: Callable[[Any, Path], Deployment],
+    opts: Any,
+    out: Path,
+    banner: str,
+    hold: bool,
+    work: Workload,
+    stop_controllers: Callable[[Any], object],
+) -> dict[str, Any] | int:
+    """``cls(opts, out)`` (a rack or a fabric) up and ``banner`` printed; the workload run on it
+    (with ``hold``: held until Ctrl-C or SIGTERM) and its controllers stopped; torn down. The
+    run's summary, with the controllers' exit status (``stop_controllers``) under
+    "controller_status", or the exit status: 130 interrupted, 1 failed (one line)."""
+
+    def on_signal(_signum: int, _frame: object) -> None:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, on_signal)
     try:
-        with Rack(opts, out) as rack:
-            print(f"rack: up ({args.servers} servers, {args.clients} clients, {args.target}, "
-                  f"{args.arch}); "
-                  f"files in {out}", flush=True)  # fmt: skip
-            if args.hold:
+        with cls(opts, out) as deployment:
+            print(banner, flush=True)
+            if hold:
                 while True:
                     time.sleep(1)
-            summary = scenarios.run(rack, work)
-            summary["controller_status"] = rack.controller.stop()
-            (out / "summary.json").write_text(json.dumps(summary) + "\n")
-            print(f"rack: done; summary in {out / 'summary.json'}", flush=True)
+            summary = scenarios.run(deployment, work)
+            summary["controller_status"] = stop_controllers(deployment)
     except KeyboardInterrupt:
         print("rack: interrupted, torn down", file=sys.stderr)
         return 130
     except (RuntimeError, OSError, subprocess.CalledProcessError) as exc:
         print(f"rack: {exc}", file=sys.stderr)
         return 1
-    return 0
+    return summary
 
 
 def run_fabric(args: argparse.Namespace, events: list[ServerEvent]) -> int:
@@ -236,29 +259,13 @@ def run_fabric(args: argparse.Namespace, events: list[ServerEvent]) -> int:
         history_rate=args.history_rate, history_set_ratio=args.history_set_ratio,
         read_tail=args.read_tail,
     )  # fmt: skip
-    interrupted: list[int] = []
-
-    def on_signal(signum: int, _frame: object) -> None:
-        interrupted.append(signum)
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, on_signal)
-    try:
-        with fab.Fabric(opts, out) as fabric:
-            print(f"rack: fabric up ({args.spines} spines, {args.racks} racks x {args.servers} "
-                  f"servers, {args.clients} clients, {args.target}, v1model); files in {out}",
-                  flush=True)  # fmt: skip
-            if args.hold:
-                while True:
-                    time.sleep(1)
-            summary = scenarios.run(fabric, work)
-            summary["controller_status"] = fabric.stop_controllers()
-    except KeyboardInterrupt:
-        print("rack: interrupted, torn down", file=sys.stderr)
-        return 130
-    except (RuntimeError, OSError, subprocess.CalledProcessError) as exc:
-        print(f"rack: {exc}", file=sys.stderr)
-        return 1
+    banner = (f"rack: fabric up ({args.spines} spines, {args.racks} racks x {args.servers} "
+              f"servers, {args.clients} clients, {args.target}, v1model); files in {out}")  # fmt: skip
+    summary = run_deployment(
+        fab.Fabric, opts, out, banner, args.hold, work, lambda fabric: fabric.stop_controllers()
+    )
+    if isinstance(summary, int):
+        return summary
     rows = fab.periods(out, args.racks, summary["load_start"] + args.period, summary["load_end"])
     summary["periods"] = rows
     (out / "summary.json").write_text(json.dumps(summary) + "\n")

@@ -8,8 +8,6 @@ Nothing here knows the topology's shape: the rack (and a fabric) says which host
 from __future__ import annotations
 
 import contextlib
-import os
-import pwd
 import shutil
 import subprocess
 import sys
@@ -21,6 +19,7 @@ from typing import IO, Any
 
 from kvsrack.procs import InHost, Proc, Procs, wait_tcp_in
 from kvsrack.topology import Node, Topology, control_socket
+from kvswitch.agent.backend_procs import memcached_command, redis_command
 from kvswitch.agent.control import AgentControl, ControlError
 from kvswitch.bench.c_client_bench import find_loadgen
 from kvswitch.controller.program import ProgramError, cached_p4c_bm2_ss
@@ -59,13 +58,10 @@ def start_backend(
         return None
     if kind == "memcached":
         port = 11211
-        user = pwd.getpwuid(os.geteuid()).pw_name  # memcached as root wants -u
-        cmd = ["memcached", "-l", "127.0.0.1", "-p", str(port), "-U", "0", "-m", "64",
-               "-u", user]  # fmt: skip
+        cmd = memcached_command(port)
     else:
         port = 6379
-        cmd = ["redis-server", "--bind", "127.0.0.1", "--port", str(port), "--save", "",
-               "--appendonly", "no", "--dir", str(run_dir)]  # fmt: skip
+        cmd = redis_command(port, run_dir)
     if shutil.which(cmd[0]) is None:
         raise RuntimeError(f"--backend {kind}: {cmd[0]} is not installed")
     proc = procs.start_in(host, cmd, out / f"{server}-{kind}.log")

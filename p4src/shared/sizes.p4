@@ -43,7 +43,7 @@
 // hot slots (the controller compares 2K candidates per period). Always odd: CRC-32 is affine, so
 // stage s's hash is one key hash XOR a per-stage constant; reduced mod a power of two, keys that
 // collide in one stage would collide in every stage. Mod an odd w the stages are independent
-// (tests/sim/test_model.py). kvswitch.bench.kernel.hashpipe_width computes the same number.
+// (tests/bench/test_model.py). kvswitch.bench.kernel.hashpipe_width computes the same number.
 #ifndef HP_SLOTS
 #define HP_SLOTS ((HOT_KEYS / HP_STAGES) | 1)
 #endif

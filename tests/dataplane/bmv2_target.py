@@ -39,11 +39,11 @@ from bm_runtime.standard.ttypes import (
     BmMatchParamTernary,
     BmMatchParamType,
 )
-from p4c_bmv2.tools import simple_switch_grpc
 from thrift.protocol import TBinaryProtocol, TMultiplexedProtocol
 from thrift.transport import TSocket, TTransport
 
 from kvswitch.bench.runtime_bench import can_build_namespaces
+from tests.p4c_bmv2.tools import simple_switch_grpc
 
 ETH_P_ALL = 0x0003
 SOL_PACKET = 263

@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from p4c_bmv2.tools import p4c_compile
 
 from kvswitch.paths import p4src_dir
+from tests.p4c_bmv2.tools import p4c_compile
 
 from .base import DEFINES, Dataplane, SwitchTarget
 from .leaf import LeafPlane

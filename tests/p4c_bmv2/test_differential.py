@@ -21,7 +21,7 @@ from .tools import need, p4c_compile, run_use_files
 
 ROOT = Path(__file__).resolve().parents[2]
 BASIC = ROOT / "tests" / "softswitch" / "p4" / "basic.p4"
-RUNTIME = ROOT / "tests" / "runtime" / "p4" / "runtime.p4"
+RUNTIME = ROOT / "tests" / "softswitch" / "runtime" / "p4" / "runtime.p4"
 PORTS = (1, 2, 3, 4)
 
 

@@ -8,11 +8,11 @@ p4c-bm2-ss is not on PATH."""
 from __future__ import annotations
 
 import pytest
-from dataplane.base import DEFINES
-from dataplane.spine import SPINE_DEFINES
 
 from kvswitch.controller.program import cached_p4c_bm2_ss, compiler_log
 from kvswitch.paths import p4src_dir
+from tests.dataplane.base import DEFINES
+from tests.dataplane.spine import SPINE_DEFINES
 
 from .tools import need
 
