@@ -3,8 +3,10 @@ per-period ping (liveness and incarnation, see controller/membership.py)."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 from kvswitch.agent.control import AgentControl, ControlError, KeyVersion
@@ -16,7 +18,13 @@ LOG = logging.getLogger("kvswitch.controller")
 
 class AgentPool:
     """One :class:`AgentControl` per server whose rack-file entry names a ``control`` endpoint,
-    and a second one with a short timeout for the pings (a ping never waits behind a push)."""
+    and a second one with a short timeout for the pings (a ping never waits behind a push).
+
+    Pushes, removals, rebases and restores may be called from several threads at once (the
+    driver runs different keys' pushes in parallel, docs/controller_runtime.md "A period"): each
+    call takes a connection of its server that no other call uses meanwhile (:meth:`lease`),
+    opening another one when all are busy. The agent serves each control connection in its own
+    thread, so pushes of several keys with one origin wait for their SYNC reflections at once."""
 
     def __init__(self, rack: RackFile, timeout: float = 5.0, probe_timeout: float = 0.5) -> None:
         self.rack = rack
@@ -39,6 +47,10 @@ class AgentPool:
         # runtime sets this
         self.keep: Callable[[bytes, int], bool] = lambda key, server: False
         self._pool = ThreadPoolExecutor(max(1, len(self.probes)), thread_name_prefix="ping")
+        # per server: every connection opened (``controls``' first) and those no call holds now
+        self._lock = threading.Lock()
+        self._opened: dict[int, list[AgentControl]] = {s: [c] for s, c in self.controls.items()}
+        self._idle: dict[int, list[AgentControl]] = {s: [c] for s, c in self.controls.items()}
 
     def control(self, server: int) -> AgentControl:
         """The control channel of ``server`` (:class:`ControlError` if it has none)."""
@@ -50,23 +62,52 @@ class AgentPool:
             raise ControlError(f"server {self.rack.servers[server].name} has no control endpoint")
         return control
 
+    @contextlib.contextmanager
+    def lease(self, server: int) -> Iterator[AgentControl]:
+        """A control connection to ``server`` that no other caller uses until the block ends: an
+        idle one, or a new one when every one is busy (:class:`ControlError` if the server has no
+        control endpoint). At most as many per server as callers ever used it at once."""
+        first = self._control(server)
+        with self._lock:
+            idle = self._idle[server]
+            control = idle.pop() if idle else None
+            if control is None:
+                endpoint = self.rack.servers[server].control
+                assert endpoint is not None  # the server has a first connection
+                control = AgentControl.at(endpoint, first.timeout)
+                self._opened[server].append(control)
+        try:
+            yield control
+        finally:
+            with self._lock:
+                idle.append(control)
+
+    def connections(self, server: int) -> list[AgentControl]:
+        """Every control connection opened to ``server`` (pings' apart)."""
+        with self._lock:
+            return list(self._opened.get(server, ()))
+
     def push(self, key: bytes, origin: int, replicas: tuple[int, ...]) -> None:
         """The origin SYNCs ``key`` through the switch (a switch-stamped version for its value)
         and hands the item back; the controller pushes it into each replica over that replica's
         own control channel, and the replica CONFIRMs to the switch. Agents take PUSH from no
-        one else (docs/protocol.md "Trust")."""
-        item = self._control(origin).sync(key)
+        one else (docs/protocol.md "Trust"). The steps of one key run one after the other."""
+        with self.lease(origin) as control:
+            item = control.sync(key)
         for server in replicas:
-            self._control(server).push(key, item)
+            with self.lease(server) as control:
+                control.push(key, item)
 
     def remove(self, key: bytes, server: int) -> None:
         if server in self.down or self.keep(key, server):
             return
-        self._control(server).remove(key)
+        with self.lease(server) as control:
+            control.remove(key)
 
     def rebase(self, key: bytes, server: int) -> None:
         """``server`` forgets its copy's version (the key changes serializer)."""
-        self._control(server).rebase(key)
+        with self.lease(server) as control:
+            control.rebase(key)
 
     def restore(
         self, key: bytes, origin: int, source: int, at_least: tuple[int, int] | None = None
@@ -75,10 +116,12 @@ class AgentPool:
         latest completed version, or one whose copy is at least the version ``at_least``) into
         ``origin`` (restarted empty); applied by the version rule, so a newer write the origin
         took meanwhile wins. False if ``source`` holds no such copy."""
-        item = self._control(source).item(key)
+        with self.lease(source) as control:
+            item = control.item(key)
         if item is None or (at_least is not None and (item.epoch, item.ver) < at_least):
             return False
-        self._control(origin).push(key, item)
+        with self.lease(origin) as control:
+            control.push(key, item)
         return True
 
     def ping(self) -> list[Probe]:
@@ -114,6 +157,8 @@ class AgentPool:
         return out
 
     def close(self) -> None:
-        for control in (*self.controls.values(), *self.probes.values()):
+        with self._lock:
+            opened = [c for cs in self._opened.values() for c in cs]
+        for control in (*opened, *self.probes.values()):
             control.close()
         self._pool.shutdown(wait=False)

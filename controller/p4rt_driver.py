@@ -12,7 +12,9 @@ multicast and (where P4Runtime takes them) register update in the planner's orde
 switch applies a Write between two packets, in order. Where registers go over Thrift, the batch is
 cut at each run of register writes: P4Runtime Write, Thrift writes, P4Runtime Write, ..., which
 keeps the planner's order (make-before-use, break-before-delete). Pushes and removals then go to
-the agents' control API in the same order.
+the agents' control API: a run of agent operations starts after the switch writes before it and
+ends before those after it; inside a run, different keys' operations run at once (a bounded pool,
+four workers per server by default) and one key's one after the other, in the given order.
 
 HashPipe is read over Thrift on both targets: the P4 program keeps each 128-bit key as four 32-bit
 words (Thrift carries register cells as signed 64-bit integers, and BMv2's P4Runtime reads no
@@ -26,6 +28,7 @@ import contextlib
 import logging
 import threading
 from collections.abc import Coroutine, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeVar
@@ -58,6 +61,12 @@ from kvswitch.controller.ops import (
 )
 from kvswitch.controller.plan import Plan, assemble
 from kvswitch.controller.rack import Rack
+
+AgentOp = PushRequest | RemoveRequest | RebaseRequest  # what the agents' control API carries
+#: Keys whose agent operations run at once, per server of the rack. A push mostly waits (for its
+#: SYNC reflection: up to 3 x 0.5 s when the switch refuses it), so a period with more failing
+#: pushes than workers waits once more per round; the agents serve each connection in a thread.
+AGENT_WORKERS_PER_SERVER = 4
 
 LOG = logging.getLogger("kvswitch.controller")
 T = TypeVar("T")
@@ -186,7 +195,11 @@ class P4RuntimeDriver(SwitchDriver):
 
     ``agents`` carries pushes and removals to the servers (:class:`AgentHooks`); a failure there
     is logged and counted in :attr:`agent_errors` (the switch side is already consistent: replicas
-    that were not pushed stay invalid, so Gets keep going to the origin).
+    that were not pushed stay invalid, so Gets keep going to the origin). Different keys' agent
+    operations run in parallel on up to ``agent_workers`` threads (default: four per server), so
+    a period's pushes take about as long as the slowest key's (an origin waiting for SYNC
+    reflections, 3 x 0.5 s when none comes), not the sum over keys; ``agents`` must take calls
+    from several threads at once (:class:`~kvswitch.controller.agents.AgentPool` does).
     """
 
     def __init__(
@@ -197,13 +210,20 @@ class P4RuntimeDriver(SwitchDriver):
         agents: AgentHooks | None = None,
         set_pipeline: bool = True,
         row: int | None = None,
+        agent_workers: int | None = None,
     ) -> None:
         """``row``: the ``valid_ver`` cells of one slot the controller uses: the rack's servers
-        (default), or a spine's ``MAX_HOLDERS`` (docs/fabric.md "Spine program")."""
+        (default), or a spine's ``MAX_HOLDERS`` (docs/fabric.md "Spine program").
+        ``agent_workers``: how many keys' agent operations run at once (default: four per server
+        of ``rack``, :data:`AGENT_WORKERS_PER_SERVER`; 1: one after the other)."""
         self.address = address
         self.program = program
         self.rack = rack
         self.agents = agents
+        if agent_workers is None:
+            agent_workers = AGENT_WORKERS_PER_SERVER * len(rack)
+        self.agent_workers = max(1, agent_workers)
+        self._agent_pool: ThreadPoolExecutor | None = None
         self.names = _Names(program.p4info)
         self._slots = self.names.register_size(names.REG_SLOT_VER)
         valid = self.names.register_size(names.REG_VALID_VER)
@@ -384,14 +404,21 @@ class P4RuntimeDriver(SwitchDriver):
         the key arriving after, would let that Get read an older value (found by the exhaustive
         explorer, preset ``hotset-undrained``). A period is far longer than a rack's delays."""
         deferred, self.deferred_removals = self.deferred_removals, []
-        for op in deferred:
-            self._agent_op(op)
+        self._agent_ops(deferred)
         batch: list[Any] = []
+        run: list[Operation] = []  # agent operations after the switch writes before them
         groups: set[int] | None = None
         for op in ops:
             if isinstance(op, RemoveRequest):
                 self.deferred_removals.append(op)
                 continue
+            if isinstance(op, PushRequest | RebaseRequest):
+                self._write(batch)
+                batch = []
+                run.append(op)
+                continue
+            self._agent_ops(run)  # done before the switch writes after them
+            run = []
             if isinstance(op, RegisterWrite) and self.registers == "thrift":
                 self._write(batch)
                 batch = []
@@ -411,10 +438,9 @@ class P4RuntimeDriver(SwitchDriver):
                     groups = set(self.read_groups())
                 batch.append(_group_update(op, groups))
             else:
-                self._write(batch)
-                batch = []
-                self._agent_op(op)
+                raise TypeError(f"not an operation: {op!r}")
         self._write(batch)
+        self._agent_ops(run)
 
     # -- what the switch holds (a restarted controller's state) -----------------------------------
 
@@ -528,6 +554,9 @@ class P4RuntimeDriver(SwitchDriver):
         return self._read_register(name, wanted)
 
     def close(self) -> None:
+        if self._agent_pool is not None:  # idle between batches: apply() waits for its runs
+            self._agent_pool.shutdown(wait=False)
+            self._agent_pool = None
         if self._transport is not None:
             self._transport.close()
             self._transport = None
@@ -613,7 +642,36 @@ class P4RuntimeDriver(SwitchDriver):
             except Exception as exc:
                 raise DriverError(f"Thrift {method}{args[1:2]}: {exc!r}") from exc
 
-    def _agent_op(self, op: Operation) -> None:
+    def _agent_ops(self, ops: Sequence[AgentOp]) -> None:
+        """Run agent operations: those of one key one after the other in the given order (a
+        key's removal before its push), different keys at once on up to :attr:`agent_workers`
+        threads; return when all are done. Each outcome is then recorded in the given order, as
+        one at a time would have: a refused or timed-out operation is counted and logged, a
+        failed push kept for a retry, none of them taken for done."""
+        if not ops:
+            return
+        by_key: dict[bytes, list[int]] = {}
+        for i, op in enumerate(ops):
+            by_key.setdefault(op.key, []).append(i)
+        errors: list[Exception | None] = [None] * len(ops)
+
+        def run(indexes: list[int]) -> None:
+            for i in indexes:
+                errors[i] = self._agent_call(ops[i])
+
+        if len(by_key) == 1 or self.agent_workers == 1:
+            for indexes in by_key.values():
+                run(indexes)
+        else:
+            if self._agent_pool is None:
+                self._agent_pool = ThreadPoolExecutor(self.agent_workers, "agent-op")
+            for done in [self._agent_pool.submit(run, indexes) for indexes in by_key.values()]:
+                done.result()
+        for op, error in zip(ops, errors, strict=True):
+            self._agent_outcome(op, error)
+
+    def _agent_call(self, op: AgentOp) -> Exception | None:
+        """One agent operation (in a worker thread); the exception it raised, if any."""
         try:
             if self.agents is None:
                 raise RuntimeError("no agent control API")
@@ -622,22 +680,26 @@ class P4RuntimeDriver(SwitchDriver):
             elif isinstance(op, RemoveRequest):
                 for server in op.servers:
                     self.agents.remove(op.key, server)
-            elif isinstance(op, RebaseRequest):
+            else:
                 for server in op.servers:
                     self.agents.rebase(op.key, server)
-        except NotHeld:  # nothing to push: the key's next write validates its replicas
+        except Exception as exc:
+            return exc
+        return None
+
+    def _agent_outcome(self, op: AgentOp, error: Exception | None) -> None:
+        if isinstance(error, NotHeld):  # nothing to push: the key's next write validates replicas
             LOG.info("push of %s: its origin holds no copy (not retried)", op.key.hex())
             self.failed_pushes.pop(op.key, None)
             self.not_held.add(op.key)
-        except Exception as exc:  # the switch is already consistent; replicas stay invalid (safe)
+        elif error is not None:  # the switch is already consistent; replicas stay invalid (safe)
             self.agent_errors += 1
             if isinstance(op, PushRequest):
                 self.failed_pushes[op.key] = op
-            LOG.warning("agent %s of key %s failed: %s", type(op).__name__, op.key.hex(), exc)
-        else:
-            if isinstance(op, PushRequest):
-                self.failed_pushes.pop(op.key, None)
-                self.not_held.discard(op.key)
+            LOG.warning("agent %s of key %s failed: %s", type(op).__name__, op.key.hex(), error)
+        elif isinstance(op, PushRequest):
+            self.failed_pushes.pop(op.key, None)
+            self.not_held.discard(op.key)
 
 
 class AgentHooks(Protocol):

@@ -170,9 +170,17 @@ class Controller:
         # keys another switch serializes (a spine of the fabric, docs/fabric.md): never hot here
         self.foreign: frozenset[bytes] = frozenset()
 
-    def step(self, driver: Driver, fabric: FabricShare | None = None) -> PeriodReport:
+    def step(
+        self,
+        driver: Driver,
+        fabric: FabricShare | None = None,
+        more: Callable[[Sequence[Operation]], Sequence[Operation]] | None = None,
+    ) -> PeriodReport:
         """Read, plan and apply one period. ``fabric``: the fabric's decision for this rack (its
-        keys replace :attr:`foreign`; its loads are planned with, see :meth:`decide`)."""
+        keys replace :attr:`foreign`; its loads are planned with, see :meth:`decide`). ``more``:
+        given the plan's operations, operations applied after them in the same batch (the
+        runtime's retried pushes, so that the driver runs them beside the plan's pushes); they
+        are not in the report."""
         hot = driver.read_hot_counters()
         writes = driver.read_hot_writes()
         pipe = driver.read_hashpipe()
@@ -181,8 +189,9 @@ class Controller:
         driver.reset_counters()
         previous = self.plan
         report = self.decide(hot, pipe, loads, self.hot_writes(writes), floor, fabric)
+        extra = more(report.ops) if more is not None else ()
         try:
-            driver.apply(report.ops)
+            driver.apply([*report.ops, *extra])
         except Exception:
             # the switch may hold part of the batch: keep the old plan so that the next period's
             # diff is computed against it (and fails loudly again rather than drifting silently)

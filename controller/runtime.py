@@ -29,6 +29,7 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -283,9 +284,8 @@ class Runtime:
             if self.observe_only:
                 report = self._observe(share)
             else:
-                report = ctx.controller.step(ctx.driver, share)
+                report = ctx.controller.step(ctx.driver, share, self._retry_pushes)
                 ops = report.ops
-                self._retry_pushes(ops)
                 self.repush_lagging()
         except DriverError as exc:
             error = str(exc).splitlines()[0]
@@ -332,16 +332,23 @@ class Runtime:
             self.metrics.flush()
         return metrics
 
-    def _retry_pushes(self, done: list[Operation]) -> None:
-        """Push again the keys whose push failed in an earlier period and that are still hot with
-        replicas (to the replicas they have now); those this period pushed are not repeated. A
-        key whose origin is down is not pushed (it cannot SYNC), and a push is given up after
-        :data:`~kvswitch.controller.repair.PUSH_ATTEMPTS` periods (its replicas stay invalid; the key's next write makes them
-        valid through its UPDATE copies)."""
+    def _retry_pushes(self, planned: Sequence[Operation]) -> list[PushRequest]:
+        """Pushes again of the keys whose push failed in an earlier period and that are still hot
+        with replicas (to the replicas they have now), to apply in the period's batch after the
+        plan's operations ``planned`` (the driver runs them beside the plan's pushes, so a
+        retried push that waits in vain for its SYNC reflection does not add its wait to the
+        period's). Keys the plan pushes are not repeated, and their outcome is taken next period
+        (as if the retries came after them). A key whose origin is down is not pushed (it cannot
+        SYNC), and a push is given up after
+        :data:`~kvswitch.controller.repair.PUSH_ATTEMPTS` periods (its replicas stay invalid;
+        the key's next write makes them valid through its UPDATE copies)."""
         driver = self.ctx.driver
-        pushed = {op.key for op in done if isinstance(op, PushRequest)}
+        pushed = {op.key for op in planned if isinstance(op, PushRequest)}
         retry, drop, given_up = self.repair.retries(
-            driver.failed_pushes, self.ctx.plan.keys, self.ctx.membership.down, pushed
+            [key for key in driver.failed_pushes if key not in pushed],
+            self.ctx.plan.keys,
+            self.ctx.membership.down,
+            pushed,
         )
         for key, attempts in given_up:
             LOG.warning("push of %s given up after %d attempts", key.hex(), attempts)
@@ -349,7 +356,7 @@ class Runtime:
             del driver.failed_pushes[key]
         if retry:
             LOG.info("retrying %d pushes", len(retry))
-            driver.apply(retry)
+        return retry
 
     def repush_lagging(self) -> None:
         """Repair replicas left out of step with their origin by a lost packet

@@ -398,9 +398,16 @@ def _key_of(request: dict[str, Any]) -> bytes:
     return p.pad_key(str(request["key"]))
 
 
+#: Connections a listening socket queues before it accepts them (socketserver's default is 5).
+#: The controller opens control connections in bursts, one per key it pushes at once
+#: (docs/controller_runtime.md "A period"): with 5, a Unix socket refused the sixth (EAGAIN).
+_BACKLOG = 128
+
+
 class _Server(socketserver.ThreadingTCPServer):
     allow_reuse_address = True
     daemon_threads = True
+    request_queue_size = _BACKLOG
 
     def __init__(self, addr: Addr, handler: type, agent: AgentServer) -> None:
         self.agent = agent
@@ -412,6 +419,7 @@ class _UnixServer(socketserver.ThreadingUnixStreamServer):
     created with mode 0600: it writes the store, so only the agent's user may connect."""
 
     daemon_threads = True
+    request_queue_size = _BACKLOG
 
     def __init__(self, path: str, agent: AgentServer) -> None:
         self.agent = agent

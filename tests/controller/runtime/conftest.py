@@ -5,6 +5,8 @@ with ``Device.process``) or as a ``kvswitch switch`` process."""
 from __future__ import annotations
 
 import json
+import socket
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -56,3 +58,15 @@ def live_switch() -> Iterator[LiveSwitch]:
         yield live
     finally:
         live.stop()
+
+
+def datagrams(
+    sock: socket.socket, stop: threading.Event
+) -> Iterator[tuple[bytes, tuple[str, int]]]:
+    """What ``sock`` (a UDP socket with a timeout) receives, until ``stop`` is set."""
+    while not stop.is_set():
+        try:
+            data, src = sock.recvfrom(65535)
+        except TimeoutError:
+            continue
+        yield data, src

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import threading
@@ -79,3 +80,29 @@ def test_tcp_control_endpoint_is_not_on_the_kvs_address() -> None:
             socket.create_connection(("127.0.0.2", agent.control_port or 0), timeout=1).close()
     finally:
         agent.stop()
+
+
+def test_a_burst_of_control_connections_waits_to_be_accepted(tmp_path: Path) -> None:
+    """The controller opens one control connection per key it pushes at once (up to four per
+    server of the rack, docs/controller_runtime.md "A period"): twenty connect to an agent that
+    has not accepted any yet and are then served. With socketserver's default backlog (5) the
+    sixth connect to the Unix socket fails at once (EAGAIN)."""
+    path = tmp_path / "s1.ctl"
+    agent = _agent(path)  # listening, not accepting yet
+    conns: list[socket.socket] = []
+    thread = threading.Thread(target=agent.serve_forever, daemon=True)
+    try:
+        for _ in range(20):  # as AgentControl connects: with a timeout (a non-blocking connect)
+            conns.append(socket.socket(socket.AF_UNIX, socket.SOCK_STREAM))
+            conns[-1].settimeout(5.0)
+            conns[-1].connect(str(path))
+        thread.start()
+        for conn in conns:
+            conn.sendall(b'{"cmd": "ping"}\n')
+            assert json.loads(conn.makefile("rb").readline())["port"] == agent.port
+    finally:
+        for conn in conns:
+            conn.close()
+        agent.request_stop()
+        if thread.is_alive():
+            thread.join(timeout=5)

@@ -30,7 +30,7 @@ from kvswitch.controller.plan import KeyPlan
 from kvswitch.controller.rackfile import RackFile
 from kvswitch.controller.runtime import Runtime
 from softswitch.runtime.device import Device
-from tests.controller.runtime.conftest import LiveSwitch
+from tests.controller.runtime.conftest import LiveSwitch, datagrams
 from tests.controller.runtime.test_driver import get_frame
 
 SWITCH_IP = "127.0.0.254"
@@ -59,11 +59,7 @@ class Bridge:
         self.thread.start()
 
     def _loop(self) -> None:
-        while not self.stop.is_set():
-            try:
-                data, (ip, port) = self.sock.recvfrom(65535)
-            except TimeoutError:
-                continue
+        for data, (ip, port) in datagrams(self.sock, self.stop):
             host = self.by_ip.get(ip)
             if host is None or port != self.rack.kvs_port:
                 continue
@@ -152,7 +148,8 @@ def _stop_agent(agent: AgentServer, pool: AgentPool) -> None:
     deadline = time.monotonic() + 5
     while path is not None and Path(path).exists() and time.monotonic() < deadline:
         time.sleep(0.02)
-    for control in (*pool.controls.values(), *pool.probes.values()):
+    opened = [c for s in pool.controls for c in pool.connections(s)]
+    for control in (*opened, *pool.probes.values()):
         if control.addr == path:
             control.close()
 

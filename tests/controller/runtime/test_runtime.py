@@ -8,7 +8,7 @@ import io
 import json
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -21,7 +21,7 @@ from kvswitch.agent.core import AgentCore, RecentIds
 from kvswitch.agent.server import AgentConfig, AgentServer
 from kvswitch.controller import names
 from kvswitch.controller.agents import AgentPool
-from kvswitch.controller.ops import EntryOp, MulticastGroupSet, TableEntry
+from kvswitch.controller.ops import EntryOp, MulticastGroupSet, Operation, PushRequest, TableEntry
 from kvswitch.controller.p4rt_driver import DriverError, P4RuntimeDriver, Program
 from kvswitch.controller.period import ControllerConfig
 from kvswitch.controller.rackfile import RackFile
@@ -419,9 +419,20 @@ def test_failed_push_retried_next_period(
         before = runtime.controller.plan.keys[HOT]
         assert first.agent_errors == 1 and HOT in drv.failed_pushes and agents.pushes == []
         traffic(live_switch, rackfile, runtime.ring, 60)
+        batches: list[list[Operation]] = []
+        real_apply = drv.apply
+
+        def recording_apply(ops: Sequence[Operation]) -> None:
+            batches.append(list(ops))
+            real_apply(ops)
+
+        drv.apply = recording_apply  # type: ignore[method-assign]
         second = runtime.period()
         kp = runtime.controller.plan.keys[HOT]
         assert kp == before and "retrying 1 pushes" in caplog.text  # not a push of the diff
+        # in the period's batch, after the plan's operations (here none): the driver runs it
+        # beside the plan's pushes, not after them
+        assert batches[0] == [PushRequest(HOT, kp.origin, kp.replicas)], batches
         assert second.agent_errors == 0 and not drv.failed_pushes
         assert agents.pushes[-1] == (HOT, kp.origin, kp.replicas)
         sent = traffic(live_switch, rackfile, runtime.ring, 3 * len(kp.holders))
