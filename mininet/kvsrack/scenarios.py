@@ -227,13 +227,32 @@ def run(c: Cluster, w: Workload) -> dict[str, Any]:
     return summary
 
 
+#: how long a membership event waits for the controller's admin socket to listen: a controller
+#: started again (after a crash) binds it only once its start-up (recovery from the switch and
+#: its state file) is done, which takes seconds on a loaded machine
+ADMIN_WAIT = 30.0
+
+
+def ask_when_listening(path: str, action: str, server: str) -> dict[str, Any]:
+    """``ask`` the controller's admin socket; while nothing listens on it yet (refused or not
+    there: the request was not sent), ask again, for up to :data:`ADMIN_WAIT` seconds."""
+    deadline = time.monotonic() + ADMIN_WAIT
+    while True:
+        try:
+            return ask(path, action, server)
+        except (ConnectionRefusedError, FileNotFoundError):
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.1)
+
+
 def server_event(c: Cluster, event: ServerEvent, elapsed: float) -> dict[str, Any]:
     """Kill, restart, add or remove a server now; what happened, when (Unix time)."""
     record: dict[str, Any] = {"action": event.action, "server": event.server}
     if event.action in ("add", "remove"):
         record["time"], record["mono"] = time.time(), time.monotonic()
         try:
-            answer = ask(str(c.admin), event.action, event.server)
+            answer = ask_when_listening(str(c.admin), event.action, event.server)
         except (OSError, ValueError) as exc:
             answer = {"ok": False, "error": str(exc)}
         record["done"], record["done_mono"] = time.time(), time.monotonic()
