@@ -389,8 +389,13 @@ def _explored(rep: Report) -> int:
 def cmd_explore_fabric(ns: argparse.Namespace) -> int:
     from kvswitch.consistency import explore_fabric as exf
 
+    if ns.broken:  # a broken rotation rule: the check must find a violation
+        preset, change = exf.ROTATION_BROKEN[ns.broken]
+        fabric = replace(exf.PRESETS[preset], **change)  # type: ignore[arg-type]
+        print(f"{ns.broken} on {preset}: {fabric.describe()}", flush=True)
+        return _explored(exf.explore_fabric(fabric, max_states=ns.max_states))
     failed = 0
-    for preset in ns.preset or exf.CHECKED:
+    for preset in ns.preset or exf.CHECKED + exf.ROTATION_CHECKED:
         fabric = replace(exf.PRESETS[preset], steering=ns.steering)
         print(f"{preset}: {fabric.describe()}", flush=True)
         failed += _explored(exf.explore_fabric(fabric, max_states=ns.max_states))
@@ -478,6 +483,7 @@ def main(argv: list[str] | None = None) -> int:
     _explore_args(explore)
     explore.set_defaults(func=cmd_explore)
     from kvswitch.consistency.explore_fabric import PRESETS as FABRIC_PRESETS
+    from kvswitch.consistency.explore_fabric import ROTATION_BROKEN
 
     fabric = sub.add_parser(
         "explore-fabric",
@@ -494,6 +500,12 @@ def main(argv: list[str] | None = None) -> int:
         action=argparse.BooleanOptionalAction,
         default=True,
         help="the home leaf steers the key through its spine (--no-steering: the broken rule)",
+    )
+    fabric.add_argument(
+        "--broken",
+        choices=sorted(ROTATION_BROKEN),
+        help="a broken rule of the write rotation, on the preset that catches it (exit status 1 "
+        "with the counterexample)",
     )
     fabric.add_argument(
         "--max-states",
