@@ -52,6 +52,8 @@ class FabricSimConfig:
     holder_share: float = 0.1
     # replicas per server the racks leave to the fabric (of base.max_replicas_per_server)
     fabric_replicas: int = 16
+    # write-heavy fabric-hot keys send each write to one holder (docs/protocol.md F7)
+    write_rotation: bool = True
 
     def __post_init__(self) -> None:
         if self.racks <= 0 or self.spines <= 0:
@@ -204,12 +206,16 @@ def _measure(
             replicas[shape.servers_of(r)] += leaf.controller.plan.replicas_per_server()
     copies = 0
     fabric_holders = 0
+    rotated = 0
     if fabric is not None:
         for s, plan in enumerate(fabric.plans):
             replicas += np.asarray(plan.replicas_per_server(), np.int64)
             for kp in plan.keys.values():
-                copies += int(spines[s].hot_wr[kp.slot]) * (len(kp.holders) - 1)
                 fabric_holders += len(kp.holders)
+                if spines[s].rot[kp.slot]:  # one holder takes each write: no copies
+                    rotated += 1
+                else:
+                    copies += int(spines[s].hot_wr[kp.slot]) * (len(kp.holders) - 1)
     at_spine = sum(spine_queries)
     at_leaves = total - at_spine
     crossing = at_leaves * (cfg.racks - 1) / cfg.racks + at_spine  # requests through a spine
@@ -234,6 +240,7 @@ def _measure(
         "replicas_mean": float(replicas.mean()),
         "fabric_keys": len(fabric.spine_of) if fabric is not None else 0,
         "fabric_holders": fabric_holders,
+        "rotated_keys": rotated,
         "spine_share": at_spine / total,
         "cross_rack_share": crossing / total,
         # requests and replies through a spine, plus the spines' write copies and their CONFIRMs
@@ -317,6 +324,7 @@ def _control(
                     max_replicas_per_server=(
                         cfg.fabric_replicas if b.max_replicas_per_server is not None else None
                     ),
+                    write_rotation=cfg.write_rotation,
                 ),
                 lambda key: int(origin[key_id(key)]),
             )
@@ -333,6 +341,9 @@ def _control(
         report = fabric.decide(observed, writes, list(loads), None, floors, cold, homes)
         row["fabric_plan_seconds"] = time.perf_counter() - started
         for s, spine in enumerate(spines):
+            # the rotation flag goes with the key's HotkeyTable entry (docs/protocol.md F7)
+            plan = report.plans[s]
+            spine.set_rotated([plan.keys[key].slot for key in report.rotated if key in plan.keys])
             spine.apply(report.ops[s])
         spine_of_key[:] = -1
         for key, s in report.spine_of.items():

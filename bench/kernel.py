@@ -128,33 +128,48 @@ def hot_lookup(ht_keys, ht_vals, kid):
 
 
 @njit(cache=True)
-def deliver(slot, server, ver, slot_ver, origin_ver, valid_ver, base, floor):
-    """The origin's reply (``server`` < 0, rule 2) or a replica's confirm (rule 3) of ``ver``."""
-    if server < 0:
+def deliver(slot, server, ver, slot_ver, origin_ver, valid_ver, base, floor, off, done_by):
+    """The origin's reply (``server`` -1, rule 2), a replica's confirm (``server`` >= 0: its cell
+    offset, rule 3), or a rotated key's holder report (``server`` <= -2: holder ``-server - 2``'s
+    write reply, rule 2 of the write rotation, which may make it the key's ``done_by``)."""
+    if server == -1:
         coherence.origin_report(slot, True, ver, origin_ver)
+    elif server <= -2:
+        s = -server - 2
+        if base[slot] >= 0 and off[s] >= 0:
+            cell = base[slot] + off[s]
+            if coherence.holder_report(
+                slot, cell, True, ver, floor[slot], slot_ver, origin_ver, valid_ver
+            ):
+                done_by[slot] = s
+        else:
+            coherence.origin_report(slot, True, ver, origin_ver)
     elif base[slot] >= 0:
         cell = base[slot] + server
         coherence.confirm(slot, cell, True, ver, floor[slot], slot_ver, valid_ver)
 
 
 @njit(cache=True)
-def _drain(now, q, qpos, slot_ver, origin_ver, valid_ver, base, floor):
+def _drain(now, q, qpos, slot_ver, origin_ver, valid_ver, base, floor, off, done_by):
     # q: [capacity, 4] rows of (due, slot, server or -1 for the origin's reply, version)
     cap = q.shape[0]
     head = qpos[0]
     tail = qpos[1]
     while head < tail and q[head % cap, 0] <= now:
         row = head % cap
-        deliver(q[row, 1], q[row, 2], q[row, 3], slot_ver, origin_ver, valid_ver, base, floor)
+        deliver(q[row, 1], q[row, 2], q[row, 3], slot_ver, origin_ver, valid_ver, base, floor, off,
+                done_by)  # fmt: skip
         head += 1
     qpos[0] = head
 
 
 @njit(cache=True)
-def _enqueue(due, slot, server, ver, q, qpos, slot_ver, origin_ver, valid_ver, base, floor):
+def _enqueue(due, slot, server, ver, q, qpos, slot_ver, origin_ver, valid_ver, base, floor, off,
+             done_by):  # fmt: skip
     cap = q.shape[0]
     if qpos[1] - qpos[0] >= cap:  # full: deliver the oldest now
-        _drain(q[qpos[0] % cap, 0], q, qpos, slot_ver, origin_ver, valid_ver, base, floor)
+        _drain(q[qpos[0] % cap, 0], q, qpos, slot_ver, origin_ver, valid_ver, base, floor, off,
+               done_by)  # fmt: skip
     row = qpos[1] % cap
     q[row, 0] = due
     q[row, 1] = slot
@@ -165,27 +180,42 @@ def _enqueue(due, slot, server, ver, q, qpos, slot_ver, origin_ver, valid_ver, b
 
 @njit(cache=True)
 def _hot_write(slot, o, due, mg_of_slot, mg_members, mg_size, off, slot_ver, origin_ver,
-               valid_ver, base, floor, gver, load, q, qpos):  # fmt: skip
+               valid_ver, base, floor, gver, load, q, qpos, done_by):  # fmt: skip
     """Rule 1: stamp a fresh version, send to the origin and the multicast group; the replies
     and confirms are queued for ``due``."""
     g, _ = coherence.write(slot, gver, slot_ver, origin_ver)
     load[o] += 1
-    _enqueue(due, slot, -1, g, q, qpos, slot_ver, origin_ver, valid_ver, base, floor)
+    _enqueue(due, slot, -1, g, q, qpos, slot_ver, origin_ver, valid_ver, base, floor, off, done_by)
     grp = mg_of_slot[slot]
     if grp > 0:
         for j in range(mg_size[grp]):
             s = mg_members[grp, j]
             load[s] += 1
             if off[s] >= 0:
-                _enqueue(
-                    due, slot, off[s], g, q, qpos, slot_ver, origin_ver, valid_ver, base, floor
-                )
+                _enqueue(due, slot, off[s], g, q, qpos, slot_ver, origin_ver, valid_ver, base,
+                         floor, off, done_by)  # fmt: skip
+
+
+@njit(cache=True)
+def _rotated_write(slot, kid, now, o, due, nhold, smap, off, slot_ver, origin_ver, valid_ver,
+                   base, floor, gver, load, q, qpos, done_by):  # fmt: skip
+    """Rule 1 of the write rotation: a fresh version, the write to one holder (its writer, a
+    hash of the request id: here the key and the query's number), no copies; the writer's
+    reply is queued for ``due``."""
+    g, j = coherence.rotated_write(slot, gver, slot_ver, kid, now, nhold[slot])
+    s = o
+    if j > 0 and smap[slot, j] >= 0:
+        s = smap[slot, j]
+    load[s] += 1
+    _enqueue(due, slot, -2 - s, g, q, qpos, slot_ver, origin_ver, valid_ver, base, floor, off,
+             done_by)  # fmt: skip
 
 
 @njit(cache=True)
 def process(kids, origins, writes, count, start, lag, ht_keys, ht_vals, nhold, smap, vidx, base,
             floor, off, mg_of_slot, mg_members, mg_size, rr, slot_ver, origin_ver, valid_ver,
-            gver, hot_cnt, hot_wr, hp_key, hp_cnt, prefixes, table, load, q, qpos):  # fmt: skip
+            gver, hot_cnt, hot_wr, hp_key, hp_cnt, prefixes, table, load, q, qpos, rot,
+            done_by):  # fmt: skip
     """Queries ``0 .. count-1`` of the arrays: key id, origin, Set or not. The cold path is written
     out in the loop and the hot path is a call: a small loop body runs about twice as fast."""
     for i in range(count):
@@ -193,17 +223,38 @@ def process(kids, origins, writes, count, start, lag, ht_keys, ht_vals, nhold, s
         o = origins[i]
         now = start + i
         if qpos[1] > qpos[0]:
-            _drain(now, q, qpos, slot_ver, origin_ver, valid_ver, base, floor)
+            _drain(now, q, qpos, slot_ver, origin_ver, valid_ver, base, floor, off, done_by)
         slot = hot_lookup(ht_keys, ht_vals, kid)
         if slot < 0:
             hashpipe_insert(kid, hp_key, hp_cnt, prefixes, table)
             load[o] += 1
             continue
         hot_cnt[slot] += 1
+        if rot[slot]:  # the write rotation (docs/protocol.md F7)
+            if writes[i]:
+                hot_wr[slot] += 1
+                _rotated_write(slot, kid, now, o, now + lag, nhold, smap, off, slot_ver,
+                               origin_ver, valid_ver, base, floor, gver, load, q, qpos,
+                               done_by)  # fmt: skip
+                continue
+            # a Get: to the holder whose report made the latest completed version, if it is in
+            # the read set, else to the origin (rule 6 judges whoever answers)
+            d = done_by[slot]
+            dst = o
+            if (
+                d >= 0
+                and base[slot] >= 0
+                and off[d] >= 0
+                and coherence.in_read_set(slot, base[slot] + off[d], origin_ver, valid_ver)
+            ):
+                dst = d
+            load[dst] += 1
+            continue
         if writes[i]:
             hot_wr[slot] += 1
             _hot_write(slot, o, now + lag, mg_of_slot, mg_members, mg_size, off, slot_ver,
-                       origin_ver, valid_ver, base, floor, gver, load, q, qpos)  # fmt: skip
+                       origin_ver, valid_ver, base, floor, gver, load, q, qpos,
+                       done_by)  # fmt: skip
             continue
         n = nhold[slot]
         ordv = rr[slot]
@@ -261,7 +312,7 @@ def _draw(x, b, write_ratio, alias, head, p_head, rank_info, counts, kids, origi
 def run_sampled(n, seed, start, write_ratio, alias, head, p_head, rank_info, counts, lag,
                 ht_keys, ht_vals, nhold, smap, vidx, base, floor, off, mg_of_slot, mg_members,
                 mg_size, rr, slot_ver, origin_ver, valid_ver, gver, hot_cnt, hot_wr, hp_key,
-                hp_cnt, prefixes, table, load, q, qpos):  # fmt: skip
+                hp_cnt, prefixes, table, load, q, qpos, rot, done_by):  # fmt: skip
     """Draw ``n`` queries and process them. ``alias`` packs two Walker alias tables (bits 31..63:
     the acceptance threshold scaled by 2**32, bits 0..30: the alias rank, absolute): ranks
     ``0 .. head-1`` (drawn with probability ``p_head``; small enough to stay in cache) and the rest.
@@ -284,7 +335,7 @@ def run_sampled(n, seed, start, write_ratio, alias, head, p_head, rank_info, cou
         process(kids, origins, writes, b, start + done, lag, ht_keys, ht_vals, nhold, smap, vidx,
                 base, floor, off, mg_of_slot, mg_members, mg_size, rr, slot_ver, origin_ver,
                 valid_ver, gver, hot_cnt, hot_wr, hp_key, hp_cnt, prefixes, table, load, q,
-                qpos)  # fmt: skip
+                qpos, rot, done_by)  # fmt: skip
         done += b
 
 

@@ -98,6 +98,11 @@ class Model(Driver):
         self.queue = np.zeros((1 << 16, 4), np.int64)
         self.qpos = np.zeros(2, np.int64)
         self.now = 0
+        # the write rotation (docs/protocol.md F7), per slot: whether the slot's key rotates its
+        # writes (set by the fabric controller's plan, :meth:`set_rotated`), and ``done_by``, the
+        # server whose report made the latest completed version (-1: none yet)
+        self.rot = np.zeros(slots, np.bool_)
+        self.done_by = np.full(slots, -1, np.int32)
         self.stored: dict[int, set[int]] = {}  # key id -> servers holding a replica copy
         self.slot_owner: dict[int, int] = {}  # slot -> key id of its KeyindexTable entry
         self._compiled: tuple | None = None
@@ -227,6 +232,8 @@ class Model(Driver):
             self.hot_cnt[p[names.PARAM_SLOT]] = 0  # a direct counter starts with its entry
         if op.table == names.KEYINDEX_TABLE and not deleting:
             self.slot_owner[value[0]] = key  # type: ignore[index]
+            if old is None or old[0] != value[0]:  # type: ignore[index]
+                self.done_by[value[0]] = -1  # type: ignore[index]  # a slot's registers start over
 
     def _register(self, name: str) -> np.ndarray:
         regs = {
@@ -259,26 +266,37 @@ class Model(Driver):
         self.load[int(self.origin[kid])] += 1  # the SYNC reflected to the origin
         if ver == 0:
             return
-        self.ack(slot, -1, ver)
+        # the origin's SYNC_DONE: for a rotated key a holder's report (its own cell too)
+        self.ack(slot, -2 - int(self.origin[kid]) if self.rot[slot] else -1, ver)
         for s in replicas:
             offset = self.tables.serveroffset.get(s)
             if offset is not None:
                 self.ack(slot, offset, ver)
 
     def ack(self, slot: int, offset: int, ver: int) -> None:
-        """Rule 2 (offset -1: the origin's SYNC_DONE/SET_REPLY) or rule 3 (a replica's CONFIRM
-        landing on ``valid_ver[base + offset]``), as the kernel delivers them."""
+        """Rule 2 (offset -1: the origin's SYNC_DONE/SET_REPLY), rule 3 (a replica's CONFIRM
+        landing on ``valid_ver[base + offset]``) or, offset -2 - s, a rotated key's report from
+        holder s (docs/protocol.md F7), as the kernel delivers them."""
         c = self.compiled()
-        base, floor = c[5], c[6]
+        base, floor, off = c[5], c[6], c[7]
         kernel.deliver(
-            slot, offset, ver, self.slot_ver, self.origin_ver, self.valid_ver, base, floor
-        )
+            slot, offset, ver, self.slot_ver, self.origin_ver, self.valid_ver, base, floor, off,
+            self.done_by,
+        )  # fmt: skip
+
+    def set_rotated(self, slots: Sequence[int]) -> None:
+        """The slots whose keys rotate their writes (the HotkeyTable parameter of docs/protocol.md
+        F7; the others copy every write to every holder)."""
+        self.rot[:] = False
+        self.rot[np.asarray(list(slots), np.int64)] = True
 
     def serving(self) -> list[tuple[int, int]]:
         """(key id, server) of every replica a Get may be redirected to right now."""
         out = []
         for (slot, ordinal), (vidx, server) in self.tables.servermap.items():
-            if ordinal > 0 and coherence.in_read_set(slot, vidx, self.origin_ver, self.valid_ver):
+            # a rotated key's Gets go to done_by only, when it is in the read set
+            ok = ordinal > 0 and (not self.rot[slot] or server == self.done_by[slot])
+            if ok and coherence.in_read_set(slot, vidx, self.origin_ver, self.valid_ver):
                 kid = self.slot_owner.get(slot)
                 if kid is not None and kid in self.tables.hot:
                     out.append((kid, server))
@@ -334,6 +352,7 @@ class Model(Driver):
         return (
             self.rr, self.slot_ver, self.origin_ver, self.valid_ver, self.gver, self.hot_cnt,
             self.hot_wr, self.hp_key, self.hp_cnt, self.prefixes, self.table, self.load, self.queue, self.qpos,
+            self.rot, self.done_by,
         )  # fmt: skip
 
     def run_trace(self, kids: np.ndarray, writes: np.ndarray) -> None:

@@ -186,6 +186,7 @@ def _fabric_config(
         fabric_tolerance=ns.fabric_tolerance,
         holder_share=ns.holder_share,
         fabric_replicas=ns.fabric_replicas,
+        write_rotation=ns.write_rotation,
     )
 
 
@@ -213,7 +214,8 @@ def cmd_racks(ns: argparse.Namespace) -> int:
         f"{s['throughput_qps'] / 1e6:.1f} MQPS ({s['throughput_qps'] / s['original_qps']:.2f} x "
         f"original {s['original_qps'] / 1e6:.1f}), replicas/server max={s['replicas_max']:.0f} "
         f"mean={s['replicas_mean']:.2f}, fabric-hot keys={s['fabric_keys']:.0f} "
-        f"(holders {s['fabric_holders']:.0f}), requests through a spine="
+        f"(holders {s['fabric_holders']:.0f}, rotated {s['rotated_keys']:.0f}), requests "
+        f"through a spine="
         f"{s['cross_rack_share']:.3f}, spine packets/query={s['spine_packets_per_query']:.3f}; "
         f"{time.perf_counter() - started:.0f} s"
     )
@@ -295,6 +297,13 @@ def main(argv: list[str] | None = None) -> int:
         "--holder-share", type=t.positive_float, default=0.1,
         help="a fabric holder's reads, at most this share of a server's mean load (0.1)",
     )  # fmt: skip
+    racks.add_argument(
+        "--write-rotation",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="a fabric-hot key whose writes exceed --holder-share of a server sends each write to "
+        "one holder (docs/protocol.md F7; --no-write-rotation: to every holder)",
+    )
     racks.add_argument(
         "--fabric-replicas", type=t.nonneg_int, default=16,
         help="replicas per server the racks leave to the fabric, of --max-replicas (16)",

@@ -98,6 +98,9 @@ class FabricConfig:
     holder_share: float = 0.1
     max_replicas_per_server: int | None = None  # fabric and rack replicas together
     write_ratio: float = 0.0  # assumed for keys without a measured write share
+    # the write rotation (docs/protocol.md F7): a fabric-hot key whose writes alone exceed
+    # holder_share of a server's mean load sends each write to one holder instead of all
+    write_rotation: bool = True
 
     def __post_init__(self) -> None:
         if self.k <= 0:
@@ -119,6 +122,15 @@ class FabricReport:
     expected: list[float] = field(default_factory=list)  # fabric load per server next period
     promoted: int = 0  # keys that became fabric-hot this period
     demoted: int = 0  # keys that stopped being fabric-hot
+    rotated: frozenset[bytes] = frozenset()  # the fabric-hot keys that rotate their writes
+
+
+def rotates(load: float, write_ratio: float, server_mean: float, holder_share: float) -> bool:
+    """Whether a fabric-hot key rotates its writes (docs/protocol.md F7): its writes alone exceed
+    ``holder_share`` of a server's mean load. Copying them to every holder would then cost each
+    holder more than the share of reads it takes (``place_fabric``'s bound on such keys), while
+    a key with fewer writes keeps every holder in its read set between writes at little cost."""
+    return load * write_ratio > holder_share * server_mean
 
 
 def _priority(load: float, writes: float, n: int, unit: float) -> float:
@@ -143,6 +155,7 @@ def place_fabric(
     previous: Mapping[K, Sequence[int]] | None = None,
     fixed: Sequence[float] | None = None,
     home: Sequence[Sequence[int]] | None = None,
+    rotate: Sequence[bool] | None = None,
 ) -> list[tuple[int, ...]]:
     """Holders (fabric server ids, origin first) of each of ``keys`` (key, predicted load);
     a single holder means the key stays in its home rack.
@@ -155,7 +168,10 @@ def place_fabric(
     own hot keys off that server. ``home``: each key's holders in its home rack's plan (origin
     first; default the origin alone): a key that stays in its rack costs that rack its queries
     plus the write copies of its in-rack replicas, ``load * (1 + w * (n - 1))``, and sheds
-    those copies when it becomes fabric-hot.
+    those copies when it becomes fabric-hot. ``rotate``: the keys whose writes rotate once
+    fabric-hot (docs/protocol.md F7): each write reaches one holder, so each of n holders carries
+    ``load / n`` (reads and writes alike) and a holder adds no write copies; at home (rack-hot)
+    such a key still costs its rack the copies of every write.
 
     After the water-filling, holders of keys with writes that no longer lower the busiest rack
     are taken away again (each costs the fabric its key's writes), so that holders kept from
@@ -169,6 +185,13 @@ def place_fabric(
         write_ratios = [float(write_ratios)] * len(keys)
     if len(write_ratios) != len(keys):
         raise ValueError("one write ratio per key")
+    rot = list(rotate) if rotate is not None else [False] * len(keys)
+    if len(rot) != len(keys):
+        raise ValueError("one rotation flag per key")
+    # at home every holder takes every write; at the spine a rotated key's writes split like its
+    # reads (write share 0 in the per-holder cost)
+    home_w = [float(w) for w in write_ratios]
+    write_ratios = [0.0 if r else w for r, w in zip(rot, home_w, strict=True)]
     if threshold <= 0:
         raise ValueError("threshold must be > 0")
     free = list(room) if room is not None else [len(keys)] * total
@@ -187,7 +210,7 @@ def place_fabric(
     # while a key is rack-hot (True) its load sits on its home holders, write copies included
     at_home = [True] * len(keys)
     for i, ((_, load), o) in enumerate(zip(keys, origins, strict=True)):
-        hs, w = homes[i], write_ratios[i]
+        hs, w = homes[i], home_w[i]
         if not 0 <= o < total:
             raise ValueError(f"origin {o} outside the fabric")
         if not hs or hs[0] != o or len(set(hs)) != len(hs):
@@ -227,7 +250,7 @@ def place_fabric(
         """Key i's load on each rack that carries some of it."""
         load, w = keys[i][1], write_ratios[i]
         if at_home[i]:
-            return {shape.rack_of(origins[i]): load * (1.0 + w * (len(homes[i]) - 1))}
+            return {shape.rack_of(origins[i]): load * (1.0 + home_w[i] * (len(homes[i]) - 1))}
         each = holder_load(load, len(holders[i]), w)
         return {r: c * each for r, c in per_rack[i].items()}
 
@@ -338,7 +361,7 @@ def place_fabric(
         """Key i becomes fabric-hot: its home replicas and their write copies go, the origin
         stays (as its only holder so far)."""
         load, w = keys[i][1], write_ratios[i]
-        each = holder_load(load, len(homes[i]), w)
+        each = holder_load(load, len(homes[i]), home_w[i])
         for s in homes[i]:
             add(s, -each)
         add(origins[i], holder_load(load, 1, w))
@@ -461,6 +484,7 @@ class FabricController:
         # keys a spine lost (it went away or restarted empty; docs/fabric.md "Failures"): their
         # spine and holders, a warm start for the next plan (then forgotten)
         self.restore: dict[bytes, tuple[int, tuple[int, ...]]] = {}
+        self.rotated: frozenset[bytes] = frozenset()  # fabric-hot keys that rotate their writes
 
     def holders(self) -> dict[bytes, tuple[int, ...]]:
         return {key: kp.holders for plan in self.plans for key, kp in plan.keys.items()}
@@ -472,7 +496,8 @@ class FabricController:
         queries of each key."""
         out = [0.0] * self.shape.total
         for key, hs in self.holders().items():
-            each = holder_load(float(counts.get(key, 0.0)), len(hs), ratios.get(key, 0.0))
+            w = 0.0 if key in self.rotated else ratios.get(key, 0.0)  # rotated: split evenly
+            each = holder_load(float(counts.get(key, 0.0)), len(hs), w)
             for s in hs:
                 out[s] += each
         return out
@@ -510,6 +535,13 @@ class FabricController:
         measured = key_write_ratios(observed, writes)
         default = overall_write_ratio(observed, writes, cfg.write_ratio)
         ratios = [measured.get(key, default) for key, _ in predicted]
+        server_mean = sum(loads) / shape.total
+        rotated = frozenset(
+            key
+            for (key, load), w in zip(predicted, ratios, strict=True)
+            if cfg.write_rotation and rotates(load, w, server_mean, cfg.holder_share)
+        )
+        was = self.rotated  # the current plans' rotated keys (their measured load splits evenly)
         # every candidate's measured load out of the base: the fabric-hot ones where the plan
         # put them, the others at their origin (a rack-hot key's replicas are in its rack)
         base = [float(x) for x in loads]
@@ -517,7 +549,8 @@ class FabricController:
         homes = self._homes(rack_holders or {})
         for key, count in observed.items():
             hs = current.get(key) or homes.get(key) or (self.origin_of(key),)
-            each = holder_load(float(count), len(hs), measured.get(key, default))
+            w = 0.0 if key in current and key in was else measured.get(key, default)
+            each = holder_load(float(count), len(hs), w)
             for s in hs:
                 base[s] -= each
         base = [max(0.0, x) for x in base]
@@ -539,6 +572,7 @@ class FabricController:
             previous={**{k: hs for k, (_, hs) in self.restore.items()}, **current},
             fixed=fixed,
             home=[homes.get(key, (o,)) for (key, _), o in zip(predicted, origins, strict=True)],
+            rotate=[key in rotated for key, _ in predicted],
         )
         chosen = {key: hs for (key, _), hs in zip(predicted, placed, strict=True) if len(hs) > 1}
         spine_of = self._assign_spines(chosen, dict(predicted))
@@ -556,11 +590,21 @@ class FabricController:
         demoted = sum(1 for key in self.spine_of if key not in spine_of)
         self.plans, self.spine_of = plans, spine_of
         self.restore = {}
+        self.rotated = frozenset(key for key in rotated if key in spine_of)
         load_of = dict(predicted)
         ratio_of = {key: r for (key, _), r in zip(predicted, ratios, strict=True)}
         expected = self.fabric_load(load_of, ratio_of)
         return FabricReport(
-            predicted, threshold, racks, plans, ops, spine_of, expected, promoted, demoted
+            predicted,
+            threshold,
+            racks,
+            plans,
+            ops,
+            spine_of,
+            expected,
+            promoted,
+            demoted,
+            self.rotated,
         )
 
     def _homes(self, rack_holders: Mapping[bytes, Sequence[int]]) -> dict[bytes, tuple[int, ...]]:

@@ -458,8 +458,9 @@ class AgentCore:
             status = p.Status.RETRY
         elif later and not now:  # incoming, not active yet
             status = p.Status.RETRY
-        elif op == _GET and msg.flags & p.F_REDIRECT:
-            # the switch redirected it to this server, a replica in the key's read set (rule 4)
+        elif msg.flags & p.F_REDIRECT:
+            # the switch redirected it to this server: a Get to a replica in the key's read set
+            # (rule 4), or a rotated key's write to its writer (docs/protocol.md F7)
             return None
         reply_op = _REPLY_OP[op]
         if status == p.Status.RETRY:

@@ -173,6 +173,9 @@ class Rules:
     sync: Callable[..., int] = rules.sync
     replica_reply_passes: Callable[..., bool] = rules.replica_reply_passes
     adopts: Callable[..., bool] = AgentCore.adopts
+    # the write rotation of a fabric-hot key (docs/protocol.md F7; explore_fabric.py)
+    rotated_write: Callable[..., tuple[int, int]] = rules.rotated_write
+    holder_report: Callable[..., bool] = rules.holder_report
 
 
 #: Scenario.copies: which writes the switch copies to the replicas.

@@ -45,6 +45,12 @@ def add_explore_fabric(sub: argparse._SubParsersAction[argparse.ArgumentParser])
         help="the home leaf steers the key through its spine (--no-steering: the broken rule)",
     )
     fabric.add_argument(
+        "--broken",
+        choices=sorted(exf.ROTATION_BROKEN),
+        help="a broken rule of the write rotation, on the preset that catches it (exit status 1 "
+        "with the counterexample)",
+    )
+    fabric.add_argument(
         "--max-states",
         type=t.positive_int,
         default=None,
@@ -177,8 +183,13 @@ def _explored(rep: ex.Report) -> int:
 
 
 def cmd_explore_fabric(ns: argparse.Namespace) -> int:
+    if ns.broken:  # a broken rotation rule: the check must find a violation
+        preset, change = exf.ROTATION_BROKEN[ns.broken]
+        fabric = replace(exf.PRESETS[preset], **change)  # type: ignore[arg-type]
+        print(f"{ns.broken} on {preset}: {fabric.describe()}", flush=True)
+        return _explored(exf.explore_fabric(fabric, max_states=ns.max_states))
     failed = 0
-    for preset in ns.preset or exf.CHECKED:
+    for preset in ns.preset or exf.CHECKED + exf.ROTATION_CHECKED:
         fabric = replace(exf.PRESETS[preset], steering=ns.steering)
         print(f"{preset}: {fabric.describe()}", flush=True)
         failed += _explored(exf.explore_fabric(fabric, max_states=ns.max_states))

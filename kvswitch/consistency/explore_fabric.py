@@ -18,12 +18,38 @@ This module adds that home leaf. Clients listed in ``local`` sit in the origin's
   stale read that follows (a replica still in the read set with the old value under the same
   version).
 
-The rest (agents, messages, faults, histories, the linearizability check) is the one-rack
-explorer's.
+The write rotation (docs/protocol.md F7) is explored here too, since only a spine rotates:
+with ``rotation="by-id"`` a write of the key goes to one holder, its writer, chosen from the
+request id by :func:`kvswitch.consistency.rules.rotated_write`, and to no other; that holder's
+reply completes it (:func:`~kvswitch.consistency.rules.holder_report`: origin_ver rises and the
+holder's own cell records the version, the origin's as any other's); a Get goes to a holder in
+the read set or to the origin, and every holder's read reply, the origin's included, passes rule
+6 only at exactly origin_ver. The initial state has every holder, the origin too, valid at
+(1, 1). A Get's destination is over-approximated: the spine sends it to the holder whose report
+last raised origin_ver if that one is still in the read set, else to the origin; the explorer
+lets it go to any holder of the read set or to the origin, which covers both. Three broken
+variants must be caught:
+
+- ``rotation="any"``: each attempt of a write goes to any holder (a writer chosen per packet, by
+  load as in Pegasus, or by a counter): a repeat after a lost reply reaches a holder that never
+  saw the request id and is applied a second time, after a second writer's write (preset
+  ``rotation-retry``);
+- ``rotated_settled``: rotated writes flagged ``F_SETTLED`` as rule 1 flags the origin's: the
+  repeat's writer, which did not apply the second writer's write, moves the first value to the
+  repeat's newer version (the adoption), and reads return it after the second write (preset
+  ``rotation-retry``);
+- ``origin_authoritative``: the origin kept its one-rack role (Gets fall back to it, its read
+  replies pass whatever their version): it misses the writes other holders took, and serves
+  the value from before them (preset ``rotation``).
+
+Not modelled for the rotation: hot-set changes, a switch restart, the controller's repair of a
+replica above origin_ver and SYNCs (the presets turn them off); docs/fabric.md "Write rotation"
+says what they need.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -31,14 +57,23 @@ from kvswitch import protocol as p
 from kvswitch.consistency.explore import (
     CLIENT0,
     ORIGIN,
+    SLOT,
     Explorer,
     Msg,
     Report,
     Rules,
     Scenario,
+    State,
     Switch,
     _scenario,
 )
+
+#: FabricScenario.rotation: who takes a write of the key.
+ROTATION = {
+    "": "the origin, copies to every replica (rule 1)",
+    "by-id": "one holder, a function of the request id (F7)",
+    "any": "any one holder per attempt (broken)",
+}
 
 
 @dataclass(frozen=True)
@@ -46,13 +81,33 @@ class FabricScenario:
     scenario: Scenario
     local: frozenset[int] = field(default_factory=frozenset)  # clients in the origin's rack
     steering: bool = True  # the home leaf steers them through the key's spine (rule F3)
+    rotation: str = ""  # the write rotation (F7): a key of ROTATION
+    rotated_settled: bool = False  # broken: rotated writes flagged F_SETTLED as in rule 1
+    origin_authoritative: bool = False  # broken: the origin keeps its one-rack role
+
+    def __post_init__(self) -> None:
+        if self.rotation not in ROTATION:
+            raise ValueError(f"rotation is one of {list(ROTATION)}, not {self.rotation!r}")
+        sc = self.scenario
+        if self.rotation and (
+            sc.hotset_change or sc.restart or sc.ahead or sc.sync_retries or self.local
+        ):
+            raise ValueError(
+                "the rotation is explored without hot-set changes, restarts, repairs, SYNC "
+                "retries and local clients"
+            )
 
     def describe(self) -> str:
         where = ", ".join(f"c{c}" for c in sorted(self.local)) or "none"
-        return (
+        text = (
             f"{self.scenario.describe()} | in the origin's rack: {where}; home leaf steering "
             f"{'on' if self.steering else 'OFF'}"
         )
+        if self.rotation:
+            text += f"; writes to {ROTATION[self.rotation]}"
+            text += ", flagged F_SETTLED" if self.rotated_settled else ""
+            text += ", the origin authoritative" if self.origin_authoritative else ""
+        return text
 
 
 _G = None
@@ -71,8 +126,55 @@ PRESETS: dict[str, FabricScenario] = {
     ),
 }
 
+# The rotation's presets. Writers by rules.rotated_write over 2 holders: (cid 1, seq 1) and
+# (cid 2, seq 1) -> the replica, (cid 1, seq 2), (cid 2, seq 2) and (cid 3, seq 1) -> the
+# origin; over 3 holders (cid 1, seq 1) -> r1, (cid 3, seq 1) -> r2.
+_ROTATION_PRESETS: dict[str, FabricScenario] = {
+    # c0's two writes taken by different holders, reads under them
+    "rotation": FabricScenario(_scenario(((b"a1", b"a2"), (_G, _G)), replicas=1), rotation="by-id"),
+    # two writers whose writes go to different holders, a reader
+    "rotation-two-writers": FabricScenario(
+        _scenario(((b"a1",), (_G, _G), (b"a2",)), replicas=1), rotation="by-id"
+    ),
+    # c0's write (to the replica) loses its reply on the way to c0 and is re-sent; c2's write
+    # goes to the origin; c1 reads before, c2 after
+    "rotation-retry": FabricScenario(
+        _scenario(((b"a1",), (_G,), (b"a2", _G)), replicas=1, losses=1, retries=1, retriers=(0,)),
+        rotation="by-id",
+    ),
+    # the one-rack explorer's resend-reread under the rotation: an eager resend (its first
+    # attempt still on its way), a second writer writing twice, the resender reading twice
+    "rotation-reread": FabricScenario(
+        _scenario(
+            ((b"a1", _G, _G), (b"a2", b"a3")),
+            replicas=1,
+            retries=1,
+            eager_retries=True,
+            retriers=(0,),
+        ),
+        rotation="by-id",
+    ),
+    # three holders, two writers to different replicas, a reader; a loss, a duplicate and a
+    # retry (948 400 states: explore_heavy)
+    "rotation-faults": FabricScenario(
+        _scenario(((b"a1",), (_G, _G), (b"a2",)), replicas=2, losses=1, dups=1, retries=1),
+        rotation="by-id",
+    ),
+}
+PRESETS.update(_ROTATION_PRESETS)
+
 #: The presets the rules pass with steering on (and must fail with it off).
 CHECKED: tuple[str, ...] = ("local-writer", "both-writers", "local-faults")
+
+#: The rotation's presets, which the rules pass; each broken variant below fails one of them.
+ROTATION_CHECKED: tuple[str, ...] = tuple(_ROTATION_PRESETS)
+
+#: The rotation's broken variants and the preset that catches each.
+ROTATION_BROKEN: dict[str, tuple[str, dict[str, object]]] = {
+    "writer-per-attempt": ("rotation-retry", {"rotation": "any"}),
+    "settled-adoption": ("rotation-retry", {"rotated_settled": True}),
+    "origin-authoritative": ("rotation", {"origin_authoritative": True}),
+}
 
 
 class FabricExplorer(Explorer):
@@ -83,9 +185,20 @@ class FabricExplorer(Explorer):
     def _bypass(self, c: int) -> bool:
         return c in self.fabric.local and not self.fabric.steering
 
+    def initial(self) -> State:
+        s = super().initial()
+        if not self.fabric.rotation:
+            return s
+        gver, slot_ver, origin_ver, valid, epoch, floor, holders = s[0]
+        # the origin holds the key at (1, 1) and has a cell like every holder
+        return ((gver, slot_ver, origin_ver, (1,) * len(valid), epoch, floor, holders), *s[1:])
+
     def _request(
         self, sw: Switch, c: int, idx: int, attempt: int
     ) -> Iterator[tuple[Switch, list[Msg], int]]:
+        if self.fabric.rotation:
+            yield from self._rotated(sw, c, idx, attempt)
+            return
         if not self._bypass(c):
             yield from super()._request(sw, c, idx, attempt)
             return
@@ -96,14 +209,71 @@ class FabricExplorer(Explorer):
         att = attempt if self.sc.latest_reply_only else 0
         yield sw, [(1, ORIGIN, me, int(op), cid, seq, value or b"", 0, 0, 0, 0, att)], ORIGIN
 
+    def _rotated(
+        self, sw: Switch, c: int, idx: int, attempt: int
+    ) -> Iterator[tuple[Switch, list[Msg], int]]:
+        """A client's request of a rotated key crossing the spine (F7)."""
+        gver, slot_ver, origin_ver, valid, epoch, floor, holders = sw
+        value = self.sc.programs[c][idx]
+        me, cid, seq = CLIENT0 + c, c + 1, idx + 1
+        att = attempt if self.sc.latest_reply_only else 0
+        if value is not None:  # rule 1 of the rotation: one writer, no copies
+            g, sv = [gver], [slot_ver]
+            ver, j = self.rules.rotated_write(SLOT, g, sv, cid, seq, len(holders))
+            flags = p.F_REDIRECT
+            if self.fabric.rotated_settled and slot_ver <= origin_ver:
+                flags |= p.F_SETTLED
+            writers = holders if self.fabric.rotation == "any" else (holders[j],)
+            sw2 = (g[0], sv[0], origin_ver, valid, epoch, floor, holders)
+            for w in writers:
+                yield (
+                    sw2,
+                    [(1, w, me, int(p.Op.SET), cid, seq, value, 0, epoch, ver, flags, att)],
+                    None,
+                )
+            return
+        # a Get: the holder that made the latest completed version if it is in the read set,
+        # else the origin; over-approximated as any holder of the read set or the origin
+        ov, vv = [origin_ver], list(valid)
+        dests = {h for h in holders if self.rules.in_read_set(SLOT, h, ov, vv)} | {ORIGIN}
+        for d in sorted(dests):
+            yield sw, [(1, d, me, int(p.Op.GET), cid, seq, b"", 0, 0, 0, 0, att)], d
+
     def _at_switch(self, sw: Switch, m: Msg) -> tuple[Switch, list[Msg], bool]:
+        if self.fabric.rotation:
+            return self._rotated_report(sw, m)
         dst, src = m[1], m[2]
         if src == ORIGIN and dst >= CLIENT0 and self._bypass(dst - CLIENT0):
             return sw, [], True  # back through the home leaf only: the spine never sees it
         return super()._at_switch(sw, m)
+
+    def _rotated_report(self, sw: Switch, m: Msg) -> tuple[Switch, list[Msg], bool]:
+        """A holder's message about a rotated key reaching the spine (F7)."""
+        _, _dst, src, op, _cid, _seq, _value, status, epoch, ver, _flags, _ = m
+        gver, slot_ver, origin_ver, valid, cur, floor, holders = sw
+        current = epoch == cur
+        if op == p.Op.GET_REPLY:
+            if self.fabric.origin_authoritative and src == ORIGIN:
+                return super()._at_switch(sw, m)  # rule 2 on its reply, which always passes
+            passes = self.rules.replica_reply_passes(SLOT, current, ver, [origin_ver])
+            return sw, [], bool(passes)  # rule 6, for every holder
+        if op in (p.Op.SET_REPLY, p.Op.DEL_REPLY, p.Op.SYNC_DONE):
+            good = (p.Status.OK,) if op == p.Op.SYNC_DONE else (p.Status.OK, p.Status.STALE)
+            if src in holders and status in good:  # rule 2 of the rotation
+                ov, vv = [origin_ver], list(valid)
+                self.rules.holder_report(SLOT, src, current, ver, floor, [slot_ver], ov, vv)
+                sw = (gver, slot_ver, ov[0], tuple(vv), cur, floor, holders)
+            return sw, [], op != p.Op.SYNC_DONE
+        return super()._at_switch(sw, m)  # CONFIRM (rule 3), SYNC (rule 5)
 
 
 def explore_fabric(
     fabric: FabricScenario, rules: Rules | None = None, max_states: int | None = None
 ) -> Report:
     return FabricExplorer(fabric, rules).run(max_states)
+
+
+def explore_rotation_broken(name: str, max_states: int | None = None) -> Report:
+    """The rotation's broken variant ``name`` (:data:`ROTATION_BROKEN`) on its preset."""
+    preset, change = ROTATION_BROKEN[name]
+    return explore_fabric(dataclasses.replace(PRESETS[preset], **change), max_states=max_states)

@@ -75,3 +75,41 @@ def replica_reply_passes(slot, current, ver, origin_ver) -> bool:
     never held (a repeat's copy, docs/protocol.md "Agent rules"), a newer one is of a write the
     origin has not reported yet; the switch drops both."""
     return current and ver != 0 and ver == origin_ver[slot]
+
+
+# -- the write rotation of a fabric-hot key (docs/protocol.md "F7 — write rotation") -------------
+
+
+def rotated_write(slot, gver, slot_ver, cid, seq, n) -> tuple[int, int]:
+    """Rule 1 for a rotated key: a Set/Delete takes a fresh version (global_ver += 1, slot_ver
+    follows it) and goes to **one** holder, its *writer*, and to no other: ordinal
+    ``hash(cid, seq) mod n`` over the key's ``n`` holders (the origin is ordinal 0). A function of
+    the request id, so that a repeat reaches the holder that applied the first attempt and
+    remembers its id (a repeat sent to another holder would be applied twice, around a second
+    writer's write). Never flagged ``F_SETTLED``: no writer adopts a repeat's version (the writer
+    may not hold the latest completed version, so the adoption's argument does not hold).
+    Returns (version, writer ordinal)."""
+    g = gver[0] + 1
+    gver[0] = g
+    slot_ver[slot] = g
+    h = (cid * 0x9E3779B1 + seq * 0x85EBCA77) & 0xFFFFFFFF
+    h = h ^ (h >> 16)
+    return g, h % n
+
+
+def holder_report(slot, cell, current, ver, floor, slot_ver, origin_ver, valid_ver) -> bool:
+    """Rule 2 for a rotated key: a write reply (OK or STALE: the version the holder now holds) or
+    a SYNC_DONE from one of the key's holders, the origin or any other (its address and port named
+    by ServeroffsetTable), in the current epoch. The latest completed version rises,
+    origin_ver = max(origin_ver, ver), and the holder's own cell records what it holds, as a
+    CONFIRM would (rule 3's test: floor < ver <= slot_ver). Returns whether this holder now holds
+    the latest completed version after raising it: the switch then keeps its ordinal
+    (``done_by``) as where a Get goes when its round-robin turn is not in the read set."""
+    if not current:
+        return False
+    raised = ver > origin_ver[slot]
+    if raised:
+        origin_ver[slot] = ver
+    if floor < ver <= slot_ver[slot] and ver > valid_ver[cell]:
+        valid_ver[cell] = ver
+    return raised and valid_ver[cell] >= ver

@@ -56,3 +56,19 @@ def test_bad_fabric_configs_are_refused() -> None:
         FabricSimConfig(SMALL, racks=0)
     with pytest.raises(ValueError):
         FabricSimConfig(SimConfig(mode="netcache"), racks=2)
+
+
+def test_the_write_rotation_takes_the_write_copies_off_the_holders() -> None:
+    """20 % Sets: with the write rotation (docs/protocol.md F7) the write-heavy fabric-hot keys
+    send each write to one holder; the spines make fewer packets and the busiest server carries
+    less (measured at this scale: 13.8 against 9.3 MQPS, spine packets per query 1.71 against
+    2.66, about 16 s for both runs)."""
+    base = SimConfig(**{**SMALL.__dict__, "write_ratio": 0.2})
+    on, off = (
+        summary(simulate_fabric(FabricSimConfig(base, racks=4, spines=2, write_rotation=r)), 3)
+        for r in (True, False)
+    )
+    assert on["rotated_keys"] > 0 and off["rotated_keys"] == 0
+    assert on["spine_packets_per_query"] < 0.8 * off["spine_packets_per_query"]
+    assert on["throughput_qps"] > 1.2 * off["throughput_qps"]
+    assert on["imbalance"] < off["imbalance"]

@@ -150,7 +150,7 @@ def test_reads_keep_spreading_while_a_write_is_in_flight() -> None:
     slot_ver = int(model.slot_ver[slot])
     kernel.deliver(
         slot, -1, slot_ver, model.slot_ver, model.origin_ver, model.valid_ver,
-        *model.compiled()[5:7],
+        *model.compiled()[5:8], model.done_by,
     )  # fmt: skip
     assert model.serving() == []
 
@@ -196,3 +196,36 @@ def test_stage_indices_are_independent_with_the_odd_width() -> None:
     width = kernel.hashpipe_width(1024, 4)
     assert width == 257
     assert _co_collisions(width, keys) < 2.0 / width  # independent hashes: 1 / width
+
+
+def test_a_rotated_write_reaches_one_holder_and_the_reads_follow_it() -> None:
+    """The write rotation (docs/protocol.md F7) in the model: a write of a rotated key goes to
+    one holder and makes no copy; its reply makes that holder the read set and ``done_by``, and
+    the Gets go there; over many writes every holder is a writer."""
+    model = fresh()
+    kid = 23
+    origin = int(ORIGIN[kid])
+    holders = (origin, (origin + 1) % M, (origin + 2) % M)
+    plan = build_plan([(key16(kid), holders)], None, M, K)
+    model.set_rotated([plan.keys[key16(kid)].slot])
+    model.apply(diff(Plan(M, K), plan, RACK))
+    slot = model.tables.hot[kid][0]
+    assert model.done_by[slot] == origin  # the origin's SYNC_DONE: a holder's report
+    writers = set()
+    for _ in range(60):
+        before = model.load.copy()
+        model.run_trace(np.array([kid]), np.array([True]))
+        model.flush()  # the writer's reply
+        added = model.load - before
+        assert added.sum() == 1  # one holder, no copies
+        writer = int(np.argmax(added))
+        assert writer in holders and model.done_by[slot] == writer
+        assert model.origin_ver[slot] == model.slot_ver[slot]
+        cells = {s: int(model.valid_ver[slot * M + s]) for s in holders}
+        assert [s for s in holders if cells[s] >= model.origin_ver[slot]] == [writer]
+        before = model.load.copy()
+        model.run_trace(np.full(6, kid), np.zeros(6, bool))
+        assert (model.load - before)[writer] == 6  # the reads follow the last writer
+        writers.add(writer)
+    assert writers == set(holders)
+    assert model.hot_wr[slot] == 60

@@ -251,7 +251,8 @@ def test_holders_are_not_added_period_after_period_under_writes() -> None:
     plan puts them: read-only first, then 30 % Sets while rack 1's own load doubles. The warm
     start used to keep every holder of the read-only plan for good."""
     hot = key16(SHAPE.total * 5)  # origin 0, rack 0
-    fc = FabricController(SHAPE, FabricConfig(k=8, t0=5.0), origin_of)
+    # every holder takes every write (a rotated key's holders cost no copies: next test)
+    fc = FabricController(SHAPE, FabricConfig(k=8, t0=5.0, write_rotation=False), origin_of)
     count, history = 1600, []
     for period in range(8):
         w = 0.0 if period < 2 else 0.3
@@ -264,6 +265,32 @@ def test_holders_are_not_added_period_after_period_under_writes() -> None:
     assert history[1] == SHAPE.total
     assert history[-1] < history[1] and history[-3:] == [history[-1]] * 3  # fewer, then steady
     assert all(later <= earlier for earlier, later in itertools.pairwise(history[2:]))
+
+
+def test_a_rotated_key_costs_each_holder_its_share_and_only_write_heavy_keys_rotate() -> None:
+    """The write rotation (docs/protocol.md F7): a write goes to one holder, so a rotated key of
+    load L costs each of its n holders L / n, and with 30 % Sets it is spread as widely as a
+    read-only key, where copying every write keeps it on few holders. The controller rotates the
+    keys whose writes exceed holder_share of a server's mean, and no key without rotation."""
+    base = [100.0] * SHAPE.total
+    keys = [("write", 1200.0)]
+    copied = place_fabric(keys, [0], SHAPE, base, threshold=10.0, write_ratios=0.3)
+    rotated = place_fabric(keys, [0], SHAPE, base, threshold=10.0, write_ratios=0.3, rotate=[True])
+    reads = place_fabric(keys, [0], SHAPE, base, threshold=10.0)
+    assert len(copied[0]) < len(rotated[0]) == len(reads[0])
+    heavy, light = key16(SHAPE.total * 5), key16(SHAPE.total * 6)
+    loads = [100.0] * SHAPE.total
+    for rotation in (True, False):
+        fc = FabricController(SHAPE, FabricConfig(k=8, t0=5.0, write_rotation=rotation), origin_of)
+        report = fc.decide({heavy: 1600, light: 400}, {heavy: 480, light: 4}, loads, floors=[0, 0])
+        assert heavy in report.spine_of
+        assert report.rotated == (frozenset({heavy}) if rotation else frozenset())
+        if rotation:  # the expected load splits evenly over the holders
+            hs = fc.holders()[heavy]
+            split = fc.fabric_load({heavy: 1600.0}, {heavy: 0.3})
+            assert {round(split[s], 6) for s in hs} == {round(1600 / len(hs), 6)}
+    with pytest.raises(ValueError):
+        place_fabric(keys, [0], SHAPE, base, threshold=10.0, rotate=[True, False])
 
 
 def test_a_rack_hot_key_costs_its_rack_the_write_copies_of_its_replicas() -> None:

@@ -86,6 +86,28 @@ def test_replica_copy_served_only_to_a_get_the_switch_redirected() -> None:
     assert ask(a, p.Op.SET, theirs, b"w").status == p.Status.MOVED
 
 
+def test_a_write_the_spine_rotated_here_is_served_by_a_holder_that_is_not_the_origin() -> None:
+    """docs/protocol.md F7: the spine sends a rotated key's write to one holder, flagged
+    F_REDIRECT; that holder applies it by the version rule, remembers its request id and answers
+    the client, though the key's origin is another server. Unflagged, or over TCP, MOVED."""
+    a, _, _ = agents()
+    theirs = key_staying(1)
+    a.push_item(theirs, b"copy", 1, 5)
+    seq = next(SEQ)
+    raw = p.Message(
+        p.Op.SET, theirs, b"w", cid=5, seq=seq, epoch=1, ver=6, flags=p.F_REDIRECT
+    ).encode()
+    r = p.Message.decode(a.handle(raw, CLIENT)[0][0])
+    assert (r.op, r.status, r.epoch, r.ver) == (p.Op.SET_REPLY, p.Status.OK, 1, 6)
+    assert a.backend.get(theirs).value == b"w"
+    again = p.Message.decode(a.handle(raw, CLIENT)[0][0])  # a repeat: its first result
+    assert again.flags & p.F_DUP and (again.status, again.ver) == (p.Status.OK, 6)
+    (out,) = a.handle(raw, CLIENT, tcp=True)  # over TCP the flag is a client's word
+    assert p.Message.decode(out[0]).status == p.Status.MOVED
+    assert ask(a, p.Op.DEL, theirs).status == p.Status.MOVED
+    assert a.backend.get(theirs).value == b"w"
+
+
 def test_handoff_steps() -> None:
     a, b, c = agents()
     k = key_moving(0, 2)
