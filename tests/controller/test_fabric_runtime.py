@@ -480,6 +480,12 @@ def test_no_plan_while_a_leaf_is_away_and_its_keys_come_back_after(
         rt.period(inputs())
         s, holders = rt.spine_of[HOT], rt.plans[rt.spine_of[HOT]].keys[HOT].holders
         net.leaves[2].stop()
+        # the P4Runtime client learns of the lost stream on its own time (under load, after the
+        # next period began): what is tested is the period once the leaf is known to be away
+        deadline = time.monotonic() + 10
+        while rt.leaves[2].connected and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not rt.leaves[2].connected
         f.agents.events.clear()
         for _ in range(2):
             m = rt.period(inputs())
