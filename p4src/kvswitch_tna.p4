@@ -186,6 +186,8 @@ control KvsEgress(inout kvs_tna_headers_t hdr, inout kvs_tna_meta_t meta,
             }
             load_count.apply(hdr.h);
         }
+        // the deparser's checksum update takes one bit (bf-p4c: a 1-bit condition only)
+        meta.kvs.l4_dirty = meta.kvs.l4_dirty && hdr.h.kvs.isValid();
     }
 }
 

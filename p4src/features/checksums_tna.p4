@@ -89,7 +89,7 @@ control KvsChecksumUpdate(inout headers_t hdr, in kvs_meta_t meta, in bit<16> re
         } else if (hdr.ipv4.isValid()) {
             hdr.ipv4.hdr_checksum = ipv4_csum.update({IPV4_CSUM_FIELDS});
         }
-        if (meta.l4_dirty && hdr.kvs.isValid()) {
+        if (meta.l4_dirty) {  // only on a KVS message (KvsEgress)
             if (hdr.udp.isValid()) {
                 hdr.udp.checksum = udp_csum.update({UDP_CSUM_FIELDS, residual});
             } else if (hdr.tcp_options.isValid()) {

@@ -56,9 +56,14 @@ struct hp_tag_t {
     HP_KEY_WORD(hp_key3, "hp_key3", key3_swap, 31, 0)                        \
     Hash<bit<32>>(HashAlgorithm_t.CUSTOM, CRCPolynomial<bit<32>>(            \
         32w0x04C11DB7, true, false, false, 32w0xFFFFFFFF, 32w0xFFFFFFFF)) index_hash;
-// the slot's key, every word swapped (or read) once
-#define HP_SWAP_KEY(idx) (key0_swap.execute(idx) ++ key1_swap.execute(idx) \
-                          ++ key2_swap.execute(idx) ++ key3_swap.execute(idx))
+// the slot's key in slot_key, every word swapped (or read) once; one execute per statement
+// (bf-p4c: "too many side-effect in one expression" for the four in one concatenation)
+#define HP_SWAP_KEY(idx)                                   \
+    bit<32> slot_w0 = key0_swap.execute(idx);              \
+    bit<32> slot_w1 = key1_swap.execute(idx);              \
+    bit<32> slot_w2 = key2_swap.execute(idx);              \
+    bit<32> slot_w3 = key3_swap.execute(idx);              \
+    kvs_key_t slot_key = slot_w0 ++ slot_w1 ++ slot_w2 ++ slot_w3;
 
 control HashPipeFirst(inout hp_carry_t carry)(bit<32> seed) {
     HP_KEY_WORDS
@@ -81,7 +86,7 @@ control HashPipeFirst(inout hp_carry_t carry)(bit<32> seed) {
         if (carry.active) {
             bit<32> idx = index_hash.get({seed, carry.key}) % (bit<32>)HP_SLOTS;
             swap = true;
-            kvs_key_t slot_key = HP_SWAP_KEY(idx);
+            HP_SWAP_KEY(idx)
             same = slot_key == carry.key;
             bit<32> slot_cnt = cnt_insert.execute(idx);
             if (slot_cnt == 0 || !same) {
@@ -136,7 +141,7 @@ control HashPipeStage(inout hp_carry_t carry)(bit<32> seed) {
             bit<32> decision = tag_decide.execute(idx);
             merge = (decision & HP_PRED_OWN) != 0;
             swap = decision == HP_PRED_TAKE;
-            kvs_key_t slot_key = HP_SWAP_KEY(idx);
+            HP_SWAP_KEY(idx)
             bit<32> slot_cnt = cnt_update.execute(idx);
             if (swap) {
                 carry.active = slot_cnt != 0;

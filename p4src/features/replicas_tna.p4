@@ -67,14 +67,18 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout kvs_fwd_t fwd
         }
     };
     // rules 1 and 5: the old value; a write takes the fresh version, a SYNC only if no write is on
-    // its way to the origin (slot_ver <= origin_ver)
+    // its way to the origin (slot_ver <= origin_ver). Executed for a write or a SYNC only (so
+    // !write is a SYNC here), slot_ver_read otherwise: two comparisons, what a stateful ALU has
     RegisterAction<bit<32>, bit<32>, bit<32>>(slot_ver) slot_ver_stamp = {
         void apply(inout bit<32> value, out bit<32> rv) {
             rv = value;
-            if (write || (sync && value <= ov)) {
+            if (write || value <= ov) {
                 value = gv;
             }
         }
+    };
+    RegisterAction<bit<32>, bit<32>, bit<32>>(slot_ver) slot_ver_read = {
+        void apply(inout bit<32> value, out bit<32> rv) { rv = value; }
     };
     RegisterAction<bit<32>, bit<32>, bit<32>>(valid_ver) valid_ver_read = {
         void apply(inout bit<32> value, out bit<32> rv) { rv = value; }
@@ -172,7 +176,12 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout kvs_fwd_t fwd
             gv = global_ver_next.execute(0);
         }
         ov = origin_ver_max.execute(slot);
-        bit<32> sv = slot_ver_stamp.execute(slot);
+        bit<32> sv;
+        if (write || sync) {
+            sv = slot_ver_stamp.execute(slot);
+        } else {
+            sv = slot_ver_read.execute(slot);
+        }
         bool settled = sv <= ov;  // no write on its way to the origin (F_SETTLED, replicas.p4)
         bool stamp = write || (sync && settled);
 
