@@ -53,7 +53,7 @@ control KvsIngress(inout headers_t hdr, inout kvs_meta_t meta, inout standard_me
         meta.hot = false;
         meta.origin_down = false;
         meta.misaddressed = false;
-        if (std.checksum_error == 1) {
+        if (meta.ipv4_refused || std.checksum_error == 1) {
             mark_to_drop(std);
         } else {
             mac_addr_t client_mac = hdr.ethernet.src_addr;  // for a refusal (liveness.p4)

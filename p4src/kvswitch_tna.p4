@@ -15,8 +15,8 @@
 #include "shared/protocol.p4"
 #include "shared/headers.p4"
 #include "shared/headers_tna.p4"
-#include "shared/parser.p4"
 #include "features/checksums_tna.p4"
+#include "shared/parser.p4"
 #include "shared/parser_tna.p4"
 #include "features/forwarding_tna.p4"
 #include "features/trust.p4"
@@ -40,6 +40,7 @@ control KvsIngress(inout kvs_tna_headers_t hdr, inout kvs_tna_meta_t meta,
                    inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
     Forwarding() forwarding;
     KvsCheck() kvs_check;
+    KvsResidual() kvs_residual;
     Trust() trust;
     Liveness() liveness;
     HotKeys() hot_keys;
@@ -59,7 +60,7 @@ control KvsIngress(inout kvs_tna_headers_t hdr, inout kvs_tna_meta_t meta,
         meta.kvs.hot = false;
         meta.kvs.origin_down = false;
         meta.kvs.misaddressed = false;
-        if (hdr.h.ipv4.isValid() && !meta.ipv4_csum_ok) {
+        if (meta.kvs.ipv4_refused || (hdr.h.ipv4.isValid() && !meta.kvs.ipv4_csum_ok)) {
             fwd_drop(meta.fwd);
         } else {
             mac_addr_t client_mac = hdr.h.ethernet.src_addr;  // for a refusal (liveness.p4)
@@ -67,6 +68,7 @@ control KvsIngress(inout kvs_tna_headers_t hdr, inout kvs_tna_meta_t meta,
             // Tofino's ingress does not know the frame length: docs/tofino.md
             kvs_check.apply(hdr.h, meta.kvs, ig_prsr_md.parser_err == PARSER_ERROR_OK,
                             32w0xFFFFFFFF);
+            kvs_residual.apply(hdr.h, meta.kvs);
             bool uplink = false;   // as in kvswitch.p4
             bool steered = false;
 #ifdef KVS_FABRIC_LEAF
@@ -127,7 +129,7 @@ control KvsIngress(inout kvs_tna_headers_t hdr, inout kvs_tna_meta_t meta,
                 if (request && meta.kvs.origin_down && hdr.h.ipv4.dst_addr == requested) {
                     // Still addressed to the dead origin (not redirected to a replica by rule 4):
                     // the switch answers, out of the port the request came in.
-                    unavailable_reply(hdr.h, meta.kvs, client_mac);
+                    unavailable_reply(hdr.h, meta.kvs.l4_dirty, client_mac);
                     meta.fwd.port = ig_intr_md.ingress_port;
                     meta.fwd.drop = false;
                     meta.fwd.grp = 0;
@@ -159,7 +161,7 @@ control KvsIngress(inout kvs_tna_headers_t hdr, inout kvs_tna_meta_t meta,
             ig_tm_md.ucast_egress_port = meta.fwd.port;
         }
         hdr.bridge.setValid();
-        hdr.bridge.residual = meta.residual;
+        hdr.bridge.residual = meta.kvs.residual;
         hdr.bridge.kvs_ok = (bit<1>)meta.kvs.kvs_ok;
         hdr.bridge.mcast = (bit<1>)meta.kvs.mcast;
         hdr.bridge.l4_dirty = (bit<1>)meta.kvs.l4_dirty;
@@ -176,6 +178,7 @@ control KvsEgress(inout kvs_tna_headers_t hdr, inout kvs_tna_meta_t meta,
 
     apply {
         meta.kvs.l4_dirty = hdr.bridge.l4_dirty == 1;
+        meta.kvs.l4_len = hdr.h.ipv4.total_len - ((bit<16>)hdr.h.ipv4.ihl << 2);  // as KvsCheck
         // A packet the ingress forwarded as plain IP may stop the egress parser too (a truncated
         // message): it leaves as it came, as on v1model.
         bool parsed = eg_prsr_md.parser_err == PARSER_ERROR_OK;

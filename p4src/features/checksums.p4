@@ -17,22 +17,16 @@
 
 control KvsVerifyChecksum(inout headers_t hdr, inout kvs_meta_t meta) {
     apply {
-        verify_checksum(hdr.ipv4.isValid() && !hdr.ipv4_options.isValid(),
+        verify_checksum(hdr.ipv4.isValid() && !meta.ipv4_refused,
             {IPV4_CSUM_FIELDS},
-            hdr.ipv4.hdr_checksum, HashAlgorithm.csum16);
-        verify_checksum(hdr.ipv4_options.isValid(),
-            {IPV4_CSUM_FIELDS, hdr.ipv4_options.options},
             hdr.ipv4.hdr_checksum, HashAlgorithm.csum16);
     }
 }
 
 control KvsComputeChecksum(inout headers_t hdr, inout kvs_meta_t meta) {
     apply {
-        update_checksum(hdr.ipv4.isValid() && !hdr.ipv4_options.isValid(),
+        update_checksum(hdr.ipv4.isValid(),
             {IPV4_CSUM_FIELDS},
-            hdr.ipv4.hdr_checksum, HashAlgorithm.csum16);
-        update_checksum(hdr.ipv4_options.isValid(),
-            {IPV4_CSUM_FIELDS, hdr.ipv4_options.options},
             hdr.ipv4.hdr_checksum, HashAlgorithm.csum16);
         // UDP: pseudo-header (src, dst, zero, protocol, UDP length), UDP header without its
         // checksum, KVSwitch header, then the value bytes (the payload).
@@ -40,14 +34,9 @@ control KvsComputeChecksum(inout headers_t hdr, inout kvs_meta_t meta) {
             {UDP_CSUM_FIELDS},
             hdr.udp.checksum, HashAlgorithm.csum16);
         // TCP: pseudo-header with the TCP length (meta.l4_len), TCP header without its checksum,
-        // options when present, KVSwitch header, payload.
-        update_checksum_with_payload(meta.l4_dirty && hdr.tcp.isValid() && hdr.kvs.isValid()
-                                     && !hdr.tcp_options.isValid(),
-            {TCP_CSUM_HEAD, TCP_CSUM_TAIL},
-            hdr.tcp.checksum, HashAlgorithm.csum16);
-        update_checksum_with_payload(meta.l4_dirty && hdr.tcp.isValid() && hdr.kvs.isValid()
-                                     && hdr.tcp_options.isValid(),
-            {TCP_CSUM_HEAD, hdr.tcp_options.options, TCP_CSUM_TAIL},
+        // option words, KVSwitch header, payload.
+        update_checksum_with_payload(meta.l4_dirty && hdr.tcp.isValid() && hdr.kvs.isValid(),
+            {TCP_CSUM_HEAD, TCP_OPTION_FIELDS, TCP_CSUM_TAIL},
             hdr.tcp.checksum, HashAlgorithm.csum16);
     }
 }

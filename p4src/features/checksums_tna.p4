@@ -7,74 +7,49 @@
 // L4: Tofino's deparser cannot sum the payload, so the ingress parser takes the payload's share out
 // of the sender's checksum: it subtracts the checksum field and every header field the L4 checksum
 // covers, which leaves the ones' complement sum of the payload (the residual, bridged to egress).
-// The egress deparser then computes the checksum of the final headers plus the residual when the
-// switch changed a covered field (l4_dirty), which is what v1model's update_checksum_with_payload
-// computes over the payload. This needs a correct checksum on arrival: a UDP datagram sent
-// without one (checksum 0) and rewritten by the switch leaves with a wrong one (docs/tofino.md).
+// Tofino's parser does a checksum operation only in the state that extracts its fields, so the
+// subtractions are hooks in the shared parser's states (parser.p4), and its pseudo-header length
+// (UDP length, or IPv4 length minus 20 for TCP), which no extracted field holds for TCP, is taken
+// out in the ingress control (KvsResidual). The egress deparser then computes the checksum of the
+// final headers plus the residual when the switch changed a covered field (l4_dirty), which is
+// what v1model's update_checksum_with_payload computes over the payload. This needs a correct
+// checksum on arrival: a UDP datagram sent without one (checksum 0) and rewritten by the switch
+// leaves with a wrong one (docs/tofino.md).
 #ifndef KVSWITCH_CHECKSUMS_TNA_P4
 #define KVSWITCH_CHECKSUMS_TNA_P4
 
 #include "checksum_fields.p4"
 
-// Ingress parser, after KvsL3Parser: is the IPv4 header checksum right?
-parser KvsIpv4Verify(packet_in pkt, in headers_t hdr, out bool ok) {
-    Checksum() ipv4_csum;
-
-    // (options apart: a list without a varbit is packed in one step)
-    state start {
-        transition select(hdr.ipv4_options.isValid()) {
-            true: with_options;
-            default: no_options;
-        }
-    }
-
-    state no_options {
-        ipv4_csum.add({IPV4_CSUM_FIELDS, hdr.ipv4.hdr_checksum});
-        ok = ipv4_csum.verify();
-        transition accept;
-    }
-
-    state with_options {
-        ipv4_csum.add({IPV4_CSUM_FIELDS, hdr.ipv4.hdr_checksum, hdr.ipv4_options.options});
-        ok = ipv4_csum.verify();
-        transition accept;
-    }
-}
-
-// Ingress parser, after KvsL4Parser: the payload's share of the sender's L4 checksum.
-parser KvsL4Residual(packet_in pkt, in headers_t hdr, in kvs_meta_t meta, out bit<16> residual) {
+// The hooks of KvsHeaderParser (parser.p4), which includes this file's definitions first.
+#define KVS_PARSER_EXTERNS \
+    Checksum() ipv4_csum; \
     Checksum() l4_csum;
+#define KVS_CSUM_IPV4 \
+    ipv4_csum.add({IPV4_CSUM_FIELDS, hdr.ipv4.hdr_checksum}); \
+    meta.ipv4_csum_ok = ipv4_csum.verify(); \
+    l4_csum.subtract({hdr.ipv4.src_addr, hdr.ipv4.dst_addr, 8w0, hdr.ipv4.protocol});
+#define KVS_CSUM_UDP \
+    l4_csum.subtract({hdr.udp.checksum}); \
+    l4_csum.subtract({hdr.udp.src_port, hdr.udp.dst_port, hdr.udp.length});
+#define KVS_CSUM_TCP \
+    l4_csum.subtract({hdr.tcp.checksum}); \
+    l4_csum.subtract({TCP_HDR_FIELDS});
+#define KVS_CSUM_TCP_OPTION(i) \
+    l4_csum.subtract({hdr.tcp_options[i].word});
+#define KVS_CSUM_KVS \
+    l4_csum.subtract({KVS_CSUM_FIELDS}); \
+    meta.residual = l4_csum.get();
 
-    state start {
-        residual = 0;
-        transition select(hdr.kvs.isValid(), hdr.udp.isValid(), hdr.tcp.isValid(),
-                          hdr.tcp_options.isValid()) {
-            (true, true, _, _): udp_residual;
-            (true, _, true, false): tcp_residual;
-            (true, _, true, true): tcp_options_residual;
-            default: accept;
+// Ingress, after KvsCheck (meta.l4_len): the pseudo-header length out of the parser's residual, a
+// ones' complement subtraction (adding the complement, with the end-around carry).
+control KvsResidual(in headers_t hdr, inout kvs_meta_t meta) {
+    apply {
+        bit<16> len = meta.l4_len;
+        if (hdr.udp.isValid()) {
+            len = hdr.udp.length;
         }
-    }
-
-    state udp_residual {
-        l4_csum.subtract({hdr.udp.checksum});
-        l4_csum.subtract({UDP_CSUM_FIELDS});
-        residual = l4_csum.get();
-        transition accept;
-    }
-
-    state tcp_residual {
-        l4_csum.subtract({hdr.tcp.checksum});
-        l4_csum.subtract({TCP_CSUM_HEAD, TCP_CSUM_TAIL});
-        residual = l4_csum.get();
-        transition accept;
-    }
-
-    state tcp_options_residual {
-        l4_csum.subtract({hdr.tcp.checksum});
-        l4_csum.subtract({TCP_CSUM_HEAD, hdr.tcp_options.options, TCP_CSUM_TAIL});
-        residual = l4_csum.get();
-        transition accept;
+        bit<32> sum = (bit<32>)meta.residual + (bit<32>)(~len);
+        meta.residual = sum[15:0] + sum[31:16];
     }
 }
 
@@ -84,19 +59,15 @@ control KvsChecksumUpdate(inout headers_t hdr, in kvs_meta_t meta, in bit<16> re
     Checksum() tcp_csum;
 
     apply {
-        if (hdr.ipv4_options.isValid()) {
-            hdr.ipv4.hdr_checksum = ipv4_csum.update({IPV4_CSUM_FIELDS, hdr.ipv4_options.options});
-        } else if (hdr.ipv4.isValid()) {
+        if (hdr.ipv4.isValid()) {
             hdr.ipv4.hdr_checksum = ipv4_csum.update({IPV4_CSUM_FIELDS});
         }
         if (meta.l4_dirty) {  // only on a KVS message (KvsEgress)
             if (hdr.udp.isValid()) {
                 hdr.udp.checksum = udp_csum.update({UDP_CSUM_FIELDS, residual});
-            } else if (hdr.tcp_options.isValid()) {
-                hdr.tcp.checksum = tcp_csum.update(
-                    {TCP_CSUM_HEAD, hdr.tcp_options.options, TCP_CSUM_TAIL, residual});
             } else if (hdr.tcp.isValid()) {
-                hdr.tcp.checksum = tcp_csum.update({TCP_CSUM_HEAD, TCP_CSUM_TAIL, residual});
+                hdr.tcp.checksum = tcp_csum.update(
+                    {TCP_CSUM_HEAD, TCP_OPTION_FIELDS, TCP_CSUM_TAIL, residual});
             }
         }
     }

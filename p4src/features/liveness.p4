@@ -97,7 +97,7 @@ control Liveness(in headers_t hdr, inout kvs_meta_t meta) {
 // header; vlen 0 says they are not part of the message (receivers ignore bytes after 36 + vlen,
 // docs/protocol.md). Each build sends it back out of the port it came in (Unavailable below;
 // liveness_tna.p4).
-void unavailable_reply(inout headers_t hdr, inout kvs_meta_t meta, in mac_addr_t client_mac) {
+void unavailable_reply(inout headers_t hdr, out bool l4_dirty, in mac_addr_t client_mac) {
     if (hdr.kvs.op == KvsOp.GET) {
         hdr.kvs.op = KvsOp.GET_REPLY;
     } else if (hdr.kvs.op == KvsOp.SET) {
@@ -117,14 +117,14 @@ void unavailable_reply(inout headers_t hdr, inout kvs_meta_t meta, in mac_addr_t
     bit<16> port = hdr.udp.dst_port;
     hdr.udp.dst_port = hdr.udp.src_port;
     hdr.udp.src_port = port;
-    meta.l4_dirty = true;
+    l4_dirty = true;
 }
 
 #ifndef KVSWITCH_TNA
 control Unavailable(inout headers_t hdr, inout kvs_meta_t meta, inout standard_metadata_t std,
                     in mac_addr_t client_mac) {
     apply {
-        unavailable_reply(hdr, meta, client_mac);
+        unavailable_reply(hdr, meta.l4_dirty, client_mac);
         std.egress_spec = std.ingress_port;
     }
 }

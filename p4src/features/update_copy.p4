@@ -23,7 +23,16 @@ control UpdateCopy(inout headers_t hdr) {
             hdr.ipv4.total_len = ip_hdr_len + hdr.udp.length;
             hdr.kvs.flags = hdr.kvs.flags | KVS_F_TCP;
             hdr.tcp.setInvalid();
-            hdr.tcp_options.setInvalid();
+            hdr.tcp_options[0].setInvalid();
+            hdr.tcp_options[1].setInvalid();
+            hdr.tcp_options[2].setInvalid();
+            hdr.tcp_options[3].setInvalid();
+            hdr.tcp_options[4].setInvalid();
+            hdr.tcp_options[5].setInvalid();
+            hdr.tcp_options[6].setInvalid();
+            hdr.tcp_options[7].setInvalid();
+            hdr.tcp_options[8].setInvalid();
+            hdr.tcp_options[9].setInvalid();
         }
     }
 }

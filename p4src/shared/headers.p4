@@ -33,11 +33,6 @@ header ipv4_t {
     ipv4_addr_t dst_addr;
 }
 
-// IPv4 options (ihl > 5), kept so that the deparser re-emits them unchanged.
-header ipv4_options_t {
-    varbit<320> options;
-}
-
 header tcp_t {
     bit<16> src_port;
     bit<16> dst_port;
@@ -51,9 +46,14 @@ header tcp_t {
     bit<16> urgent_ptr;
 }
 
-// TCP options (data_offset > 5), kept so that the deparser re-emits them unchanged.
-header tcp_options_t {
-    varbit<320> options;
+// TCP options (data_offset > 5): up to 10 words, kept so that the deparser re-emits them unchanged.
+// Fixed words, not a varbit: Tofino's checksum units take no varbit, and the L4 residual
+// (checksums_tna.p4) must leave the options out. Word i of a segment with n words is
+// tcp_options[10 - n + i] (the parser's states have fixed indices; the deparser emits the valid
+// ones in order).
+#define TCP_OPTION_WORDS 10
+header tcp_option_t {
+    bit<32> word;
 }
 
 header udp_t {
@@ -79,16 +79,22 @@ header kvs_t {
 struct headers_t {
     ethernet_t ethernet;
     ipv4_t ipv4;
-    ipv4_options_t ipv4_options;
     tcp_t tcp;
-    tcp_options_t tcp_options;
+    tcp_option_t[TCP_OPTION_WORDS] tcp_options;
     udp_t udp;
     kvs_t kvs;
 }
 
 struct kvs_meta_t {
-    // Parser: IPv4 payload length (L4 header + data), the TCP pseudo-header length.
+    // Parser: an IPv4 header the switch does not forward (a version other than 4, a header
+    // length other than 5 words: options, which KVSwitch drops, or a malformed header).
+    bool ipv4_refused;
+    // KvsCheck: IPv4 payload length (L4 header + data), the TCP pseudo-header length.
     bit<16> l4_len;
+    // TNA build only (checksums_tna.p4), set by the parser: the IPv4 header checksum is right; the
+    // L4 residual (the payload's share of the sender's L4 checksum, after KvsResidual).
+    bool ipv4_csum_ok;
+    bit<16> residual;
     // KvsCheck: the KVSwitch header is complete and its value fits the datagram/segment.
     bool kvs_ok;
     // The switch changed something an L4 checksum covers (addresses, header fields, transport).

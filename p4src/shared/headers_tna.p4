@@ -42,8 +42,6 @@ struct kvs_tna_headers_t {
 struct kvs_tna_meta_t {
     kvs_meta_t kvs;
     kvs_fwd_t fwd;
-    bool ipv4_csum_ok;
-    bit<16> residual;
 }
 
 #endif  // KVSWITCH_HEADERS_TNA_P4

@@ -1,26 +1,36 @@
 // Parser, deparser and the KVSwitch header length check.
 //
-// Ethernet / IPv4 (options kept via ihl) / UDP or TCP (options kept via data_offset) / KVSwitch
-// header when the destination or the source L4 port is KVS_PORT. TCP segments without payload (SYN,
-// ACK, FIN) are not parsed as KVSwitch messages. A packet too short for a header it announces ends
-// the parser with error.PacketTooShort: the headers before it stay valid, the KVSwitch header stays
-// invalid, and the ingress forwards it as plain IP (KvsCheck never accepts a packet with a parser
-// error), so no KVSwitch state is touched.
+// Ethernet / IPv4 / UDP or TCP (options kept, up to 10 words) / KVSwitch header when the destination
+// or the source L4 port is KVS_PORT. Only what Tofino's parser can do (docs/tofino.md): extracts,
+// selects and constant assignments, no arithmetic. TCP segments without payload (SYN, ACK, FIN) are
+// not parsed as KVSwitch messages. An IPv4 header of a version other than 4 or a length other than
+// 5 words (options, or a malformed header) sets meta.ipv4_refused: the ingress drops the packet, as
+// a data-centre switch that does not process IPv4 options does. A packet too short for a header it
+// announces ends the parser with error.PacketTooShort: the headers before it stay valid, the
+// KVSwitch header stays invalid, and the ingress forwards it as plain IP (KvsCheck never accepts a
+// packet with a parser error), so no KVSwitch state is touched.
 #ifndef KVSWITCH_PARSER_P4
 #define KVSWITCH_PARSER_P4
 
-error {
-    Ipv4BadHeader,
-    TcpBadHeader
-}
+// What a build adds in the states that extract the fields (Tofino: a checksum operation must be in
+// the state that extracts its fields): the TNA build's IPv4 checksum verification and L4 residual
+// (checksums_tna.p4 defines these before including this file); nothing for v1model.
+#ifndef KVS_PARSER_EXTERNS
+#define KVS_PARSER_EXTERNS
+#define KVS_CSUM_IPV4
+#define KVS_CSUM_UDP
+#define KVS_CSUM_TCP
+#define KVS_CSUM_TCP_OPTION(i)
+#define KVS_CSUM_KVS
+#endif
 
-// The headers, for every target, in two parts so that a TNA parser can verify the IPv4 checksum
-// between them: KvsL3Parser (Ethernet, IPv4 and its options), then, for IPv4, KvsL4Parser (UDP/TCP
-// and the KVSwitch header). v1model's KvsParser (parser_v1model.p4) and TNA's ingress and egress
-// parsers (parser_tna.p4) apply them after their intrinsic metadata.
-parser KvsL3Parser(packet_in pkt, out headers_t hdr, inout kvs_meta_t meta, out bit<8> l4_proto) {
+// The headers, for every target: v1model's KvsParser (parser_v1model.p4) and TNA's ingress and
+// egress parsers (parser_tna.p4) apply it after their intrinsic metadata.
+parser KvsHeaderParser(packet_in pkt, out headers_t hdr, inout kvs_meta_t meta) {
+    KVS_PARSER_EXTERNS
+
     state start {
-        l4_proto = 0;
+        meta.ipv4_refused = false;
         pkt.extract(hdr.ethernet);
         transition select(hdr.ethernet.ether_type) {
             ETHERTYPE_IPV4: parse_ipv4;
@@ -28,37 +38,26 @@ parser KvsL3Parser(packet_in pkt, out headers_t hdr, inout kvs_meta_t meta, out 
         }
     }
 
+    // only the first fragment carries the L4 header
     state parse_ipv4 {
         pkt.extract(hdr.ipv4);
-        verify(hdr.ipv4.version == 4 && hdr.ipv4.ihl >= 5, error.Ipv4BadHeader);
-        meta.l4_len = hdr.ipv4.total_len - ((bit<16>)hdr.ipv4.ihl << 2);
-        // only the first fragment carries the L4 header
-        l4_proto = hdr.ipv4.frag_offset == 0 ? hdr.ipv4.protocol : 8w0;
-        transition select(hdr.ipv4.ihl) {
-            5: accept;
-            default: parse_ipv4_options;
+        KVS_CSUM_IPV4
+        transition select(hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.frag_offset, hdr.ipv4.protocol) {
+            (4, 5, 0, IP_PROTO_UDP): parse_udp;
+            (4, 5, 0, IP_PROTO_TCP): parse_tcp;
+            (4, 5, _, _): accept;
+            default: ipv4_refused;
         }
     }
 
-    state parse_ipv4_options {
-        pkt.extract(hdr.ipv4_options, ((bit<32>)hdr.ipv4.ihl - 5) << 5);
+    state ipv4_refused {
+        meta.ipv4_refused = true;
         transition accept;
-    }
-}
-
-parser KvsL4Parser(packet_in pkt, in bit<8> l4_proto, inout headers_t hdr, inout kvs_meta_t meta) {
-    bit<16> tcp_payload_len;
-
-    state start {
-        transition select(l4_proto) {
-            IP_PROTO_UDP: parse_udp;
-            IP_PROTO_TCP: parse_tcp;
-            default: accept;
-        }
     }
 
     state parse_udp {
         pkt.extract(hdr.udp);
+        KVS_CSUM_UDP
         transition select(hdr.udp.dst_port, hdr.udp.src_port) {
             (KVS_PORT, _): parse_kvs;
             (_, KVS_PORT): parse_kvs;
@@ -66,38 +65,113 @@ parser KvsL4Parser(packet_in pkt, in bit<8> l4_proto, inout headers_t hdr, inout
         }
     }
 
+    // A segment whose IPv4 length ends with the TCP header (20 + 4 * data_offset: SYN, pure ACK,
+    // FIN) carries no request. A data offset below 5 is not a TCP header KVSwitch reads (plain IP).
+    // n option words go to tcp_options[10 - n .. 9].
     state parse_tcp {
         pkt.extract(hdr.tcp);
-        verify(hdr.tcp.data_offset >= 5, error.TcpBadHeader);
-        transition select(hdr.tcp.data_offset) {
-            5: parse_tcp_payload;
-            default: parse_tcp_options;
+        KVS_CSUM_TCP
+        transition select(hdr.tcp.data_offset, hdr.ipv4.total_len) {
+            (5, 40): accept;
+            (6, 44): accept;
+            (7, 48): accept;
+            (8, 52): accept;
+            (9, 56): accept;
+            (10, 60): accept;
+            (11, 64): accept;
+            (12, 68): accept;
+            (13, 72): accept;
+            (14, 76): accept;
+            (15, 80): accept;
+            (5, _): tcp_ports;
+            (6, _): tcp_option_9;
+            (7, _): tcp_option_8;
+            (8, _): tcp_option_7;
+            (9, _): tcp_option_6;
+            (10, _): tcp_option_5;
+            (11, _): tcp_option_4;
+            (12, _): tcp_option_3;
+            (13, _): tcp_option_2;
+            (14, _): tcp_option_1;
+            (15, _): tcp_option_0;
+            default: accept;
         }
     }
 
-    state parse_tcp_options {
-        pkt.extract(hdr.tcp_options, ((bit<32>)hdr.tcp.data_offset - 5) << 5);
-        transition parse_tcp_payload;
+    state tcp_option_0 {
+        pkt.extract(hdr.tcp_options[0]);
+        KVS_CSUM_TCP_OPTION(0)
+        transition tcp_option_1;
     }
 
-    // A segment whose IPv4 length ends with the TCP header (SYN, pure ACK, FIN) carries no request.
-    // (A bogus IPv4 length makes tcp_payload_len wrap around; KvsCheck rejects that packet.)
-    state parse_tcp_payload {
-        tcp_payload_len = meta.l4_len - ((bit<16>)hdr.tcp.data_offset << 2);
-        transition select(tcp_payload_len, hdr.tcp.dst_port, hdr.tcp.src_port) {
-            (0, _, _): accept;
-            (_, KVS_PORT, _): parse_kvs;
-            (_, _, KVS_PORT): parse_kvs;
+    state tcp_option_1 {
+        pkt.extract(hdr.tcp_options[1]);
+        KVS_CSUM_TCP_OPTION(1)
+        transition tcp_option_2;
+    }
+
+    state tcp_option_2 {
+        pkt.extract(hdr.tcp_options[2]);
+        KVS_CSUM_TCP_OPTION(2)
+        transition tcp_option_3;
+    }
+
+    state tcp_option_3 {
+        pkt.extract(hdr.tcp_options[3]);
+        KVS_CSUM_TCP_OPTION(3)
+        transition tcp_option_4;
+    }
+
+    state tcp_option_4 {
+        pkt.extract(hdr.tcp_options[4]);
+        KVS_CSUM_TCP_OPTION(4)
+        transition tcp_option_5;
+    }
+
+    state tcp_option_5 {
+        pkt.extract(hdr.tcp_options[5]);
+        KVS_CSUM_TCP_OPTION(5)
+        transition tcp_option_6;
+    }
+
+    state tcp_option_6 {
+        pkt.extract(hdr.tcp_options[6]);
+        KVS_CSUM_TCP_OPTION(6)
+        transition tcp_option_7;
+    }
+
+    state tcp_option_7 {
+        pkt.extract(hdr.tcp_options[7]);
+        KVS_CSUM_TCP_OPTION(7)
+        transition tcp_option_8;
+    }
+
+    state tcp_option_8 {
+        pkt.extract(hdr.tcp_options[8]);
+        KVS_CSUM_TCP_OPTION(8)
+        transition tcp_option_9;
+    }
+
+    state tcp_option_9 {
+        pkt.extract(hdr.tcp_options[9]);
+        KVS_CSUM_TCP_OPTION(9)
+        transition tcp_ports;
+    }
+
+    state tcp_ports {
+        transition select(hdr.tcp.dst_port, hdr.tcp.src_port) {
+            (KVS_PORT, _): parse_kvs;
+            (_, KVS_PORT): parse_kvs;
             default: accept;
         }
     }
 
     state parse_kvs {
         pkt.extract(hdr.kvs);
+        KVS_CSUM_KVS
         transition accept;
     }
 }
-
 
 // Accepts the KVSwitch header only when the parser finished without error and the header plus its
 // value fit in the datagram (UDP length) or segment (IPv4 length), and the frame really holds the
@@ -108,6 +182,7 @@ parser KvsL4Parser(packet_in pkt, in bit<8> l4_proto, inout headers_t hdr, inout
 control KvsCheck(in headers_t hdr, inout kvs_meta_t meta, in bool parsed, in bit<32> frame_len) {
     apply {
         meta.kvs_ok = false;
+        meta.l4_len = hdr.ipv4.total_len - ((bit<16>)hdr.ipv4.ihl << 2);
         if (parsed && hdr.kvs.isValid()) {
             bit<32> need = (bit<32>)KVS_HDR_LEN + (bit<32>)hdr.kvs.vlen;
             bit<32> l4_len = (bit<32>)meta.l4_len;
@@ -130,7 +205,6 @@ control KvsDeparser(packet_out pkt, in headers_t hdr) {
     apply {
         pkt.emit(hdr.ethernet);
         pkt.emit(hdr.ipv4);
-        pkt.emit(hdr.ipv4_options);
         pkt.emit(hdr.tcp);
         pkt.emit(hdr.tcp_options);
         pkt.emit(hdr.udp);

@@ -1,32 +1,18 @@
-// TNA parsers and deparsers. Both parsers take the headers with KvsL3Parser and KvsL4Parser
-// (parser.p4) after the intrinsic metadata; the ingress parser verifies the IPv4 checksum between
-// the two and takes the L4 residual after them (checksums_tna.p4). The egress parser sees what the
-// ingress deparser emitted: the bridged header, then the packet.
+// TNA parsers and deparsers. Both parsers take the headers with KvsHeaderParser (parser.p4) after
+// the intrinsic metadata; in its states the ingress parser verifies the IPv4 checksum and takes the
+// L4 residual (checksums_tna.p4; the egress parser computes them too and nothing reads them). The
+// egress parser sees what the ingress deparser emitted: the bridged header, then the packet.
 #ifndef KVSWITCH_PARSER_TNA_P4
 #define KVSWITCH_PARSER_TNA_P4
 
 parser KvsIngressParser(packet_in pkt, out kvs_tna_headers_t hdr, out kvs_tna_meta_t meta,
                         out ingress_intrinsic_metadata_t ig_intr_md) {
-    KvsL3Parser() l3;
-    KvsIpv4Verify() ipv4_verify;
-    KvsL4Parser() l4;
-    KvsL4Residual() l4_residual;
-    bit<8> l4_proto;
+    KvsHeaderParser() headers;
 
     state start {
         pkt.extract(ig_intr_md);
         pkt.advance(PORT_METADATA_SIZE);
-        l3.apply(pkt, hdr.h, meta.kvs, l4_proto);
-        ipv4_verify.apply(pkt, hdr.h, meta.ipv4_csum_ok);
-        transition select(hdr.h.ipv4.isValid()) {
-            true: parse_l4;
-            default: accept;
-        }
-    }
-
-    state parse_l4 {
-        l4.apply(pkt, l4_proto, hdr.h, meta.kvs);
-        l4_residual.apply(pkt, hdr.h, meta.kvs, meta.residual);
+        headers.apply(pkt, hdr.h, meta.kvs);
         transition accept;
     }
 }
@@ -43,22 +29,12 @@ control KvsIngressDeparser(packet_out pkt, inout kvs_tna_headers_t hdr, in kvs_t
 
 parser KvsEgressParser(packet_in pkt, out kvs_tna_headers_t hdr, out kvs_tna_meta_t meta,
                        out egress_intrinsic_metadata_t eg_intr_md) {
-    KvsL3Parser() l3;
-    KvsL4Parser() l4;
-    bit<8> l4_proto;
+    KvsHeaderParser() headers;
 
     state start {
         pkt.extract(eg_intr_md);
         pkt.extract(hdr.bridge);
-        l3.apply(pkt, hdr.h, meta.kvs, l4_proto);
-        transition select(hdr.h.ipv4.isValid()) {
-            true: parse_l4;
-            default: accept;
-        }
-    }
-
-    state parse_l4 {
-        l4.apply(pkt, l4_proto, hdr.h, meta.kvs);
+        headers.apply(pkt, hdr.h, meta.kvs);
         transition accept;
     }
 }
