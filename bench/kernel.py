@@ -19,7 +19,7 @@ allocates per query. Semantics (docs/protocol.md "Consistency" rules 1-4 and "Ha
 
 Keys are integer ids; the 16-byte key is ``id.to_bytes(16, "big")`` (ids < 2**32), so the CRC of a
 HashPipe stage starts from a per-stage state after the seed and the 12 leading zero bytes, and ends
-with the stage's 2 s zero bytes (``hp_index``).
+with the stage's 4 s zero bytes (``hp_index``).
 
 HashPipe's later stages compare key ids where the data plane compares 32-bit key tags (a carried
 key merges into a slot whose occupant has its tag: docs/protocol.md "HashPipe hashing"). For the
@@ -77,11 +77,11 @@ def stage_prefixes(stages: int) -> np.ndarray:
 
 @njit(cache=True)
 def hp_index(prefix: int, table: np.ndarray, kid: int, width: int, stage: int) -> int:
-    """crc32({seed_s, key16, 2 s zero bytes}) mod w (docs/protocol.md "HashPipe hashing")."""
+    """crc32({seed_s, key16, 4 s zero bytes}) mod w (docs/protocol.md "HashPipe hashing")."""
     c = prefix
     for shift in (24, 16, 8, 0):
         c = table[(c ^ (kid >> shift)) & 0xFF] ^ (c >> 8)
-    for _ in range(2 * stage):
+    for _ in range(4 * stage):
         c = table[c & 0xFF] ^ (c >> 8)
     return ((~c) & 0xFFFFFFFF) % width
 

@@ -41,9 +41,9 @@ MAX_KEY_ID = (1 << 31) - 1
 
 
 def hp_index_ref(stage: int, key: bytes, width: int) -> int:
-    """docs/protocol.md: crc32({seed_s, key16, 2 s zero bytes}) mod w, seed_s = 0x9E3779B9 * (s + 1)
+    """docs/protocol.md: crc32({seed_s, key16, 4 s zero bytes}) mod w, seed_s = 0x9E3779B9 * (s + 1)
     mod 2^32."""
-    return zlib.crc32(kernel.stage_seed(stage).to_bytes(4, "big") + key + bytes(2 * stage)) % width
+    return zlib.crc32(kernel.stage_seed(stage).to_bytes(4, "big") + key + bytes(4 * stage)) % width
 
 
 @dataclass

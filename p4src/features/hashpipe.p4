@@ -1,7 +1,7 @@
 // HashPipe heavy-hitter tracker for cold keys (Sivaraman et al., SOSR'17), d = HP_STAGES stages of
 // w = HP_SLOTS slots. Only requests (GET/SET/DEL) that miss HotkeyTable enter it.
 //
-// Stage s indexes with crc32({seed_s, key, s 16-bit zero words}) mod w, w a power of two
+// Stage s indexes with crc32({seed_s, key, s 32-bit zero words}) mod w, w a power of two
 // (hashpipe_stages.p4; docs/protocol.md "HashPipe hashing"). The first
 // stage always inserts the incoming key (count 1), evicting the slot's occupant into the carry; a
 // later stage adds the carry to a slot holding the same key, fills an empty slot (count 0), or keeps

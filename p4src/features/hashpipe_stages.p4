@@ -5,12 +5,14 @@
 // (TNA; nothing on v1model), HP_INDEX(name, idx, fields...) sets idx to the CRC-32 of the fields
 // mod w.
 //
-// Stage s's index (docs/protocol.md "HashPipe hashing"): crc32({seed_s, key, s 16-bit zero
+// Stage s's index (docs/protocol.md "HashPipe hashing"): crc32({seed_s, key, s 32-bit zero
 // words}) mod w, w = HP_SLOTS a power of two, i.e. the CRC's low log2(w) bits. CRC-32 is affine,
 // so the seeds alone only add a constant per stage and keys colliding in one stage would collide
-// in all (shared/sizes.p4). The zero words multiply the key's CRC state by x^(16 s) mod the
+// in all (shared/sizes.p4). The zero words multiply the key's CRC state by x^(32 s) mod the
 // polynomial: a different linear map per stage, whose low bits are pairwise independent of the
-// other stages' for w up to 2^14 (tests/bench/test_model.py). The index is computed here, between
+// other stages' for w up to 2^14 (tests/bench/test_model.py). A zero byte per stage would leave
+// two stages only 8 independent bits, a 16-bit word co-collides up to 3.7 times more often than
+// independent hashes on consecutive key ids (docs/tofino.md). The index is computed here, between
 // the stages, from the key the previous stage carries on.
 #ifndef KVSWITCH_HASHPIPE_STAGES_P4
 #define KVSWITCH_HASHPIPE_STAGES_P4
@@ -53,31 +55,31 @@ control HashPipe(in kvs_key_t key) {
         HP_INDEX(index_hash0, idx, HP_SEED_0, carry.key);
         hp_stage0.apply(carry, idx);
 #if HP_STAGES > 1
-        HP_INDEX(index_hash1, idx, HP_SEED_1, carry.key, 16w0);
+        HP_INDEX(index_hash1, idx, HP_SEED_1, carry.key, 32w0);
         hp_stage1.apply(carry, idx);
 #endif
 #if HP_STAGES > 2
-        HP_INDEX(index_hash2, idx, HP_SEED_2, carry.key, 32w0);
+        HP_INDEX(index_hash2, idx, HP_SEED_2, carry.key, 64w0);
         hp_stage2.apply(carry, idx);
 #endif
 #if HP_STAGES > 3
-        HP_INDEX(index_hash3, idx, HP_SEED_3, carry.key, 48w0);
+        HP_INDEX(index_hash3, idx, HP_SEED_3, carry.key, 96w0);
         hp_stage3.apply(carry, idx);
 #endif
 #if HP_STAGES > 4
-        HP_INDEX(index_hash4, idx, HP_SEED_4, carry.key, 64w0);
+        HP_INDEX(index_hash4, idx, HP_SEED_4, carry.key, 128w0);
         hp_stage4.apply(carry, idx);
 #endif
 #if HP_STAGES > 5
-        HP_INDEX(index_hash5, idx, HP_SEED_5, carry.key, 80w0);
+        HP_INDEX(index_hash5, idx, HP_SEED_5, carry.key, 160w0);
         hp_stage5.apply(carry, idx);
 #endif
 #if HP_STAGES > 6
-        HP_INDEX(index_hash6, idx, HP_SEED_6, carry.key, 96w0);
+        HP_INDEX(index_hash6, idx, HP_SEED_6, carry.key, 192w0);
         hp_stage6.apply(carry, idx);
 #endif
 #if HP_STAGES > 7
-        HP_INDEX(index_hash7, idx, HP_SEED_7, carry.key, 112w0);
+        HP_INDEX(index_hash7, idx, HP_SEED_7, carry.key, 224w0);
         hp_stage7.apply(carry, idx);
 #endif
     }

@@ -3,7 +3,7 @@
 // the same registers on the same traces (tests/dataplane/test_builds_agree.py).
 //
 // The index is the v1model build's (hashpipe_stages.p4): CRC-32 (a CRCPolynomial with the
-// parameters of v1model's crc32) of {seed_s, key, s 16-bit zero words}, its low log2(w) bits (w a
+// parameters of v1model's crc32) of {seed_s, key, s 32-bit zero words}, its low log2(w) bits (w a
 // power of two: Tofino's hash units give a slice, not a remainder).
 //
 // The first stage (HashPipeFirst, always insert): the key words are swapped in unconditionally

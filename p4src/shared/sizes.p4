@@ -44,7 +44,7 @@
 // per period), at most twice as many. A power of two because Tofino's hash units give the index as
 // the hash's low bits, not a remainder. CRC-32 is affine: with only the seeds differing, stage s's
 // hash would be one key hash XOR a per-stage constant, and keys colliding in one stage would
-// collide in every stage; so stage s also hashes s zero 16-bit words after the key, a different
+// collide in every stage; so stage s also hashes s zero 32-bit words after the key, a different
 // linear map of the key per stage (hashpipe_stages.p4; tests/bench/test_model.py).
 // kvswitch.bench.kernel.hashpipe_width computes the same number.
 #ifndef HP_SLOTS

@@ -79,7 +79,7 @@ def test_hashpipe_index_is_the_protocol_formula() -> None:
     for kid in [0, 1, 255, 256, 70000, 2**31 - 1]:
         for s in range(8):
             seed = (0x9E3779B9 * (s + 1)) % 2**32
-            data = seed.to_bytes(4, "big") + kid.to_bytes(16, "big") + bytes(2 * s)
+            data = seed.to_bytes(4, "big") + kid.to_bytes(16, "big") + bytes(4 * s)
             want = zlib.crc32(data) % 1024
             assert (
                 kernel.hp_index(prefixes[s], table, kid, 1024, s)
@@ -200,7 +200,7 @@ def test_stage_indices_are_independent_with_the_zero_words() -> None:
     """CRC-32 is affine: crc32({seed_s, key}) = crc32({seed_s, 0}) ^ crc32({0, key}) ^ crc32(0^20),
     so with the seeds alone every stage hashes to one key hash XOR a constant, and mod a power of
     two keys colliding in one stage collide in all (HashPipe would be w buckets of d ways). Stage
-    s's 2 s zero bytes after the key make its index a different linear map of the key: a stage-0
+    s's 4 s zero bytes after the key make its index a different linear map of the key: a stage-0
     collision collides in stage 1 about as often as for independent hashes."""
     rng = np.random.default_rng(8)
     keys = [rng.bytes(16) for _ in range(12_000)]

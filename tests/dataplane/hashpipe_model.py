@@ -13,9 +13,9 @@ HP_TAG_SEED = (0x9E3779B9 * 9) % 2**32
 
 
 def stage_index(stage: int, seed: int, key: bytes, slots: int) -> int:
-    """Stage ``stage``'s index: crc32({seed, key, ``stage`` 16-bit zero words}) mod w over the
+    """Stage ``stage``'s index: crc32({seed, key, ``stage`` 32-bit zero words}) mod w over the
     big-endian concatenation."""
-    return zlib.crc32(struct.pack("!I", seed) + key + bytes(2 * stage)) % slots
+    return zlib.crc32(struct.pack("!I", seed) + key + bytes(4 * stage)) % slots
 
 
 def key_tag(key: bytes) -> int:
@@ -83,7 +83,7 @@ def tag_twin(key: bytes) -> bytes:
 
 VECTORS_ABOUT = (
     "docs/protocol.md 'HashPipe hashing' and p4src/features/hashpipe.p4: stage s indexes with "
-    "zlib.crc32(seed_s (4 bytes, big-endian) + key16 + 2s zero bytes) mod slots (a power of two); "
+    "zlib.crc32(seed_s (4 bytes, big-endian) + key16 + 4s zero bytes) mod slots (a power of two); "
     "stage 0 always inserts, later "
     "stages add to the same key, fill an empty slot (count 0) or keep the larger count (ties keep "
     "the occupant); in later stages 'the same key' is the same tag, zlib.crc32(HP_TAG_SEED "
