@@ -934,9 +934,9 @@ class Translator:
             pyop = "//" if op == "/" else "%"
             if b.is_const and b.const == 0:
                 raise self.err(node, "division by zero")
-            by_shift = b.is_const and b.const & (b.const - 1) == 0
+            by_shift = b.is_const and (b.const & (b.const - 1)) == 0
             if not getattr(self.arch, "divides_at_run_time", True) and not (
-                a.is_const and b.is_const or by_shift
+                (a.is_const and b.is_const) or by_shift
             ):
                 raise self.err(
                     node,
