@@ -236,6 +236,25 @@ def test_every_two_stages_index_independently(bits: int) -> None:
         assert _rank([x << bits | y for x, y in zip(*naive, strict=True)]) == bits
 
 
+def test_the_round_robin_turn_is_exact_and_a_stale_turn_costs_one() -> None:
+    """kernel.rr_turn, p4src's rr (features/replicas.p4): every holder gets 1/n of the turns from
+    any valid start; a turn beyond the last (n shrank) is turn 0 and restarts the rotation."""
+    for n in range(1, 9):
+        for start in range(n):
+            t, seen = start, Counter()
+            for _ in range(5 * n):
+                ordinal, t = kernel.rr_turn(t, n)
+                seen[ordinal] += 1
+            assert seen == Counter({o: 5 for o in range(n)}), (n, start)
+    turns = []
+    t = 6  # left by n = 7, now n = 3
+    for _ in range(5):
+        ordinal, t = kernel.rr_turn(t, 3)
+        turns.append(ordinal)
+    assert turns == [0, 0, 1, 2, 0]
+    assert kernel.rr_turn(0, 0) == (0, 0)  # no holders: ordinal 0, as the data plane
+
+
 def test_a_rotated_write_reaches_one_holder_and_the_reads_follow_it() -> None:
     """The write rotation (docs/protocol.md F7) in the model: a write of a rotated key goes to
     one holder and makes no copy; its reply makes that holder the read set and ``done_by``, and
