@@ -4,7 +4,7 @@ Everything here works on flat numpy arrays prepared by :mod:`kvswitch.bench.mode
 allocates per query. Semantics (docs/protocol.md "Consistency" rules 1-4 and "HashPipe hashing"):
 
 - a query of a key that misses the hot-key table enters HashPipe and goes to its origin;
-- a Get of a hot key takes ordinal ``rr[slot]`` (wrapping at the holder count) and is redirected to
+- a Get of a hot key takes ordinal ``rr[slot]`` (wrapping at the holder count: :func:`rr_turn`) and is redirected to
   that holder only when its ServermapTable entry exists and it is in the read set (rule 4,
   :func:`coherence.in_read_set`); otherwise it goes to the origin;
 - a Set of a hot key takes a fresh version (rule 1, :func:`coherence.write`), goes to the origin and
@@ -18,7 +18,8 @@ allocates per query. Semantics (docs/protocol.md "Consistency" rules 1-4 and "Ha
 - every packet that reaches a server counts one in that server's load counter.
 
 Keys are integer ids; the 16-byte key is ``id.to_bytes(16, "big")`` (ids < 2**32), so the CRC of a
-HashPipe stage starts from a per-stage state after the seed and the 12 leading zero bytes.
+HashPipe stage starts from a per-stage state after the seed and the 12 leading zero bytes, and ends
+with the stage's 4 s zero bytes (``hp_index``).
 
 HashPipe's later stages compare key ids where the data plane compares 32-bit key tags (a carried
 key merges into a slot whose occupant has its tag: docs/protocol.md "HashPipe hashing"). For the
@@ -56,9 +57,10 @@ def stage_seed(stage: int) -> int:
 
 
 def hashpipe_width(slots: int, stages: int) -> int:
-    """Slots per HashPipe stage for K = ``slots`` and d = ``stages``: (K / d) | 1, as p4src's
-    ``HP_SLOTS`` (shared/sizes.p4). Odd, so that the stages' CRC-32 indices are independent."""
-    return (slots // stages) | 1
+    """Slots per HashPipe stage for K = ``slots`` and d = ``stages``: the smallest power of two
+    >= K / d, as p4src's ``HP_SLOTS`` (shared/sizes.p4): d * w >= K, and a power of two because
+    Tofino takes the index as the hash's low bits (the stages' zero words keep them independent)."""
+    return 1 << (max(1, -(-slots // stages)) - 1).bit_length()
 
 
 def stage_prefixes(stages: int) -> np.ndarray:
@@ -74,17 +76,30 @@ def stage_prefixes(stages: int) -> np.ndarray:
 
 
 @njit(cache=True)
-def hp_index(prefix: int, table: np.ndarray, kid: int, width: int) -> int:
+def hp_index(prefix: int, table: np.ndarray, kid: int, width: int, stage: int) -> int:
+    """crc32({seed_s, key16, 4 s zero bytes}) mod w (docs/protocol.md "HashPipe hashing")."""
     c = prefix
     for shift in (24, 16, 8, 0):
         c = table[(c ^ (kid >> shift)) & 0xFF] ^ (c >> 8)
+    for _ in range(4 * stage):
+        c = table[c & 0xFF] ^ (c >> 8)
     return ((~c) & 0xFFFFFFFF) % width
+
+
+@njit(cache=True)
+def rr_turn(t: int, turns: int) -> tuple[int, int]:
+    """The round-robin turn of p4src's ``rr`` (features/replicas.p4): the turn taken from the
+    register's ``t`` and the value written back, over ``turns`` holders. A ``t`` beyond the last
+    turn (the holder count shrank) counts as turn 0 and restarts the rotation: the data plane's
+    stateful ALU makes only the two comparisons of ``t`` with ``turns - 1``."""
+    last = turns - 1 if turns > 0 else 0
+    return (0 if t > last else t), (t + 1 if t < last else 0)
 
 
 @njit(cache=True, inline="always")
 def hashpipe_insert(kid, hp_key, hp_cnt, prefixes, table):
     stages, width = hp_cnt.shape
-    i = hp_index(prefixes[0], table, kid, width)
+    i = hp_index(prefixes[0], table, kid, width, 0)
     if hp_cnt[0, i] == 0:
         hp_key[0, i] = kid
         hp_cnt[0, i] = 1
@@ -97,7 +112,7 @@ def hashpipe_insert(kid, hp_key, hp_cnt, prefixes, table):
     hp_key[0, i] = kid
     hp_cnt[0, i] = 1
     for s in range(1, stages):
-        i = hp_index(prefixes[s], table, ck, width)
+        i = hp_index(prefixes[s], table, ck, width, s)
         if hp_cnt[s, i] == 0:
             hp_key[s, i] = ck
             hp_cnt[s, i] = cc
@@ -257,10 +272,7 @@ def process(kids, origins, writes, count, start, lag, ht_keys, ht_vals, nhold, s
                        done_by)  # fmt: skip
             continue
         n = nhold[slot]
-        ordv = rr[slot]
-        if ordv >= n:
-            ordv = 0
-        rr[slot] = ordv + 1 if ordv + 1 < n else 0
+        ordv, rr[slot] = rr_turn(rr[slot], n)
         dst = o
         if ordv > 0:
             s = smap[slot, ordv]

@@ -41,8 +41,9 @@ MAX_KEY_ID = (1 << 31) - 1
 
 
 def hp_index_ref(stage: int, key: bytes, width: int) -> int:
-    """docs/protocol.md: crc32({seed_s, key16}) mod w, seed_s = 0x9E3779B9 * (s + 1) mod 2^32."""
-    return zlib.crc32(kernel.stage_seed(stage).to_bytes(4, "big") + key) % width
+    """docs/protocol.md: crc32({seed_s, key16, 4 s zero bytes}) mod w, seed_s = 0x9E3779B9 * (s + 1)
+    mod 2^32."""
+    return zlib.crc32(kernel.stage_seed(stage).to_bytes(4, "big") + key + bytes(4 * stage)) % width
 
 
 @dataclass
@@ -435,10 +436,10 @@ class ReferencePipeline:
                 if server in t.serveroffset:
                     self.pending.append((now + m.lag, slot, t.serveroffset[server], ver))
             return
-        ordinal = int(m.rr[slot])
-        if ordinal >= n:
-            ordinal = 0
-        m.rr[slot] = ordinal + 1 if ordinal + 1 < n else 0
+        # p4src's rr: a turn beyond the last (n shrank) is turn 0, and the rotation restarts
+        turn, last = int(m.rr[slot]), max(n - 1, 0)
+        ordinal = 0 if turn > last else turn
+        m.rr[slot] = turn + 1 if turn < last else 0
         dst = o
         entry = t.servermap.get((slot, ordinal))
         if ordinal > 0 and entry is not None:

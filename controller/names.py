@@ -75,7 +75,7 @@ MATCH_DST: Final = "dst_addr"
 MATCH_SRC: Final = "src_addr"
 
 # Registers.
-REG_RR: Final = "rr"  # [K] next round-robin ordinal of a slot
+REG_RR: Final = "rr"  # [K] next round-robin turn of a slot
 REG_SLOT_VER: Final = "slot_ver"  # [K] version of the newest write of the slot's key
 REG_ORIGIN_VER: Final = "origin_ver"  # [K] newest version the origin acknowledged
 REG_VALID_VER: Final = "valid_ver"  # [K*M] version each replica confirmed

@@ -1,7 +1,8 @@
 // HashPipe heavy-hitter tracker for cold keys (Sivaraman et al., SOSR'17), d = HP_STAGES stages of
 // w = HP_SLOTS slots. Only requests (GET/SET/DEL) that miss HotkeyTable enter it.
 //
-// Stage s indexes with crc32({seed_s, key}) mod w (docs/protocol.md "HashPipe hashing"). The first
+// Stage s indexes with crc32({seed_s, key, s 32-bit zero words}) mod w, w a power of two
+// (hashpipe_stages.p4; docs/protocol.md "HashPipe hashing"). The first
 // stage always inserts the incoming key (count 1), evicting the slot's occupant into the carry; a
 // later stage adds the carry to a slot holding the same key, fills an empty slot (count 0), or keeps
 // the larger of the two counts and carries the other on (ties keep the slot's occupant). Whatever is
@@ -20,7 +21,7 @@
 
 #include "hashpipe_carry.p4"
 
-control HashPipeStage(inout hp_carry_t carry)(bit<32> seed, bool always_insert) {
+control HashPipeStage(inout hp_carry_t carry, in bit<32> idx)(bool always_insert) {
     @name("hp_key0") register<bit<32>>(HP_SLOTS) hp_key0;
     @name("hp_key1") register<bit<32>>(HP_SLOTS) hp_key1;
     @name("hp_key2") register<bit<32>>(HP_SLOTS) hp_key2;
@@ -29,8 +30,6 @@ control HashPipeStage(inout hp_carry_t carry)(bit<32> seed, bool always_insert) 
 
     apply {
         if (carry.active) {
-            bit<32> idx;
-            hash(idx, HashAlgorithm.crc32, 32w0, {seed, carry.key}, (bit<32>)HP_SLOTS);
             bit<32> w0;
             bit<32> w1;
             bit<32> w2;
@@ -73,8 +72,11 @@ control HashPipeStage(inout hp_carry_t carry)(bit<32> seed, bool always_insert) 
 }
 
 // one control for the first stage and the later ones (hashpipe_stages.p4)
-#define HP_FIRST_STAGE(seed) HashPipeStage(seed, true)
-#define HP_LATER_STAGE(seed) HashPipeStage(seed, false)
+#define HP_FIRST_STAGE HashPipeStage(true)
+#define HP_LATER_STAGE HashPipeStage(false)
+#define HP_INDEX_HASH(name)
+#define HP_INDEX(name, idx, ...) \
+    hash(idx, HashAlgorithm.crc32, 32w0, {__VA_ARGS__}, (bit<32>)HP_SLOTS)
 #include "hashpipe_stages.p4"
 
 #endif  // KVSWITCH_HASHPIPE_P4

@@ -1,57 +1,86 @@
 // HashPipe: d = HP_STAGES stage instances, control-plane names hp_stage<s>. The build (hashpipe.p4
 // for v1model, hashpipe_tna.p4 for TNA, each included before this file) defines what a first and a
-// later stage instantiate: HP_FIRST_STAGE(seed), HP_LATER_STAGE(seed) (on TNA two controls: a
-// later stage has one register more).
+// later stage instantiate: HP_FIRST_STAGE, HP_LATER_STAGE (on TNA two controls: a later stage has
+// one register more), and how a stage's index is hashed: HP_INDEX_HASH(name) declares a hash unit
+// (TNA; nothing on v1model), HP_INDEX(name, idx, fields...) sets idx to the CRC-32 of the fields
+// mod w.
+//
+// Stage s's index (docs/protocol.md "HashPipe hashing"): crc32({seed_s, key, s 32-bit zero
+// words}) mod w, w = HP_SLOTS a power of two, i.e. the CRC's low log2(w) bits. CRC-32 is affine,
+// so the seeds alone only add a constant per stage and keys colliding in one stage would collide
+// in all (shared/sizes.p4). The zero words multiply the key's CRC state by x^(32 s) mod the
+// polynomial: a different linear map per stage, whose low bits are pairwise independent of the
+// other stages' for w up to 2^14 (tests/bench/test_model.py). A zero byte per stage would leave
+// two stages only 8 independent bits, a 16-bit word co-collides up to 3.7 times more often than
+// independent hashes on consecutive key ids (docs/tofino.md). The index is computed here, between
+// the stages, from the key the previous stage carries on.
 #ifndef KVSWITCH_HASHPIPE_STAGES_P4
 #define KVSWITCH_HASHPIPE_STAGES_P4
 
 control HashPipe(in kvs_key_t key) {
-    HP_FIRST_STAGE(HP_SEED_0) hp_stage0;
+    HP_FIRST_STAGE hp_stage0;
+    HP_INDEX_HASH(index_hash0)
 #if HP_STAGES > 1
-    HP_LATER_STAGE(HP_SEED_1) hp_stage1;
+    HP_LATER_STAGE hp_stage1;
+    HP_INDEX_HASH(index_hash1)
 #endif
 #if HP_STAGES > 2
-    HP_LATER_STAGE(HP_SEED_2) hp_stage2;
+    HP_LATER_STAGE hp_stage2;
+    HP_INDEX_HASH(index_hash2)
 #endif
 #if HP_STAGES > 3
-    HP_LATER_STAGE(HP_SEED_3) hp_stage3;
+    HP_LATER_STAGE hp_stage3;
+    HP_INDEX_HASH(index_hash3)
 #endif
 #if HP_STAGES > 4
-    HP_LATER_STAGE(HP_SEED_4) hp_stage4;
+    HP_LATER_STAGE hp_stage4;
+    HP_INDEX_HASH(index_hash4)
 #endif
 #if HP_STAGES > 5
-    HP_LATER_STAGE(HP_SEED_5) hp_stage5;
+    HP_LATER_STAGE hp_stage5;
+    HP_INDEX_HASH(index_hash5)
 #endif
 #if HP_STAGES > 6
-    HP_LATER_STAGE(HP_SEED_6) hp_stage6;
+    HP_LATER_STAGE hp_stage6;
+    HP_INDEX_HASH(index_hash6)
 #endif
 #if HP_STAGES > 7
-    HP_LATER_STAGE(HP_SEED_7) hp_stage7;
+    HP_LATER_STAGE hp_stage7;
+    HP_INDEX_HASH(index_hash7)
 #endif
 
     apply {
         hp_carry_t carry = {true, key, 1};
-        hp_stage0.apply(carry);
+        bit<32> idx;
+        HP_INDEX(index_hash0, idx, HP_SEED_0, carry.key);
+        hp_stage0.apply(carry, idx);
 #if HP_STAGES > 1
-        hp_stage1.apply(carry);
+        HP_INDEX(index_hash1, idx, HP_SEED_1, carry.key, 32w0);
+        hp_stage1.apply(carry, idx);
 #endif
 #if HP_STAGES > 2
-        hp_stage2.apply(carry);
+        HP_INDEX(index_hash2, idx, HP_SEED_2, carry.key, 64w0);
+        hp_stage2.apply(carry, idx);
 #endif
 #if HP_STAGES > 3
-        hp_stage3.apply(carry);
+        HP_INDEX(index_hash3, idx, HP_SEED_3, carry.key, 96w0);
+        hp_stage3.apply(carry, idx);
 #endif
 #if HP_STAGES > 4
-        hp_stage4.apply(carry);
+        HP_INDEX(index_hash4, idx, HP_SEED_4, carry.key, 128w0);
+        hp_stage4.apply(carry, idx);
 #endif
 #if HP_STAGES > 5
-        hp_stage5.apply(carry);
+        HP_INDEX(index_hash5, idx, HP_SEED_5, carry.key, 160w0);
+        hp_stage5.apply(carry, idx);
 #endif
 #if HP_STAGES > 6
-        hp_stage6.apply(carry);
+        HP_INDEX(index_hash6, idx, HP_SEED_6, carry.key, 192w0);
+        hp_stage6.apply(carry, idx);
 #endif
 #if HP_STAGES > 7
-        hp_stage7.apply(carry);
+        HP_INDEX(index_hash7, idx, HP_SEED_7, carry.key, 224w0);
+        hp_stage7.apply(carry, idx);
 #endif
     }
 }

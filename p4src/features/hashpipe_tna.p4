@@ -2,9 +2,9 @@
 // one RegisterAction per packet, d stages as d instances (hashpipe_stages.p4). Both builds end with
 // the same registers on the same traces (tests/dataplane/test_builds_agree.py).
 //
-// The index is the v1model build's: CRC-32 (a CRCPolynomial with the parameters of v1model's
-// crc32) of {seed_s, key}, mod w. Tofino's hash units give a power-of-two slice, not a remainder
-// mod an odd w: docs/tofino.md says what a hardware build changes.
+// The index is the v1model build's (hashpipe_stages.p4): CRC-32 (a CRCPolynomial with the
+// parameters of v1model's crc32) of {seed_s, key, s 32-bit zero words}, its low log2(w) bits (w a
+// power of two: Tofino's hash units give a slice, not a remainder).
 //
 // The first stage (HashPipeFirst, always insert): the key words are swapped in unconditionally
 // (writing the key that is already there changes nothing), then the count adds on a match of the
@@ -53,9 +53,7 @@ struct hp_tag_t {
     HP_KEY_WORD(hp_key0, "hp_key0", key0_swap, 127, 96)                      \
     HP_KEY_WORD(hp_key1, "hp_key1", key1_swap, 95, 64)                       \
     HP_KEY_WORD(hp_key2, "hp_key2", key2_swap, 63, 32)                       \
-    HP_KEY_WORD(hp_key3, "hp_key3", key3_swap, 31, 0)                        \
-    Hash<bit<32>>(HashAlgorithm_t.CUSTOM, CRCPolynomial<bit<32>>(            \
-        32w0x04C11DB7, true, false, false, 32w0xFFFFFFFF, 32w0xFFFFFFFF)) index_hash;
+    HP_KEY_WORD(hp_key3, "hp_key3", key3_swap, 31, 0)
 // the slot's key in slot_key, every word swapped (or read) once; one execute per statement
 // (bf-p4c: "too many side-effect in one expression" for the four in one concatenation)
 #define HP_SWAP_KEY(idx)                                   \
@@ -65,7 +63,7 @@ struct hp_tag_t {
     bit<32> slot_w3 = key3_swap.execute(idx);              \
     kvs_key_t slot_key = slot_w0 ++ slot_w1 ++ slot_w2 ++ slot_w3;
 
-control HashPipeFirst(inout hp_carry_t carry)(bit<32> seed) {
+control HashPipeFirst(inout hp_carry_t carry, in bit<32> idx) {
     HP_KEY_WORDS
     @name("hp_cnt") Register<bit<32>, bit<32>>(HP_SLOTS) hp_cnt;
     bool same = false;  // PHV input of the count ALU
@@ -84,7 +82,6 @@ control HashPipeFirst(inout hp_carry_t carry)(bit<32> seed) {
 
     apply {
         if (carry.active) {
-            bit<32> idx = index_hash.get({seed, carry.key}) % (bit<32>)HP_SLOTS;
             swap = true;
             HP_SWAP_KEY(idx)
             same = slot_key == carry.key;
@@ -100,7 +97,7 @@ control HashPipeFirst(inout hp_carry_t carry)(bit<32> seed) {
     }
 }
 
-control HashPipeStage(inout hp_carry_t carry)(bit<32> seed) {
+control HashPipeStage(inout hp_carry_t carry, in bit<32> idx) {
     HP_KEY_WORDS
     @name("hp_cnt") Register<bit<32>, bit<32>>(HP_SLOTS) hp_cnt;
     @name("hp_tag") Register<hp_tag_t, bit<32>>(HP_SLOTS) hp_tag;
@@ -136,7 +133,6 @@ control HashPipeStage(inout hp_carry_t carry)(bit<32> seed) {
 
     apply {
         if (carry.active) {
-            bit<32> idx = index_hash.get({seed, carry.key}) % (bit<32>)HP_SLOTS;
             tag = tag_hash.get(HP_TAG_INPUT(carry.key)) | 1;
             bit<32> decision = tag_decide.execute(idx);
             merge = (decision & HP_PRED_OWN) != 0;
@@ -154,8 +150,12 @@ control HashPipeStage(inout hp_carry_t carry)(bit<32> seed) {
     }
 }
 
-#define HP_FIRST_STAGE(seed) HashPipeFirst(seed)
-#define HP_LATER_STAGE(seed) HashPipeStage(seed)
+#define HP_FIRST_STAGE HashPipeFirst()
+#define HP_LATER_STAGE HashPipeStage()
+#define HP_INDEX_HASH(name)                                                  \
+    Hash<bit<32>>(HashAlgorithm_t.CUSTOM, CRCPolynomial<bit<32>>(            \
+        32w0x04C11DB7, true, false, false, 32w0xFFFFFFFF, 32w0xFFFFFFFF)) name;
+#define HP_INDEX(name, idx, ...) idx = name.get({__VA_ARGS__}) & (bit<32>)(HP_SLOTS - 1)
 #include "hashpipe_stages.p4"
 
 #endif  // KVSWITCH_HASHPIPE_TNA_P4

@@ -8,7 +8,7 @@
 //   origin_ver[K]   newest version the key's origin reported holding (its write replies, SYNC_DONE
 //                   and read replies): the latest *completed* version
 //   valid_ver[M*K]  valid_ver[base + offset(s)]: the newest version holder s confirmed
-//   rr[K]           next round-robin ordinal of the slot, 0 .. n-1
+//   rr[K]           the slot's next round-robin turn, 0 .. n'-1 (below)
 //
 // The read set of a key is {origin} + {replica s : valid_ver[s] >= origin_ver}: every holder known
 // to hold the latest completed version or a newer one. A write in flight changes neither register,
@@ -100,21 +100,22 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout standard_meta
     apply {
         KvsOp op = hdr.kvs.op;
         bit<32> slot = (bit<32>)meta.slot;
-        // Rule 4 input: the next round-robin ordinal (Gets only).
+        // Rule 4 input: the next round-robin ordinal (Gets only). The turn t = rr[slot] rotates
+        // over n' = n ordinals 0 .. n-1, or n' = n-1 ordinals 1 .. n-1 when the origin is down
+        // (liveness.p4: its turns go to the replicas) and n > 1; ordinal = t + that first ordinal.
+        // Everything but the two comparisons of t with n'-1 is computed before the access (the
+        // TNA build's stateful ALU has two comparison units). A t beyond n'-1 (n, or the origin's
+        // liveness, changed) counts as turn 0 and restarts the rotation: one extra turn for the
+        // first ordinal, then exact again.
         if (op == KvsOp.GET) {
-            ordinal_t next;
-            rr.read(ordinal, slot);
-            if (ordinal >= meta.n) {
-                ordinal = 0;
-            }
-            if (ordinal == 0 && meta.origin_down && meta.n > 1) {
-                ordinal = 1;  // the origin is down (liveness.p4): its turn goes to ordinal 1
-            }
-            next = ordinal + 1;
-            if (next >= meta.n) {
-                next = 0;
-            }
-            rr.write(slot, next);
+            bool skip = meta.origin_down && meta.n > 1;
+            ordinal_t first = skip ? (ordinal_t)1 : 0;
+            ordinal_t turns = meta.n - first;
+            ordinal_t last = turns == 0 ? (ordinal_t)0 : turns - 1;
+            ordinal_t t;
+            rr.read(t, slot);
+            rr.write(slot, t < last ? t + 1 : 0);
+            ordinal = (t > last ? (ordinal_t)0 : t) + first;
         }
         servermap_table.apply();
         if (op != KvsOp.GET && op != KvsOp.SET && op != KvsOp.DEL) {

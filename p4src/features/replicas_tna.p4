@@ -33,21 +33,21 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout kvs_fwd_t fwd
     bit<32> gv = 0;
     bit<32> ov = 0;
 
-    // rule 4 input: the slot's ordinal (0 if n shrank below it), and the next one, wrapping at n
+    // rule 4 input, as in replicas.p4: the turn t rotates over n' ordinals from `first`; `last`
+    // = n' - 1 is a PHV input, so the stateful ALU makes two comparisons (t < last: the next turn
+    // is t + 1, else 0; t > last: turn 0, after a change of n or of the origin's liveness)
+    ordinal_t last = 0;
     RegisterAction<ordinal_t, bit<32>, ordinal_t>(rr) rr_next = {
         void apply(inout ordinal_t value, out ordinal_t rv) {
-            ordinal_t cur = value;
-            if (cur >= meta.n) {
-                cur = 0;
-            }
-            if (cur == 0 && meta.origin_down && meta.n > 1) {
-                cur = 1;  // the origin is down (liveness.p4): its turn goes to ordinal 1
-            }
-            rv = cur;
-            if (cur + 1 >= meta.n) {
-                value = 0;
+            if (value > last) {
+                rv = 0;
             } else {
-                value = cur + 1;
+                rv = value;
+            }
+            if (value < last) {
+                value = value + 1;
+            } else {
+                value = 0;
             }
         }
     };
@@ -142,7 +142,11 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout kvs_fwd_t fwd
         KvsOp op = hdr.kvs.op;
         bit<32> slot = (bit<32>)meta.slot;
         if (op == KvsOp.GET) {
-            ordinal = rr_next.execute(slot);
+            bool skip = meta.origin_down && meta.n > 1;
+            ordinal_t first = skip ? (ordinal_t)1 : 0;
+            ordinal_t turns = meta.n - first;
+            last = turns == 0 ? (ordinal_t)0 : turns - 1;
+            ordinal = rr_next.execute(slot) + first;
         }
         servermap_table.apply();
         if (op != KvsOp.GET && op != KvsOp.SET && op != KvsOp.DEL) {

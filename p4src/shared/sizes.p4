@@ -39,13 +39,56 @@
 #define HP_STAGES 4
 #endif
 
-// w: slots per HashPipe stage, about K / d, so HashPipe tracks as many cold candidates as there are
-// hot slots (the controller compares 2K candidates per period). Always odd: CRC-32 is affine, so
-// stage s's hash is one key hash XOR a per-stage constant; reduced mod a power of two, keys that
-// collide in one stage would collide in every stage. Mod an odd w the stages are independent
-// (tests/bench/test_model.py). kvswitch.bench.kernel.hashpipe_width computes the same number.
+// w: slots per HashPipe stage, the smallest power of two >= K / d, so that HashPipe tracks at least
+// as many cold candidates as there are hot slots (d * w >= K; the controller compares 2K candidates
+// per period), at most twice as many. A power of two because Tofino's hash units give the index as
+// the hash's low bits, not a remainder. CRC-32 is affine: with only the seeds differing, stage s's
+// hash would be one key hash XOR a per-stage constant, and keys colliding in one stage would
+// collide in every stage; so stage s also hashes s zero 32-bit words after the key, a different
+// linear map of the key per stage (hashpipe_stages.p4; tests/bench/test_model.py).
+// kvswitch.bench.kernel.hashpipe_width computes the same number.
 #ifndef HP_SLOTS
-#define HP_SLOTS ((HOT_KEYS / HP_STAGES) | 1)
+#define HP_MIN_SLOTS ((HOT_KEYS + HP_STAGES - 1) / HP_STAGES)
+#if HP_MIN_SLOTS <= 1
+#define HP_SLOTS 1
+#elif HP_MIN_SLOTS <= 2
+#define HP_SLOTS 2
+#elif HP_MIN_SLOTS <= 4
+#define HP_SLOTS 4
+#elif HP_MIN_SLOTS <= 8
+#define HP_SLOTS 8
+#elif HP_MIN_SLOTS <= 16
+#define HP_SLOTS 16
+#elif HP_MIN_SLOTS <= 32
+#define HP_SLOTS 32
+#elif HP_MIN_SLOTS <= 64
+#define HP_SLOTS 64
+#elif HP_MIN_SLOTS <= 128
+#define HP_SLOTS 128
+#elif HP_MIN_SLOTS <= 256
+#define HP_SLOTS 256
+#elif HP_MIN_SLOTS <= 512
+#define HP_SLOTS 512
+#elif HP_MIN_SLOTS <= 1024
+#define HP_SLOTS 1024
+#elif HP_MIN_SLOTS <= 2048
+#define HP_SLOTS 2048
+#elif HP_MIN_SLOTS <= 4096
+#define HP_SLOTS 4096
+#elif HP_MIN_SLOTS <= 8192
+#define HP_SLOTS 8192
+#elif HP_MIN_SLOTS <= 16384
+#define HP_SLOTS 16384
+#elif HP_MIN_SLOTS <= 32768
+#define HP_SLOTS 32768
+#elif HP_MIN_SLOTS <= 65536
+#define HP_SLOTS 65536
+#else
+#error "HOT_KEYS / HP_STAGES must be at most 65536"
+#endif
+#endif
+#if HP_SLOTS < 1 || (HP_SLOTS & (HP_SLOTS - 1)) != 0
+#error "HP_SLOTS must be a power of two"
 #endif
 
 // IPv4 routes of ipv4_lpm (and sources of HostportTable). A spine: a /32 per server of the fabric

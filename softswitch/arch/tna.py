@@ -28,7 +28,7 @@ from softswitch.engine import hashes
 from softswitch.engine.codegen import E, ExternInst, Translator, mask
 from softswitch.engine.program import Architecture, Builder, Device, ExternDecl, PacketPath
 from softswitch.errors import P4Error
-from softswitch.frontend.checker import Scope, Sym
+from softswitch.frontend.checker import Checker, Scope, Sym
 from softswitch.frontend.types import (
     BitT,
     BoolT,
@@ -142,6 +142,9 @@ class Tna(Architecture):
 
     name = "tna"
     package = "Switch"
+    # Tofino has no divider: bf-p4c turns / and % by a constant power of two into a shift and a
+    # mask and rejects the rest ("could not evaluate expression at compilation time")
+    divides_at_run_time = False
 
     def __init__(self) -> None:
         self.b: Builder  # while building
@@ -312,6 +315,14 @@ class Tna(Architecture):
                     "a RegisterAction's apply only computes on the value (the stateful ALU "
                     "makes no calls but this.predicate(cmplo, cmphi))",
                 )
+        comparisons = _comparisons(body)
+        if comparisons > 2:
+            raise self.err(
+                applies[0],
+                f"RegisterAction {x.name}.apply needs {comparisons} comparisons but a stateful "
+                "ALU has 2 comparison units: compute what does not depend on the register before "
+                "the execute and pass it in",
+            )
         x.apply = (applies[0], scope)
 
     def i_CRCPolynomial(self, x: TnaExtern, node: Tree, args: list[Any], scope: Scope) -> None:
@@ -765,6 +776,38 @@ class Tna(Architecture):
             return seen
 
         walk(fdef.body, {})
+
+
+def _comparisons(body: Tree) -> int:
+    """The distinct conditions a RegisterAction's apply tests, as bf-p4c counts them against the
+    stateful ALU's two comparison units: the comparisons and one-bit tests in its ``if`` and
+    ``?:`` conditions, through ``&&``, ``||``, ``!`` and the local bools it declares with a
+    value (``bool own = value.lo == tag;`` counts once, wherever ``own`` is tested)."""
+    local: dict[str, Any] = {}
+    for sub in body.iter_subtrees_topdown():
+        if sub.data == "var_decl" and sub.children[-1] is not None:
+            local[Checker.name_of(sub.children[2])] = sub.children[-1]
+    leaves: set[str] = set()
+
+    def walk(e: Any, seen: frozenset[str]) -> None:
+        if not isinstance(e, Tree):
+            leaves.add(repr(e))
+        elif e.data in ("land", "lor"):
+            for c in e.children:
+                walk(c, seen)
+        elif e.data == "lnot":
+            walk(e.children[0], seen)
+        elif e.data in ("true_lit", "false_lit"):
+            return
+        elif e.data == "var" and str(e.children[0]) in local and str(e.children[0]) not in seen:
+            walk(local[str(e.children[0])], seen | {str(e.children[0])})
+        else:
+            leaves.add(repr(e))
+
+    for sub in body.iter_subtrees():
+        if sub.data in ("if_stmt", "cond"):
+            walk(sub.children[0], frozenset())
+    return len(leaves)
 
 
 def _is_predicate(call: Tree) -> bool:

@@ -934,6 +934,15 @@ class Translator:
             pyop = "//" if op == "/" else "%"
             if b.is_const and b.const == 0:
                 raise self.err(node, "division by zero")
+            by_shift = b.is_const and (b.const & (b.const - 1)) == 0
+            if not getattr(self.arch, "divides_at_run_time", True) and not (
+                (a.is_const and b.is_const) or by_shift
+            ):
+                raise self.err(
+                    node,
+                    f"{op}: the target has no divider, only {op} by a constant power of two "
+                    "(a shift or a mask) is computed at run time",
+                )
             if b.is_const:
                 code = f"({a.code} {pyop} {b.code})"
             else:

@@ -107,6 +107,8 @@ class Architecture(ExternCalls):
 
     name: ClassVar[str]  # P4Info's pkg_info.arch: "v1model", "tna"
     package: ClassVar[str]  # main's package type: "V1Switch", "Switch"
+    # / and % of run-time values by anything but a constant power of two (the translator asks)
+    divides_at_run_time: ClassVar[bool] = True
 
     @abstractmethod
     def build(self, b: Builder) -> None:

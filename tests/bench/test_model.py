@@ -3,6 +3,7 @@ against docs/protocol.md, and the safety of plan changes applied to the model.""
 
 from __future__ import annotations
 
+import itertools
 import zlib
 from collections import Counter
 
@@ -78,11 +79,12 @@ def test_hashpipe_index_is_the_protocol_formula() -> None:
     for kid in [0, 1, 255, 256, 70000, 2**31 - 1]:
         for s in range(8):
             seed = (0x9E3779B9 * (s + 1)) % 2**32
-            want = zlib.crc32(seed.to_bytes(4, "big") + kid.to_bytes(16, "big")) % 1000
+            data = seed.to_bytes(4, "big") + kid.to_bytes(16, "big") + bytes(4 * s)
+            want = zlib.crc32(data) % 1024
             assert (
-                kernel.hp_index(prefixes[s], table, kid, 1000)
+                kernel.hp_index(prefixes[s], table, kid, 1024, s)
                 == want
-                == hp_index_ref(s, key16(kid), 1000)
+                == hp_index_ref(s, key16(kid), 1024)
             )
 
 
@@ -166,24 +168,40 @@ def test_model_rejects_bad_operations() -> None:
         model.run_trace(np.array([KEYS + 1]), np.array([False]))
 
 
-def _co_collisions(width: int, keys: list[bytes]) -> float:
+def _co_collisions(width: int, keys: list[bytes], index=hp_index_ref) -> float:
     """Share of key pairs colliding in stage 0 that collide in stage 1 too."""
     groups: dict[int, list[bytes]] = {}
     for key in keys:
-        groups.setdefault(hp_index_ref(0, key, width), []).append(key)
+        groups.setdefault(index(0, key, width), []).append(key)
     pairs = both = 0
     for group in groups.values():
         pairs += len(group) * (len(group) - 1) // 2
-        seen = Counter(hp_index_ref(1, key, width) for key in group)
+        seen = Counter(index(1, key, width) for key in group)
         both += sum(n * (n - 1) // 2 for n in seen.values())
     return both / pairs
 
 
-def test_stage_indices_are_independent_with_the_odd_width() -> None:
+def _seeds_only(stage: int, key: bytes, width: int) -> int:
+    """The naive power-of-two index: crc32({seed_s, key}) mod w, the stages differing by seed."""
+    return zlib.crc32(kernel.stage_seed(stage).to_bytes(4, "big") + key) % width
+
+
+def _rank(vectors: list[int]) -> int:
+    basis: list[int] = []
+    for v in vectors:
+        for b in basis:
+            v = min(v, v ^ b)
+        if v:
+            basis = sorted([*basis, v], reverse=True)
+    return len(basis)
+
+
+def test_stage_indices_are_independent_with_the_zero_words() -> None:
     """CRC-32 is affine: crc32({seed_s, key}) = crc32({seed_s, 0}) ^ crc32({0, key}) ^ crc32(0^20),
-    so every stage hashes to one key hash XOR a constant. Mod a power of two, keys colliding in one
-    stage collide in all (HashPipe would be w buckets of d ways); mod the odd width p4src uses,
-    (K / d) | 1, a stage-0 collision collides in stage 1 about as often as for independent hashes."""
+    so with the seeds alone every stage hashes to one key hash XOR a constant, and mod a power of
+    two keys colliding in one stage collide in all (HashPipe would be w buckets of d ways). Stage
+    s's 4 s zero bytes after the key make its index a different linear map of the key: a stage-0
+    collision collides in stage 1 about as often as for independent hashes."""
     rng = np.random.default_rng(8)
     keys = [rng.bytes(16) for _ in range(12_000)]
     zero = zlib.crc32(bytes(20))
@@ -192,10 +210,49 @@ def test_stage_indices_are_independent_with_the_odd_width() -> None:
         shift = zlib.crc32(seed + bytes(16)) ^ zero
         for key in keys[:50]:
             assert zlib.crc32(seed + key) == shift ^ zlib.crc32(bytes(4) + key)
-    assert _co_collisions(256, keys) == 1.0  # the flaw an even, power-of-two width has
     width = kernel.hashpipe_width(1024, 4)
-    assert width == 257
+    assert width == 256
+    assert _co_collisions(width, keys, _seeds_only) == 1.0  # the flaw of the seeds alone
     assert _co_collisions(width, keys) < 2.0 / width  # independent hashes: 1 / width
+
+
+@pytest.mark.parametrize("bits", [8, 11, 12, 14])
+def test_every_two_stages_index_independently(bits: int) -> None:
+    """Exactly, for every pair of the 8 stages and w = 2^bits up to 2^14 (K / d up to 16 384): the
+    two indices' linear parts have rank 2 * bits over the key's bits (so a pair of keys colliding
+    in one stage collides in the other with probability 1 / w), over random 16-byte keys and over
+    the simulator's key ids (the last 4 bytes). The seeds alone give rank bits: always both."""
+
+    def linear(stage: int, index, nbits: int) -> list[int]:
+        zero = index(stage, bytes(16), 1 << bits)
+        return [index(stage, (1 << i).to_bytes(16, "big"), 1 << bits) ^ zero for i in range(nbits)]
+
+    for nbits in (128, 32):
+        maps = [linear(s, hp_index_ref, nbits) for s in range(8)]
+        for a, b in itertools.combinations(range(8), 2):
+            joint = [x << bits | y for x, y in zip(maps[a], maps[b], strict=True)]
+            assert _rank(joint) == 2 * bits, (a, b)
+        naive = [linear(s, _seeds_only, nbits) for s in (0, 1)]
+        assert _rank([x << bits | y for x, y in zip(*naive, strict=True)]) == bits
+
+
+def test_the_round_robin_turn_is_exact_and_a_stale_turn_costs_one() -> None:
+    """kernel.rr_turn, p4src's rr (features/replicas.p4): every holder gets 1/n of the turns from
+    any valid start; a turn beyond the last (n shrank) is turn 0 and restarts the rotation."""
+    for n in range(1, 9):
+        for start in range(n):
+            t, seen = start, Counter()
+            for _ in range(5 * n):
+                ordinal, t = kernel.rr_turn(t, n)
+                seen[ordinal] += 1
+            assert seen == Counter({o: 5 for o in range(n)}), (n, start)
+    turns = []
+    t = 6  # left by n = 7, now n = 3
+    for _ in range(5):
+        ordinal, t = kernel.rr_turn(t, 3)
+        turns.append(ordinal)
+    assert turns == [0, 0, 1, 2, 0]
+    assert kernel.rr_turn(0, 0) == (0, 0)  # no holders: ordinal 0, as the data plane
 
 
 def test_a_rotated_write_reaches_one_holder_and_the_reads_follow_it() -> None:

@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 HP_TAG_SEED = (0x9E3779B9 * 9) % 2**32
 
 
-def stage_index(seed: int, key: bytes, slots: int) -> int:
-    """crc32({seed, key}) mod w over the 20-byte big-endian concatenation."""
-    return zlib.crc32(struct.pack("!I", seed) + key) % slots
+def stage_index(stage: int, seed: int, key: bytes, slots: int) -> int:
+    """Stage ``stage``'s index: crc32({seed, key, ``stage`` 32-bit zero words}) mod w over the
+    big-endian concatenation."""
+    return zlib.crc32(struct.pack("!I", seed) + key + bytes(4 * stage)) % slots
 
 
 def key_tag(key: bytes) -> int:
@@ -39,7 +40,7 @@ class HashPipeModel:
     def insert(self, key: bytes) -> None:
         carry_key, carry_cnt = key, 1
         for stage, seed in enumerate(self.seeds):
-            idx = stage_index(seed, carry_key, self.slots)
+            idx = stage_index(stage, seed, carry_key, self.slots)
             slot_key, slot_cnt = self.keys[stage][idx], self.counts[stage][idx]
             if slot_cnt == 0:
                 self.keys[stage][idx], self.counts[stage][idx] = carry_key, carry_cnt
@@ -82,7 +83,8 @@ def tag_twin(key: bytes) -> bytes:
 
 VECTORS_ABOUT = (
     "docs/protocol.md 'HashPipe hashing' and p4src/features/hashpipe.p4: stage s indexes with "
-    "zlib.crc32(seed_s (4 bytes, big-endian) + key16) mod slots; stage 0 always inserts, later "
+    "zlib.crc32(seed_s (4 bytes, big-endian) + key16 + 4s zero bytes) mod slots (a power of two); "
+    "stage 0 always inserts, later "
     "stages add to the same key, fill an empty slot (count 0) or keep the larger count (ties keep "
     "the occupant); in later stages 'the same key' is the same tag, zlib.crc32(HP_TAG_SEED "
     "(0x8FF34781, 4 bytes, big-endian) + key16's four 4-byte words last to first) | 1. "

@@ -51,14 +51,14 @@ def test_model_evicts_into_later_stages() -> None:
     keys = [key16(f"k{i}") for i in range(200)]
     first = keys[0]
     clash = next(
-        k for k in keys[1:] if stage_index(seeds[0], k, 8) == stage_index(seeds[0], first, 8)
+        k for k in keys[1:] if stage_index(0, seeds[0], k, 8) == stage_index(0, seeds[0], first, 8)
     )
     model = HashPipeModel(seeds, 8)
     for key in (first, first, clash):
         model.insert(key)
     # Stage 0 always inserts the new key; the evicted (first, 2) lands in stage 1.
-    idx0 = stage_index(seeds[0], first, 8)
-    idx1 = stage_index(seeds[1], first, 8)
+    idx0 = stage_index(0, seeds[0], first, 8)
+    idx1 = stage_index(1, seeds[1], first, 8)
     assert (model.keys[0][idx0], model.counts[0][idx0]) == (clash, 1)
     assert (model.keys[1][idx1], model.counts[1][idx1]) == (first, 2)
     assert sum(map(sum, model.counts)) == 3
@@ -80,8 +80,8 @@ def test_a_later_stage_merges_on_the_tag_collisions_included(dp: Dataplane) -> N
     clash = next(  # a's slot in stage 0, another in stage 1
         k
         for k in (key16(f"clash-{i}") for i in range(10_000))
-        if stage_index(seeds[0], k, HP_SLOTS) == stage_index(seeds[0], a, HP_SLOTS)
-        and stage_index(seeds[1], k, HP_SLOTS) != stage_index(seeds[1], a, HP_SLOTS)
+        if stage_index(0, seeds[0], k, HP_SLOTS) == stage_index(0, seeds[0], a, HP_SLOTS)
+        and stage_index(1, seeds[1], k, HP_SLOTS) != stage_index(1, seeds[1], a, HP_SLOTS)
     )
     twin = tag_twin(a)  # another key with a's tag and a's slot in every stage
     assert twin != a and key_tag(twin) == key_tag(a)
@@ -99,7 +99,7 @@ def test_a_later_stage_merges_on_the_tag_collisions_included(dp: Dataplane) -> N
         for idx in range(HP_SLOTS):
             if counts[stage][idx]:
                 assert keys[stage][idx] == model.keys[stage][idx]
-    idx1 = stage_index(seeds[1], a, HP_SLOTS)
+    idx1 = stage_index(1, seeds[1], a, HP_SLOTS)
     assert model.merges[1] >= 2  # a into its copy, the twin into a's slot
     assert (keys[1][idx1], counts[1][idx1]) == (a, 3)
     assert twin not in {k for stage in keys for k in stage}

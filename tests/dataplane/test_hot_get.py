@@ -45,6 +45,28 @@ def test_round_robin_over_valid_replicas(dp: Dataplane) -> None:
     assert dp.hot_count(KEY)[0] == 7 * len(_get(1))
 
 
+def test_round_robin_is_exact_and_a_stale_turn_costs_one(dp: Dataplane) -> None:
+    """Every holder gets 1/n of the turns, and 1/(n-1) each replica while the origin is down (its
+    turns rotate over ordinals 1 .. n-1). A turn beyond the last one (what a shrunk n leaves in
+    rr) counts as turn 0 and restarts the rotation: one extra turn for the first ordinal, the
+    price of the two comparisons Tofino's stateful ALU has (features/replicas_tna.p4)."""
+    r3 = SERVERS[3]
+    holders = [ORIGIN, R1, R2, r3]
+    dp.make_hot(KEY, SLOT, holders)
+    dp.make_valid(SLOT, holders, ver=5)
+    _send_gets(dp, 1, holders * 3)
+    assert dp.reg("rr", SLOT) == 0
+    dp.sw.register_write(dp.register("rr"), SLOT, 7)  # as after n shrank from 8 to 4
+    _send_gets(dp, 20, [ORIGIN, *holders, ORIGIN])
+    assert dp.reg("rr", SLOT) == 1
+    dp.set_down(ORIGIN)
+    dp.sw.register_write(dp.register("rr"), SLOT, 0)
+    for seq, holder in enumerate([R1, R2, r3] * 3):
+        pkt = _get(40 + seq)
+        dp.send_expect(CLIENT.port, pkt, [(holder.port, routed(pkt, holder, redirect=True))])
+    assert dp.reg("rr", SLOT) == 0
+
+
 def test_invalid_replica_falls_back_to_origin(dp: Dataplane) -> None:
     dp.make_hot(KEY, SLOT, [ORIGIN, R1, R2])
     dp.make_valid(SLOT, [ORIGIN, R1, R2], ver=5)

@@ -89,7 +89,7 @@ def test_hot_gets_of_a_dead_origin_go_to_valid_replicas(dp: Dataplane) -> None:
     dp.make_hot(KEY, SLOT, [S0, S1, S2])
     dp.make_valid(SLOT, [S0, S1, S2], ver=9)
     dp.set_down(S0)
-    # The origin's turn goes to ordinal 1: S1, S1, S2, S1, S2 ...
+    # The turns rotate over ordinals 1 .. n-1: S1, S2, S1, S2 ...
     for seq, holder in enumerate([S1, S2, S1, S2]):
         pkt = udp_packet(CLIENT, S0.ip, kvs(op.GET, KEY, seq=seq))
         dp.send_expect(CLIENT.port, pkt, [(holder.port, routed(pkt, holder, redirect=True))])

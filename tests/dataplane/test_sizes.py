@@ -22,8 +22,13 @@ def _build(defines: dict[str, str], program: str = "kvswitch.p4"):
     return Switch.from_file(source, defines=defines, include_dirs=[source.parent])
 
 
-@pytest.mark.parametrize(("keys", "servers", "stages"), [(32, 4, 1), (256, 16, 8)])
-def test_sizes_follow_defines(keys: int, servers: int, stages: int) -> None:
+@pytest.mark.parametrize(
+    ("keys", "servers", "stages", "width"),
+    [(32, 4, 1, 32), (256, 16, 8, 32), (100, 4, 3, 64), (2500, 2, 4, 1024)],
+)
+def test_sizes_follow_defines(keys: int, servers: int, stages: int, width: int) -> None:
+    """HashPipe's w: the smallest power of two >= K / d, in p4src and in the simulator."""
+    assert hashpipe_width(keys, stages) == width
     sw = _build({"HOT_KEYS": str(keys), "MAX_SERVERS": str(servers), "HP_STAGES": str(stages)})
     registers = {r.preamble.alias: r.size for r in sw.p4info.registers}
     tables = {t.preamble.alias: t.size for t in sw.p4info.tables}
@@ -67,3 +72,11 @@ def test_more_holders_than_an_ordinal_refused() -> None:
 
     with pytest.raises(P4Error, match="MAX_HOLDERS"):
         _build({"MAX_HOLDERS": "256"}, "kvswitch_spine.p4")
+
+
+def test_a_hashpipe_width_not_a_power_of_two_is_refused() -> None:
+    from softswitch.errors import P4Error
+
+    with pytest.raises(P4Error, match="HP_SLOTS must be a power of two"):
+        _build({"HP_SLOTS": "257"})
+    assert _build({"HP_SLOTS": "512"}) is not None

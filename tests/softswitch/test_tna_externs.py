@@ -404,6 +404,30 @@ apply {
 """
 
 
+def test_what_a_stateful_alu_and_a_mask_can_do_is_accepted(tna) -> None:
+    """Two comparisons (a local bool tested twice counts once), and % / by a power of two."""
+    src = tna(
+        HEADERS,
+        """
+        Register<bit<8>, bit<8>>(4) r;
+        RegisterAction<bit<8>, bit<8>, bit<8>>(r) turn = {
+            void apply(inout bit<8> value, out bit<8> rv) {
+                bool stale = value > hdr.d.op;
+                if (stale) { rv = 0; } else { rv = value; }
+                if (value < hdr.d.op) { value = value + 1; } else if (!stale) { value = 0; }
+            }
+        };
+        Hash<bit<32>>(HashAlgorithm_t.CRC32) h;
+        apply {
+            hdr.d.idx = turn.execute(0);
+            hdr.d.r = h.get({hdr.d.v}) % 256 + hdr.d.v / 16;
+        }
+        """,
+    )
+    sw = Switch.from_source(src, "t.p4")
+    assert sw is not None
+
+
 def test_register_actions_on_exclusive_paths_are_accepted(tna) -> None:
     sw = Switch.from_source(tna(HEADERS, EXCLUSIVE))
     sw.table_add("t", {"hdr.d.op": 2}, "do_b")
@@ -476,6 +500,45 @@ def test_register_actions_on_exclusive_paths_are_accepted(tna) -> None:
             """,
             "a.execute(0); }",
             "the stateful ALU makes no calls",
+        ),
+        (  # the round-robin turn of issue 19 before its fix (bf-p4c: "needs 5 comparisons")
+            """
+            Register<bit<8>, bit<8>>(4) r;
+            RegisterAction<bit<8>, bit<8>, bit<8>>(r) a = {
+                void apply(inout bit<8> value, out bit<8> rv) {
+                    bit<8> cur = value;
+                    if (cur >= hdr.d.op) { cur = 0; }
+                    if (cur == 0 && hdr.d.idx == 1 && hdr.d.op > 1) { cur = 1; }
+                    rv = cur;
+                    if (cur + 1 >= hdr.d.op) { value = 0; } else { value = cur + 1; }
+                }
+            };
+            apply { hdr.d.op = a.execute(0); }
+            """,
+            "void apply(inout bit<8> value",
+            "RegisterAction Ig.a.apply needs 5 comparisons but a stateful ALU has 2 comparison units",
+        ),
+        (  # three through a local bool and ||, && (bf-p4c: "needs 3 comparisons")
+            """
+            Register<bit<32>, bit<8>>(4) r;
+            RegisterAction<bit<32>, bit<8>, bit<32>>(r) a = {
+                void apply(inout bit<32> value) {
+                    bool below = value <= hdr.d.v;
+                    if (hdr.d.op == 1 || (hdr.d.idx == 2 && below)) { value = hdr.d.v; }
+                }
+            };
+            apply { a.execute(0); }
+            """,
+            "void apply(inout bit<32> value)",
+            "needs 3 comparisons",
+        ),
+        (  # HashPipe's index before issue 19's fix (bf-p4c: "could not evaluate expression")
+            """
+            Hash<bit<32>>(HashAlgorithm_t.CRC32) h;
+            apply { hdr.d.r = h.get({hdr.d.v}) % 257; }
+            """,
+            "h.get({hdr.d.v}) % 257",
+            "%: the target has no divider, only % by a constant power of two",
         ),
     ],
 )
