@@ -24,10 +24,10 @@ from typing import Any
 from lark import Tree
 
 from softswitch.arch.tna_path import TnaBlocks, TnaPipeline
+from softswitch.arch.tna_rules import TnaRules
 from softswitch.engine import hashes
 from softswitch.engine.codegen import E, ExternInst, Translator, mask
 from softswitch.engine.program import Architecture, Builder, Device, ExternDecl, PacketPath
-from softswitch.errors import P4Error
 from softswitch.frontend.checker import Scope, Sym
 from softswitch.frontend.types import (
     BitT,
@@ -135,7 +135,7 @@ class TnaExtern(ExternInst):
     params: tuple[Any, ...] = ()  # CRCPolynomial parameters
 
 
-class Tna(Architecture):
+class Tna(TnaRules, Architecture):
     """TNA: ``Switch(Pipeline(...)) main``, one Tofino pipe; its extern instances and methods
     (one instance per loaded program: it keeps the execute sites and checksum units it
     translated, then the translated blocks)."""
@@ -150,9 +150,8 @@ class Tna(Architecture):
         self.sites: dict[int, tuple[Any, TnaExtern]] = {}  # execute site id -> (node, register)
         self.applying: list[TnaExtern] = []  # the RegisterAction whose apply is being translated
         self.checksums: list[str] = []
-
-    def err(self, node: Any, msg: str) -> P4Error:
-        return self.b.err(node, msg)
+        self.role = ""  # the block being built
+        self.exec_stmts: dict[int, Tree] = {}  # statement translation -> its execute
 
     def build(self, b: Builder) -> None:
         self.b, self.tr = b, b.tr
@@ -305,6 +304,7 @@ class Tna(Architecture):
         if len(applies) != 1:
             raise self.err(node, "a RegisterAction implements apply(inout T value[, out U rv])")
         body = applies[0].children[4]
+        self.count_comparisons(x.name, applies[0])
         for sub in body.iter_subtrees():
             if sub.data in ("call", "generic_call", "table_decl") and not _is_predicate(sub):
                 raise self.err(
@@ -483,6 +483,7 @@ class Tna(Architecture):
             raise self.err(
                 node, f"{x.tna_type}.execute in a parser: stateful ALUs are in the stages"
             )
+        self.one_execute_per_statement(tr, node)
         reg = x.register
         assert reg is not None and x.apply is not None
         vt, ut = x.type_args[0], x.type_args[-1]
@@ -577,8 +578,11 @@ class Tna(Architecture):
             raise self.err(node, "Random supports get()")
         return E(f"_randint(0, {mask(x.width)})", BitT(x.width))
 
-    def _bytes(self, tr: Translator, node: Any, scope: Scope) -> str:
-        data, _ = tr.data_list(node, scope)
+    def _bytes(self, tr: Translator, node: Any, scope: Scope, method: str = "") -> str:
+        items: list[E] = []
+        data, _ = tr.data_list(node, scope, items)
+        if method:
+            self.checksum_items(tr, node, method, items)
         return data
 
     def m_Checksum(
@@ -587,7 +591,7 @@ class Tna(Architecture):
         P = x.pyname
         if method in ("add", "subtract") and len(args) == 1:
             fn = "_ck_add" if method == "add" else "_ck_sub"
-            tr.em(f"{P}[0] = {fn}({P}[0], {self._bytes(tr, args[0], scope)})")
+            tr.em(f"{P}[0] = {fn}({P}[0], {self._bytes(tr, args[0], scope, method)})")
             return None
         if method == "verify" and not args:
             return E(f"({P}[0] == 0xFFFF)", BoolT())
@@ -600,7 +604,7 @@ class Tna(Architecture):
                 if not isinstance(z.type, BoolT):
                     raise self.err(args[1], "update: zeros_as_ones must be bool")
                 zao = z.code
-            return E(f"_ck_update({self._bytes(tr, args[0], scope)}, {zao})", BitT(16))
+            return E(f"_ck_update({self._bytes(tr, args[0], scope, method)}, {zao})", BitT(16))
         raise self.err(node, f"Checksum.{method} with {len(args)} arguments is not supported")
 
     def m_Counter(
@@ -824,8 +828,12 @@ def build_tna(b: Builder, ext: Tna) -> TnaBlocks:
     types: dict[str, StructLikeT] = {}
     for role, (decl, cargs) in zip(ROLES, decls, strict=True):
         side = "ig" if role.startswith("ingress") else "eg"
+        ext.role = role
         if role.endswith("parser") and not role.endswith("deparser"):
             names[role] = b.build_parser(decl, cargs)
+            if role == "egress_parser":
+                f = names[role]
+                ext.check_egress_parser(decl, b.parser_depth[f], b.parser_states[f])
             params = [
                 (ck.name_of(p.children[3]), tr.resolve_type(p.children[2], ck.globals), p)
                 for p in decl.tree.children[2].children

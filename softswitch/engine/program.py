@@ -26,6 +26,7 @@ from softswitch.engine.codegen import (
     ExternCalls,
     ExternInst,
     ParserError,
+    ParserState,
     TableInfo,
     Translator,
     _Ret,
@@ -194,6 +195,12 @@ class Builder:
         self.funcs: list[str] = []
         self.tr.instantiate_block = self._implicit_instance
         self.inline_states: dict[str, Tree] | None = None
+        # the parser being built: what each of its states did (ParserState), by state name
+        self.state_facts: dict[str, ParserState] = {}
+        # each top-level parser's function -> its longest path (bits, states) and its states'
+        # facts, for an architecture's rules
+        self.parser_depth: dict[str, tuple[int, list[str]]] = {}
+        self.parser_states: dict[str, dict[str, ParserState]] = {}
         self.parser_scope = ck.globals
         self.accept_code = "return _off"
 
@@ -695,6 +702,7 @@ class Builder:
         fname = f"prs_{decl.name}_{next(self.tr.uid)}"
         saved = (self.tr.em, self.tr.fq, self.tr.in_parser, self.inline_states)
         saved_scope, saved_accept = self.parser_scope, self.accept_code
+        saved_facts, self.state_facts = self.state_facts, {}
         em = Emitter()
         self.tr.em, self.tr.fq, self.tr.in_parser = em, fq or decl.name, True
         outs = [
@@ -743,6 +751,8 @@ class Builder:
                     body(f"{'if' if i == 0 else 'elif'} _st == {i}:")
                     with body.block():
                         self.emit_state(s, scope, index)
+        depth = self.longest_path(by_name)
+        facts, self.state_facts = self.state_facts, saved_facts
         if sub and dag:
             self.tr.em, self.tr.fq, self.tr.in_parser, self.inline_states = saved
             self.parser_scope, self.accept_code = saved_scope, saved_accept
@@ -753,6 +763,7 @@ class Builder:
                 "params": info,
                 "py": py,
                 "params_node": params_node,
+                "depth_bits": depth[0],
             }
         em("try:")
         em.lines += body.lines
@@ -778,6 +789,7 @@ class Builder:
         self.tr.em, self.tr.fq, self.tr.in_parser, self.inline_states = saved
         self.parser_scope, self.accept_code = saved_scope, saved_accept
         if not sub:
+            self.parser_depth[fname], self.parser_states[fname] = depth, facts
             return fname
         return {
             "name": fq,
@@ -786,25 +798,57 @@ class Builder:
             "py": py,
             "outs": outs,
             "params_node": params_node,
+            "depth_bits": depth[0],
         }
 
     def emit_state(self, st: Tree, scope: Scope, index: dict[str, int]) -> None:
         sc = Scope(scope)
         self.tr.em("pass")
-        for stmt in st.children[3:-1]:
-            self.tr.stmt(stmt, sc)
+        name = self.ck.name_of(st.children[2])
+        saved, self.tr.parser_state = self.tr.parser_state, ParserState(name, st)
+        try:
+            for stmt in st.children[3:-1]:
+                self.tr.stmt(stmt, sc)
+            self.prog.architecture.end_parser_state(self.tr, self.tr.parser_state)
+            self.state_facts[name] = self.tr.parser_state
+        finally:
+            self.tr.parser_state = saved
         self.transition(st.children[-1], sc, index)
 
-    def parse_graph_is_small_dag(self, states: dict[str, Tree], limit: int = 64) -> bool:
-        """True when the state graph has no cycle and inlining every path stays small."""
+    @staticmethod
+    def successors(states: dict[str, Tree]) -> dict[str, list[str]]:
+        """The states each state may go to (accept and reject left out)."""
         succ: dict[str, list[str]] = {}
         for name, st in states.items():
             tr = st.children[-1]
             if tr.data == "transition_direct":
-                targets = [self.ck.name_of(tr.children[0])]
+                targets = [Checker.name_of(tr.children[0])]
             else:
-                targets = [self.ck.name_of(c.children[1]) for c in tr.children[0].children[1:]]
+                targets = [Checker.name_of(c.children[1]) for c in tr.children[0].children[1:]]
             succ[name] = [t for t in targets if t in states]
+        return succ
+
+    def longest_path(self, states: dict[str, Tree]) -> tuple[int, list[str]]:
+        """The most bits a path from start extracts and advances over (each state at most once
+        on a path, varbits at their maximum, sub-parsers at their longest path), and the path."""
+        succ = self.successors(states)
+        facts = self.state_facts
+
+        def walk(n: str, on_path: frozenset[str]) -> tuple[int, list[str]]:
+            here = facts[n].bits if n in facts else 0
+            best: tuple[int, list[str]] = (0, [])
+            for t in succ[n]:
+                if t not in on_path:
+                    sub = walk(t, on_path | {t})
+                    if sub[0] > best[0]:
+                        best = sub
+            return here + best[0], [n, *best[1]]
+
+        return walk("start", frozenset({"start"}))
+
+    def parse_graph_is_small_dag(self, states: dict[str, Tree], limit: int = 64) -> bool:
+        """True when the state graph has no cycle and inlining every path stays small."""
+        succ = self.successors(states)
         paths: dict[str, int] = {}
         depth: dict[str, int] = {}
         visiting: set[str] = set()
