@@ -578,11 +578,12 @@ class Tna(TnaRules, Architecture):
             raise self.err(node, "Random supports get()")
         return E(f"_randint(0, {mask(x.width)})", BitT(x.width))
 
-    def _bytes(self, tr: Translator, node: Any, scope: Scope, method: str = "") -> str:
+    def _bytes(self, tr: Translator, node: Any, scope: Scope, call: Tree | None = None) -> str:
+        """The bytes of a Checksum's data (``call``: the method call, for the target rules)."""
         items: list[E] = []
         data, _ = tr.data_list(node, scope, items)
-        if method:
-            self.checksum_items(tr, node, method, items)
+        if call is not None:
+            self.checksum_items(tr, call, items)
         return data
 
     def m_Checksum(
@@ -591,7 +592,7 @@ class Tna(TnaRules, Architecture):
         P = x.pyname
         if method in ("add", "subtract") and len(args) == 1:
             fn = "_ck_add" if method == "add" else "_ck_sub"
-            tr.em(f"{P}[0] = {fn}({P}[0], {self._bytes(tr, args[0], scope, method)})")
+            tr.em(f"{P}[0] = {fn}({P}[0], {self._bytes(tr, args[0], scope, node)})")
             return None
         if method == "verify" and not args:
             return E(f"({P}[0] == 0xFFFF)", BoolT())
@@ -604,7 +605,7 @@ class Tna(TnaRules, Architecture):
                 if not isinstance(z.type, BoolT):
                     raise self.err(args[1], "update: zeros_as_ones must be bool")
                 zao = z.code
-            return E(f"_ck_update({self._bytes(tr, args[0], scope, method)}, {zao})", BitT(16))
+            return E(f"_ck_update({self._bytes(tr, args[0], scope, node)}, {zao})", BitT(16))
         raise self.err(node, f"Checksum.{method} with {len(args)} arguments is not supported")
 
     def m_Counter(

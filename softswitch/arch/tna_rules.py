@@ -210,8 +210,10 @@ class TnaRules:
             )
 
     # ------------------------------------------------------------------ Checksum
-    def checksum_items(self, tr: Translator, node: Tree, method: str, items: list[E]) -> None:
-        """The data of a Checksum add/subtract/update, as the translator typed it."""
+    def checksum_items(self, tr: Translator, node: Tree, items: list[E]) -> None:
+        """The data of the Checksum add/subtract/update call ``node``, as the translator typed
+        it."""
+        method = self.b.ck.name_of(node.children[0].children[1])
         if method == "subtract":
             for it in items:
                 if isinstance(it.type, VarbitT) or (
