@@ -152,6 +152,7 @@ class Tna(TnaRules, Architecture):
         self.checksums: list[str] = []
         self.role = ""  # the block being built
         self.exec_stmts: dict[int, Tree] = {}  # statement translation -> its execute
+        self.computed_bools: set[str] = set()
 
     def build(self, b: Builder) -> None:
         self.b, self.tr = b, b.tr
@@ -531,6 +532,7 @@ class Tna(TnaRules, Architecture):
                 raise self.err(p, f"apply parameter must be {want_dir} {want.show()}")
             sc.names[self.b.ck.name_of(p.children[3])] = Sym("var", pt, code=code, lvalue=True)
         sc.names["this"] = Sym("extern", value=x)  # this.predicate(...)
+        self.check_stateful_inputs(x.name, tree.children[4], sc)
         self.applying.append(x)
         try:
             tr.action_body(tree.children[4], sc)

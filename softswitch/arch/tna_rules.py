@@ -24,6 +24,7 @@ loads gets past those messages of the compiler too:
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from lark import Tree
@@ -31,12 +32,15 @@ from lark import Tree
 from softswitch.engine.codegen import E, ParserState, Translator
 from softswitch.errors import P4Error
 from softswitch.frontend.checker import Scope
-from softswitch.frontend.types import BitT, StructLikeT, VarbitT
+from softswitch.frontend.types import BitT, BoolT, StructLikeT, VarbitT
 
 CMP_UNITS = 2  # comparison units of a Tofino 1 stateful ALU
 EGRESS_PARSE_DEPTH = 160  # bytes: Tofino 1's egress parser
 # a comparison and its negation share a unit: the class each operator belongs to
 CMP_CLASS = {"==": "==", "!=": "==", "<": "<", ">=": "<", ">": ">", "<=": ">"}
+# bool expressions a match-action stage evaluates only as a gateway (if) condition
+COMPUTED_BOOL = ("cmp", "land", "lor", "lnot", "cond")
+LOCAL = re.compile(r"_v_\w+")  # the translator's code of a local variable
 # expressions Tofino's parser writes as they are (after casts and concatenations are split)
 PARSER_SOURCES = ("var", "member", "index", "global_var", "type_member", "error_member")
 
@@ -65,6 +69,7 @@ class TnaRules:
     role: str
     applying: list[Any]
     exec_stmts: dict[int, Tree]
+    computed_bools: set[str]  # locals assigned a comparison, &&, ||, ! or ?: (or a copy of one)
 
     def err(self, node: Any, msg: str) -> P4Error:
         return self.b.err(node, msg)  # type: ignore[no-any-return]
@@ -121,6 +126,8 @@ class TnaRules:
         )
 
     def check_assignment(self, tr: Translator, node: Tree, lhs: E, src: Any, rhs: E) -> None:
+        if self.role in ("ingress", "egress") and not self.applying and not rhs.is_const:
+            self._stage_assignment(tr, node, lhs, src, rhs)
         is_call = isinstance(src, Tree) and src.data in ("call", "generic_call")
         if self.role.endswith("deparser") and lhs.hdr_base is not None and not is_call:
             raise self.err(
@@ -137,6 +144,51 @@ class TnaRules:
                 "lookahead only (p4c-barefoot: Assignment source cannot be evaluated in the "
                 "parser); compute it in a control, or select on the fields",
             )
+
+    def _stage_assignment(self, tr: Translator, node: Tree, lhs: E, src: Any, rhs: E) -> None:
+        """A match-action stage evaluates comparisons, &&, ||, ! and ?: as gateway conditions
+        only: a local that holds one is folded into the ifs that test it, but a field of the
+        block's headers or metadata (or a stateful ALU input) cannot be written with one. (A
+        sub-control's parameters are left alone: what the compiler makes of them after inlining
+        is not known here.)"""
+        while isinstance(src, Tree) and src.data == "cast":
+            src = src.children[-1]
+        kind = src.data if isinstance(src, Tree) else ""
+        if kind == "cond" and not isinstance(lhs.type, BoolT):
+            raise self.err(
+                src,
+                f"{self.src(src)}: a match-action stage selects a value only in an if "
+                "(p4c-barefoot: Conditions in an action must be simple comparisons of an action "
+                "data parameter); assign it in each branch of an if",
+            )
+        if not isinstance(lhs.type, BoolT):
+            return
+        local = LOCAL.fullmatch(lhs.code) is not None
+        computed = kind in COMPUTED_BOOL or rhs.code in self.computed_bools
+        if computed and local:
+            self.computed_bools.add(lhs.code)
+        elif computed and lhs.code.split(".")[0] in tr.block_params:
+            raise self.err(
+                node,
+                f"{self.src(node)}: a match-action stage cannot write a comparison, &&, ||, ! "
+                "or ?: into a field, only test it in an if (p4c-barefoot: source of "
+                "modify_field invalid); set the field in the branches of an if",
+            )
+
+    def check_stateful_inputs(self, name: str, apply: Tree, scope: Scope) -> None:
+        """A RegisterAction reads the control's variables as PHV inputs: not one that holds a
+        comparison (or &&, ||, !, ?:), which exists only as a gateway condition."""
+        for sub in apply.iter_subtrees():
+            if sub.data != "var":
+                continue
+            sym = scope.lookup(self.b.ck.name_of(sub.children[0]))
+            if sym is not None and sym.kind == "var" and sym.code in self.computed_bools:
+                raise self.err(
+                    sub,
+                    f"RegisterAction {name} reads {self.src(sub)}, a bool the control computed "
+                    "from a comparison: a stateful ALU input is a PHV field (p4c-barefoot: "
+                    "source of modify_field invalid); set it in the branches of an if",
+                )
 
     def _parser_source(self, node: Any, lhs: E) -> bool:
         if not isinstance(node, Tree):

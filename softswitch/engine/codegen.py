@@ -276,6 +276,7 @@ class Translator:
         # the statement being translated: (its tree, a number of its own per translation)
         self.cur_stmt: tuple[Tree, int] | None = None
         self.parser_state: ParserState | None = None  # the parser state being translated
+        self.block_params: set[str] = set()  # code of the top-level block's parameters
         # the enclosing if conditions in the block being translated: (condition, scope, branch)
         self.conditions: list[tuple[Tree, Scope, bool]] = []
 

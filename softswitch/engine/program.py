@@ -358,6 +358,8 @@ class Builder:
         py, info = self.bind_params(params_node, scope)
         fname = f"ctl_{decl.name}_{next(self.tr.uid)}"
         saved = (self.tr.em, self.tr.fq, self.tr.in_parser)
+        if top:
+            self.tr.block_params = set(py)
         em = Emitter()
         self.tr.em, self.tr.fq, self.tr.in_parser = em, fq, False
         for ld in local_decls:

@@ -336,6 +336,53 @@ CASES = [
 ]
 
 
+# ---- what came next in small programs: bools a match-action stage computes
+BOOL_META = "bool ok; bit<8> a;"
+W_SALU = """bool w = false;
+Register<bit<32>, bit<8>>(4) ra;
+RegisterAction<bit<32>, bit<8>, bit<32>>(ra) a = {
+    void apply(inout bit<32> value, out bit<32> rv) { rv = value; if (w) { value = value + 1; } }
+};
+"""
+CASES += [
+    Case(
+        "11-comparison-into-metadata",
+        ig("meta.ok = hdr.d.op == 1; if (meta.ok) { hdr.d.r = 1; }", meta_fields=BOOL_META),
+        "meta.ok = hdr.d.op == 1",
+        "meta.ok = hdr.d.op == 1;: a match-action stage cannot write a comparison",
+        "source of modify_field invalid",
+        # a local holding a comparison is folded into the ifs that test it
+        ig(
+            "bool x = hdr.d.op == 1; meta.ok = false; if (x) { meta.ok = true; } "
+            "if (meta.ok) { hdr.d.r = 1; }",
+            meta_fields=BOOL_META,
+        ),
+    ),
+    Case(
+        "11-comparison-as-a-stateful-alu-input",
+        {"ingress": W_SALU + f"apply {{ {FWD} w = hdr.d.op == 1; hdr.d.r = a.execute(0); }}"},
+        "w) { value",
+        "RegisterAction Ig.a reads w, a bool the control computed from a comparison",
+        "source of modify_field invalid",
+        {
+            "ingress": W_SALU
+            + f"apply {{ {FWD} if (hdr.d.op == 1) {{ w = true; }} hdr.d.r = a.execute(0); }}"
+        },
+    ),
+    Case(
+        "11-select-in-a-stage",
+        ig("meta.a = hdr.d.op == 1 ? 8w1 : 8w0; hdr.d.idx = meta.a;", meta_fields=BOOL_META),
+        "hdr.d.op == 1 ?",
+        "hdr.d.op == 1 ? 8w1 : 8w0: a match-action stage selects a value only in an if",
+        "Conditions in an action must be simple comparisons of an action data parameter",
+        ig(
+            "meta.a = 0; if (hdr.d.op == 1) { meta.a = 1; } hdr.d.idx = meta.a;",
+            meta_fields=BOOL_META,
+        ),
+    ),
+]
+
+
 def program(pieces: dict[str, Any]) -> str:
     kw = dict(pieces)
     return tna_program(kw.pop("headers", HEADERS), **kw)
