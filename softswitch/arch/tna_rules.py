@@ -137,7 +137,7 @@ class TnaRules:
                 "allowed when the source is checksum update, mirror, resubmit or learning "
                 "digest); assign it in a control",
             )
-        if tr.in_parser and not rhs.is_const and not self._parser_source(src, lhs):
+        if tr.in_parser and not rhs.is_const and not self._parser_source(src):
             raise self.err(
                 src,
                 f"{self.src(src)}: Tofino's parser writes constants, fields, their slices and "
@@ -190,26 +190,20 @@ class TnaRules:
                     "source of modify_field invalid); set it in the branches of an if",
                 )
 
-    def _parser_source(self, node: Any, lhs: E) -> bool:
+    def _parser_source(self, node: Any) -> bool:
+        """Whether Tofino's parser writes ``node`` as it is. (The compiler also takes
+        ``x = x | y``, but crashes on it: "Compiler Bug: Exiting with SIGSEGV".)"""
         if not isinstance(node, Tree):
             return False
         d = node.data
         if d in PARSER_SOURCES or d in ("int_lit", "true_lit", "false_lit"):
             return True
         if d == "slice":
-            return self._parser_source(node.children[0], lhs)
+            return self._parser_source(node.children[0])
         if d == "cast":
-            return self._parser_source(node.children[-1], lhs)
+            return self._parser_source(node.children[-1])
         if d == "arith" and str(node.children[1]) == "++":
-            return self._parser_source(node.children[0], lhs) and self._parser_source(
-                node.children[2], lhs
-            )
-        if d in ("bor", "lor"):  # a = a | b: written as an OR into the destination
-            first = node.children[0]
-            left_is_lhs = isinstance(first, Tree) and (
-                first.data == "prevalued" or self.src(first) == lhs.code
-            )
-            return left_is_lhs and self._parser_source(node.children[-1], lhs)
+            return self._parser_source(node.children[0]) and self._parser_source(node.children[2])
         return d in ("call", "generic_call")  # lookahead, Checksum get/verify
 
     def check_verify(self, tr: Translator, node: Tree) -> None:
