@@ -835,16 +835,28 @@ class Builder:
         on a path, varbits at their maximum, sub-parsers at their longest path), and the path."""
         succ = self.successors(states)
         facts = self.state_facts
+        memo: dict[str, tuple[int, list[str]]] = {}
+        budget = [100_000]  # paths of a parser with loops are walked one by one: a bound
 
         def walk(n: str, on_path: frozenset[str]) -> tuple[int, list[str]]:
+            if n in memo:
+                return memo[n]
             here = facts[n].bits if n in facts else 0
             best: tuple[int, list[str]] = (0, [])
+            cut = False  # a successor on the path: the result depends on the path
             for t in succ[n]:
-                if t not in on_path:
-                    sub = walk(t, on_path | {t})
-                    if sub[0] > best[0]:
-                        best = sub
-            return here + best[0], [n, *best[1]]
+                budget[0] -= 1
+                if t in on_path or budget[0] < 0:
+                    cut = True
+                    continue
+                sub = walk(t, on_path | {t})
+                cut = cut or t not in memo
+                if sub[0] > best[0]:
+                    best = sub
+            result = (here + best[0], [n, *best[1]])
+            if not cut:
+                memo[n] = result
+            return result
 
         return walk("start", frozenset({"start"}))
 
