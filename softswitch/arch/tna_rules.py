@@ -121,8 +121,9 @@ class TnaRules:
             return  # the compiler makes it a mask or a shift
         raise self.err(
             node,
-            f"{self.src(node)}: Tofino divides only by a power-of-two constant (p4c-barefoot: "
-            "could not evaluate expression at compilation time)",
+            f"{self.src(node)}: {op}: the target has no divider, only {op} by a constant power of "
+            "two (a shift or a mask) is computed at run time (p4c-barefoot: could not evaluate "
+            "expression at compilation time)",
         )
 
     def check_assignment(self, tr: Translator, node: Tree, lhs: E, src: Any, rhs: E) -> None:
@@ -250,9 +251,9 @@ class TnaRules:
             listed = ", ".join(self.src(n) for n in seen.values())
             raise self.err(
                 apply,
-                f"RegisterAction {name}: apply makes {len(seen)} comparisons ({listed}) but a "
-                f"stateful ALU has {CMP_UNITS} comparison units (p4c-barefoot: needs "
-                f"{len(seen)} comparisons but the device only has {CMP_UNITS} comparison units)",
+                f"RegisterAction {name}.apply needs {len(seen)} comparisons but a stateful ALU "
+                f"has {CMP_UNITS} comparison units ({listed}; p4c-barefoot: needs {len(seen)} "
+                f"comparisons but the device only has {CMP_UNITS} comparison units)",
             )
 
     # ------------------------------------------------------------------ Checksum

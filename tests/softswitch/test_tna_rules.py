@@ -186,7 +186,7 @@ CASES = [
         "2-mod-not-a-power-of-two",
         ig("hdr.d.r = hdr.d.v % 257;"),
         "hdr.d.v % 257",
-        "hdr.d.v % 257: Tofino divides only by a power-of-two constant",
+        "hdr.d.v % 257: %: the target has no divider, only % by a constant power of two",
         "hdr.d.v % 257: could not evaluate expression at compilation time",
         ig("hdr.d.r = hdr.d.v % 256;"),
     ),
@@ -194,7 +194,7 @@ CASES = [
         "2-div-by-a-field",
         ig("hdr.d.r = hdr.d.v / hdr.d.r;", egress="apply { hdr.d.r = hdr.d.v / 4; }"),
         "hdr.d.v / hdr.d.r",
-        "Tofino divides only by a power-of-two constant",
+        "/: the target has no divider, only / by a constant power of two",
         "hdr.d.v / hdr.d.r: could not evaluate expression at compilation time",
         ig("hdr.d.r = hdr.d.v / 4;", egress="apply { hdr.d.r = 32w1000 / 7; }"),
     ),
@@ -309,8 +309,8 @@ CASES = [
         "9-three-comparisons",
         salu("rv = 0; if (value == 5 || value == 7 || value == 9) { value = value + 1; rv = 1; }"),
         "void apply(",
-        "RegisterAction Ig.a: apply makes 3 comparisons (value == 5, value == 7, value == 9) but "
-        "a stateful ALU has 2 comparison units",
+        "RegisterAction Ig.a.apply needs 3 comparisons but a stateful ALU has 2 comparison units "
+        "(value == 5, value == 7, value == 9;",
         "RegisterAction a.apply needs 3 comparisons but the device only has 2 comparison units",
         # a comparison and its negation take one unit
         salu(
@@ -325,7 +325,8 @@ CASES = [
             "if (meta.m > value) { rv = 2; }"
         ),
         "void apply(",
-        "apply makes 3 comparisons (meta.ok, value < meta.m, meta.m > value)",
+        "needs 3 comparisons but a stateful ALU has 2 comparison units (meta.ok, value < meta.m, "
+        "meta.m > value;",
         "RegisterAction a.apply needs 3 comparisons but the device only has 2 comparison units",
         # bools computed in apply cost their comparisons only; predicate() reuses them
         salu(
