@@ -24,11 +24,11 @@ from typing import Any
 from lark import Tree
 
 from softswitch.arch.tna_path import TnaBlocks, TnaPipeline
+from softswitch.arch.tna_rules import TnaRules
 from softswitch.engine import hashes
 from softswitch.engine.codegen import E, ExternInst, Translator, mask
 from softswitch.engine.program import Architecture, Builder, Device, ExternDecl, PacketPath
-from softswitch.errors import P4Error
-from softswitch.frontend.checker import Checker, Scope, Sym
+from softswitch.frontend.checker import Scope, Sym
 from softswitch.frontend.types import (
     BitT,
     BoolT,
@@ -135,16 +135,13 @@ class TnaExtern(ExternInst):
     params: tuple[Any, ...] = ()  # CRCPolynomial parameters
 
 
-class Tna(Architecture):
+class Tna(TnaRules, Architecture):
     """TNA: ``Switch(Pipeline(...)) main``, one Tofino pipe; its extern instances and methods
     (one instance per loaded program: it keeps the execute sites and checksum units it
     translated, then the translated blocks)."""
 
     name = "tna"
     package = "Switch"
-    # Tofino has no divider: bf-p4c turns / and % by a constant power of two into a shift and a
-    # mask and rejects the rest ("could not evaluate expression at compilation time")
-    divides_at_run_time = False
 
     def __init__(self) -> None:
         self.b: Builder  # while building
@@ -153,9 +150,9 @@ class Tna(Architecture):
         self.sites: dict[int, tuple[Any, TnaExtern]] = {}  # execute site id -> (node, register)
         self.applying: list[TnaExtern] = []  # the RegisterAction whose apply is being translated
         self.checksums: list[str] = []
-
-    def err(self, node: Any, msg: str) -> P4Error:
-        return self.b.err(node, msg)
+        self.role = ""  # the block being built
+        self.exec_stmts: dict[int, Tree] = {}  # statement translation -> its execute
+        self.computed_bools: set[str] = set()
 
     def build(self, b: Builder) -> None:
         self.b, self.tr = b, b.tr
@@ -308,6 +305,7 @@ class Tna(Architecture):
         if len(applies) != 1:
             raise self.err(node, "a RegisterAction implements apply(inout T value[, out U rv])")
         body = applies[0].children[4]
+        self.count_comparisons(x.name, applies[0])
         for sub in body.iter_subtrees():
             if sub.data in ("call", "generic_call", "table_decl") and not _is_predicate(sub):
                 raise self.err(
@@ -315,14 +313,6 @@ class Tna(Architecture):
                     "a RegisterAction's apply only computes on the value (the stateful ALU "
                     "makes no calls but this.predicate(cmplo, cmphi))",
                 )
-        comparisons = _comparisons(body)
-        if comparisons > 2:
-            raise self.err(
-                applies[0],
-                f"RegisterAction {x.name}.apply needs {comparisons} comparisons but a stateful "
-                "ALU has 2 comparison units: compute what does not depend on the register before "
-                "the execute and pass it in",
-            )
         x.apply = (applies[0], scope)
 
     def i_CRCPolynomial(self, x: TnaExtern, node: Tree, args: list[Any], scope: Scope) -> None:
@@ -494,6 +484,7 @@ class Tna(Architecture):
             raise self.err(
                 node, f"{x.tna_type}.execute in a parser: stateful ALUs are in the stages"
             )
+        self.one_execute_per_statement(tr, node)
         reg = x.register
         assert reg is not None and x.apply is not None
         vt, ut = x.type_args[0], x.type_args[-1]
@@ -541,6 +532,7 @@ class Tna(Architecture):
                 raise self.err(p, f"apply parameter must be {want_dir} {want.show()}")
             sc.names[self.b.ck.name_of(p.children[3])] = Sym("var", pt, code=code, lvalue=True)
         sc.names["this"] = Sym("extern", value=x)  # this.predicate(...)
+        self.check_stateful_inputs(x.name, tree.children[4], sc)
         self.applying.append(x)
         try:
             tr.action_body(tree.children[4], sc)
@@ -588,8 +580,12 @@ class Tna(Architecture):
             raise self.err(node, "Random supports get()")
         return E(f"_randint(0, {mask(x.width)})", BitT(x.width))
 
-    def _bytes(self, tr: Translator, node: Any, scope: Scope) -> str:
-        data, _ = tr.data_list(node, scope)
+    def _bytes(self, tr: Translator, node: Any, scope: Scope, call: Tree | None = None) -> str:
+        """The bytes of a Checksum's data (``call``: the method call, for the target rules)."""
+        items: list[E] = []
+        data, _ = tr.data_list(node, scope, items)
+        if call is not None:
+            self.checksum_items(tr, call, items)
         return data
 
     def m_Checksum(
@@ -598,7 +594,7 @@ class Tna(Architecture):
         P = x.pyname
         if method in ("add", "subtract") and len(args) == 1:
             fn = "_ck_add" if method == "add" else "_ck_sub"
-            tr.em(f"{P}[0] = {fn}({P}[0], {self._bytes(tr, args[0], scope)})")
+            tr.em(f"{P}[0] = {fn}({P}[0], {self._bytes(tr, args[0], scope, node)})")
             return None
         if method == "verify" and not args:
             return E(f"({P}[0] == 0xFFFF)", BoolT())
@@ -611,7 +607,7 @@ class Tna(Architecture):
                 if not isinstance(z.type, BoolT):
                     raise self.err(args[1], "update: zeros_as_ones must be bool")
                 zao = z.code
-            return E(f"_ck_update({self._bytes(tr, args[0], scope)}, {zao})", BitT(16))
+            return E(f"_ck_update({self._bytes(tr, args[0], scope, node)}, {zao})", BitT(16))
         raise self.err(node, f"Checksum.{method} with {len(args)} arguments is not supported")
 
     def m_Counter(
@@ -778,38 +774,6 @@ class Tna(Architecture):
         walk(fdef.body, {})
 
 
-def _comparisons(body: Tree) -> int:
-    """The distinct conditions a RegisterAction's apply tests, as bf-p4c counts them against the
-    stateful ALU's two comparison units: the comparisons and one-bit tests in its ``if`` and
-    ``?:`` conditions, through ``&&``, ``||``, ``!`` and the local bools it declares with a
-    value (``bool own = value.lo == tag;`` counts once, wherever ``own`` is tested)."""
-    local: dict[str, Any] = {}
-    for sub in body.iter_subtrees_topdown():
-        if sub.data == "var_decl" and sub.children[-1] is not None:
-            local[Checker.name_of(sub.children[2])] = sub.children[-1]
-    leaves: set[str] = set()
-
-    def walk(e: Any, seen: frozenset[str]) -> None:
-        if not isinstance(e, Tree):
-            leaves.add(repr(e))
-        elif e.data in ("land", "lor"):
-            for c in e.children:
-                walk(c, seen)
-        elif e.data == "lnot":
-            walk(e.children[0], seen)
-        elif e.data in ("true_lit", "false_lit"):
-            return
-        elif e.data == "var" and str(e.children[0]) in local and str(e.children[0]) not in seen:
-            walk(local[str(e.children[0])], seen | {str(e.children[0])})
-        else:
-            leaves.add(repr(e))
-
-    for sub in body.iter_subtrees():
-        if sub.data in ("if_stmt", "cond"):
-            walk(sub.children[0], frozenset())
-    return len(leaves)
-
-
 def _is_predicate(call: Tree) -> bool:
     """``this.predicate(...)``: the stateful ALU's predicate output, allowed in apply()."""
     f = call.children[0]
@@ -867,8 +831,12 @@ def build_tna(b: Builder, ext: Tna) -> TnaBlocks:
     types: dict[str, StructLikeT] = {}
     for role, (decl, cargs) in zip(ROLES, decls, strict=True):
         side = "ig" if role.startswith("ingress") else "eg"
+        ext.role = role
         if role.endswith("parser") and not role.endswith("deparser"):
             names[role] = b.build_parser(decl, cargs)
+            if role == "egress_parser":
+                f = names[role]
+                ext.check_egress_parser(decl, b.parser_depth[f], b.parser_states[f])
             params = [
                 (ck.name_of(p.children[3]), tr.resolve_type(p.children[2], ck.globals), p)
                 for p in decl.tree.children[2].children

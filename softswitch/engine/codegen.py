@@ -216,6 +216,32 @@ class ExternCalls(Protocol):
         """Translate a call of the extern function ``name`` (core.p4's ``verify`` is the
         translator's own)."""
 
+    # Target rules: an architecture whose hardware cannot do something a P4 program may write
+    # rejects it here, while the translator types the program (the defaults accept everything).
+    def check_operation(self, tr: Translator, node: Tree, op: str, a: E, b: E) -> None:
+        """A binary operation ``a op b`` (``/``, ``%``, ``<<``, ``>>``) the translator typed."""
+
+    def check_assignment(self, tr: Translator, node: Tree, lhs: E, src: Any, rhs: E) -> None:
+        """An assignment (or an initialised local) of the expression ``src``, typed ``rhs``."""
+
+    def check_verify(self, tr: Translator, node: Tree) -> None:
+        """core.p4's ``verify(condition, error)`` in a parser."""
+
+    def end_parser_state(self, tr: Translator, state: ParserState) -> None:
+        """The statements of a parser state are translated (``state``: what they did)."""
+
+
+@dataclass
+class ParserState:
+    """What the statements of one parser state did, for an architecture's parser rules."""
+
+    name: str
+    node: Tree
+    extracted: set[str] = field(default_factory=set)  # code of each header extracted here
+    bits: int = 0  # the most bits the state's extracts and advances take (varbits at maximum)
+    variable_advance: Tree | None = None  # an advance by a non-constant amount
+    pending: list[Any] = field(default_factory=list)  # the architecture's checks for its end
+
 
 class Translator:
     """Types and translates the program into one Python module."""
@@ -247,6 +273,12 @@ class Translator:
         self.lookahead_used = False
         # (table, entry variable) while a table's actions are inlined (TNA's DirectCounter.count())
         self.table_entry: tuple[TableInfo, str] | None = None
+        # the statement being translated: (its tree, a number of its own per translation)
+        self.cur_stmt: tuple[Tree, int] | None = None
+        self.parser_state: ParserState | None = None  # the parser state being translated
+        self.block_params: set[str] = set()  # code of the top-level block's parameters
+        # the enclosing if conditions in the block being translated: (condition, scope, branch)
+        self.conditions: list[tuple[Tree, Scope, bool]] = []
 
     @classmethod
     def for_consts(cls, ck: Checker) -> Translator:
@@ -931,18 +963,11 @@ class Translator:
         if op in ("/", "%"):
             if isinstance(t, BitT) and t.signed:
                 raise self.err(node, f"{op} is not defined on signed values")
+            if self.arch is not None and not (a.is_const and b.is_const):
+                self.arch.check_operation(self, node, op, a, b)
             pyop = "//" if op == "/" else "%"
             if b.is_const and b.const == 0:
                 raise self.err(node, "division by zero")
-            by_shift = b.is_const and (b.const & (b.const - 1)) == 0
-            if not getattr(self.arch, "divides_at_run_time", True) and not (
-                (a.is_const and b.is_const) or by_shift
-            ):
-                raise self.err(
-                    node,
-                    f"{op}: the target has no divider, only {op} by a constant power of two "
-                    "(a shift or a mask) is computed at run time",
-                )
             if b.is_const:
                 code = f"({a.code} {pyop} {b.code})"
             else:
@@ -997,6 +1022,8 @@ class Translator:
         if isinstance(b.type, IntT) and (not b.is_const or b.const < 0):
             raise self.err(node, f"{op}: the shift amount must be a non-negative constant or bit<>")
         t = a.type
+        if self.arch is not None and not (a.is_const and b.is_const):
+            self.arch.check_operation(self, node, op, a, b)
         if isinstance(t, IntT):
             if not b.is_const:
                 raise self.err(node, f"{op}: shifting an int needs a constant amount")
@@ -1491,6 +1518,8 @@ class Translator:
         codes = ["_pkt", "_off", "_plen"]
         outs = []
         inline = inst.get("inline")
+        if self.parser_state is not None:  # the sub-parser's longest path, as if inlined here
+            self.parser_state.bits += inst.get("depth_bits", 0)
         locals_: list[str] = []
         for (pname, direction, pt), a, local in zip(params, args, inst["py"], strict=True):
             if isinstance(pt, ExternT) and pt.name == "packet_in":
@@ -1528,15 +1557,18 @@ class Translator:
             raise self.err(node, f"{inst.kind}.{method} is not a compile-time constant")
         return self.arch.extern_method(self, node, inst, method, args, scope)
 
-    def data_list(self, node: Any, scope: Scope) -> tuple[str, int]:
+    def data_list(self, node: Any, scope: Scope, typed: list[E] | None = None) -> tuple[str, int]:
         """Code building the byte string of a field list. As BMv2 does, fields are packed at bit
-        granularity, fields of invalid headers are left out, and the result is zero-padded."""
+        granularity, fields of invalid headers are left out, and the result is zero-padded.
+        ``typed`` receives the list's items as typed."""
         e = self.expr(node, scope)
         if e.items is None and isinstance(e.type, ListT):  # a variable of a tuple type
             e = E(
                 e.code, e.type, items=[E(f"{e.code}[{i}]", t) for i, t in enumerate(e.type.elems)]
             )
         items: list[E] = e.items or [e]
+        if typed is not None:
+            typed.extend(items)
         vals: list[str] = []
         widths: list[str] = []
         valid: list[str] = []
@@ -1622,6 +1654,8 @@ class Translator:
         if name == "verify":  # core.p4's, in every architecture
             if not self.in_parser:
                 raise self.err(node, "verify can only be called in a parser")
+            if self.arch is not None:
+                self.arch.check_verify(self, node)
             c = self.expr(args[0], scope)
             if not isinstance(c.type, BoolT):
                 raise self.err(args[0], "verify: condition must be bool")
@@ -1644,6 +1678,9 @@ class Translator:
                 raise self.err(args[0], f"extract needs a header, got {h.type.show()}")
             t = h.type
             vb = t.varbit_field()
+            if self.parser_state is not None:
+                self.parser_state.extracted.add(h.code)
+                self.parser_state.bits += t.bit_width() + (0 if vb is None else vb[2])
             hv = self.tmp("x")
             self.em(f"{hv} = {h.code}")
             self.invalidate_siblings(h)
@@ -1687,6 +1724,11 @@ class Translator:
             return None
         if method == "advance":
             n = self.convert(self.expr(args[0], scope, BitT(32)), BitT(32), args[0])
+            if self.parser_state is not None:
+                if n.is_const:
+                    self.parser_state.bits += n.const
+                else:
+                    self.parser_state.variable_advance = node
             v = self.tmp("adv")
             self.em(f"{v} = {n.code}")
             self.em(f"if {v} & 7: raise _PErr({self.ck.errors['ParserInvalidArgument']})")
@@ -1750,7 +1792,11 @@ class Translator:
         fn = getattr(self, "s_" + node.data, None)
         if fn is None:
             raise self.err(node, f"unsupported statement ({node.data})")
-        fn(node, scope)
+        saved, self.cur_stmt = self.cur_stmt, (node, next(self.uid))
+        try:
+            fn(node, scope)
+        finally:
+            self.cur_stmt = saved
 
     def s_block(self, node: Tree, scope: Scope) -> None:
         self.block(node, scope)
@@ -1852,6 +1898,8 @@ class Translator:
         local = self.tmp(f"v_{name}_")
         if node.children[3] is not None:
             e = self.convert(self.expr(node.children[3], scope, t), t, node.children[3])
+            if self.arch is not None:
+                self.arch.check_assignment(self, node, E(local, t), node.children[3], e)
             self.ck.bind(scope, name, Sym("var", t, code=local, lvalue=True), node)
             if isinstance(t, (StructLikeT, StackT)):
                 self.em(f"{local} = {self.zero(t)}")
@@ -1867,6 +1915,8 @@ class Translator:
         if not lhs.lvalue:
             raise self.err(node.children[0], "cannot assign to this expression")
         rhs = self.expr(node.children[1], scope, lhs.type)
+        if self.arch is not None:
+            self.arch.check_assignment(self, node, lhs, node.children[1], rhs)
         self.assign_to(lhs, rhs, node)
 
     def s_op_assignment(self, node: Tree, scope: Scope) -> None:
@@ -1884,7 +1934,10 @@ class Translator:
         pre = Tree("prevalued", [Token("KEY", key)], meta=node.meta)
         children = [pre, value] if kind in ("band", "bor", "bxor") else [pre, op_tok, value]
         expr = Tree(kind, children, meta=node.meta)
-        self.assign_to(lhs, self.expr(expr, scope, lhs.type), node)
+        rhs = self.expr(expr, scope, lhs.type)
+        if self.arch is not None:
+            self.arch.check_assignment(self, node, lhs, expr, rhs)
+        self.assign_to(lhs, rhs, node)
         del self.prevalued[key]
 
     def x_prevalued(self, node: Tree, scope: Scope, want: P4Type | None) -> E:
@@ -1941,14 +1994,20 @@ class Translator:
         if not isinstance(c.type, BoolT):
             raise self.err(node.children[0], f"if condition must be bool, got {c.type.show()}")
         self.em(f"if {c.code}:")
-        with self.em.block():
-            self.em("pass")
-            self.stmt(node.children[1], Scope(scope))
-        if node.children[2] is not None:
-            self.em("else:")
+        cond = node.children[0]
+        try:
+            self.conditions.append((cond, scope, True))
             with self.em.block():
                 self.em("pass")
-                self.stmt(node.children[2], Scope(scope))
+                self.stmt(node.children[1], Scope(scope))
+            if node.children[2] is not None:
+                self.conditions[-1] = (cond, scope, False)
+                self.em("else:")
+                with self.em.block():
+                    self.em("pass")
+                    self.stmt(node.children[2], Scope(scope))
+        finally:
+            self.conditions.pop()
 
     def s_switch_stmt(self, node: Tree, scope: Scope) -> None:
         sel = self.expr(node.children[0], scope)

@@ -26,6 +26,7 @@ from softswitch.engine.codegen import (
     ExternCalls,
     ExternInst,
     ParserError,
+    ParserState,
     TableInfo,
     Translator,
     _Ret,
@@ -107,8 +108,6 @@ class Architecture(ExternCalls):
 
     name: ClassVar[str]  # P4Info's pkg_info.arch: "v1model", "tna"
     package: ClassVar[str]  # main's package type: "V1Switch", "Switch"
-    # / and % of run-time values by anything but a constant power of two (the translator asks)
-    divides_at_run_time: ClassVar[bool] = True
 
     @abstractmethod
     def build(self, b: Builder) -> None:
@@ -196,6 +195,12 @@ class Builder:
         self.funcs: list[str] = []
         self.tr.instantiate_block = self._implicit_instance
         self.inline_states: dict[str, Tree] | None = None
+        # the parser being built: what each of its states did (ParserState), by state name
+        self.state_facts: dict[str, ParserState] = {}
+        # each top-level parser's function -> its longest path (bits, states) and its states'
+        # facts, for an architecture's rules
+        self.parser_depth: dict[str, tuple[int, list[str]]] = {}
+        self.parser_states: dict[str, dict[str, ParserState]] = {}
         self.parser_scope = ck.globals
         self.accept_code = "return _off"
 
@@ -353,6 +358,8 @@ class Builder:
         py, info = self.bind_params(params_node, scope)
         fname = f"ctl_{decl.name}_{next(self.tr.uid)}"
         saved = (self.tr.em, self.tr.fq, self.tr.in_parser)
+        if top:
+            self.tr.block_params = set(py)
         em = Emitter()
         self.tr.em, self.tr.fq, self.tr.in_parser = em, fq, False
         for ld in local_decls:
@@ -697,6 +704,7 @@ class Builder:
         fname = f"prs_{decl.name}_{next(self.tr.uid)}"
         saved = (self.tr.em, self.tr.fq, self.tr.in_parser, self.inline_states)
         saved_scope, saved_accept = self.parser_scope, self.accept_code
+        saved_facts, self.state_facts = self.state_facts, {}
         em = Emitter()
         self.tr.em, self.tr.fq, self.tr.in_parser = em, fq or decl.name, True
         outs = [
@@ -745,6 +753,8 @@ class Builder:
                     body(f"{'if' if i == 0 else 'elif'} _st == {i}:")
                     with body.block():
                         self.emit_state(s, scope, index)
+        depth = self.longest_path(by_name)
+        facts, self.state_facts = self.state_facts, saved_facts
         if sub and dag:
             self.tr.em, self.tr.fq, self.tr.in_parser, self.inline_states = saved
             self.parser_scope, self.accept_code = saved_scope, saved_accept
@@ -755,6 +765,7 @@ class Builder:
                 "params": info,
                 "py": py,
                 "params_node": params_node,
+                "depth_bits": depth[0],
             }
         em("try:")
         em.lines += body.lines
@@ -780,6 +791,7 @@ class Builder:
         self.tr.em, self.tr.fq, self.tr.in_parser, self.inline_states = saved
         self.parser_scope, self.accept_code = saved_scope, saved_accept
         if not sub:
+            self.parser_depth[fname], self.parser_states[fname] = depth, facts
             return fname
         return {
             "name": fq,
@@ -788,25 +800,69 @@ class Builder:
             "py": py,
             "outs": outs,
             "params_node": params_node,
+            "depth_bits": depth[0],
         }
 
     def emit_state(self, st: Tree, scope: Scope, index: dict[str, int]) -> None:
         sc = Scope(scope)
         self.tr.em("pass")
-        for stmt in st.children[3:-1]:
-            self.tr.stmt(stmt, sc)
+        name = self.ck.name_of(st.children[2])
+        saved, self.tr.parser_state = self.tr.parser_state, ParserState(name, st)
+        try:
+            for stmt in st.children[3:-1]:
+                self.tr.stmt(stmt, sc)
+            self.prog.architecture.end_parser_state(self.tr, self.tr.parser_state)
+            self.state_facts[name] = self.tr.parser_state
+        finally:
+            self.tr.parser_state = saved
         self.transition(st.children[-1], sc, index)
 
-    def parse_graph_is_small_dag(self, states: dict[str, Tree], limit: int = 64) -> bool:
-        """True when the state graph has no cycle and inlining every path stays small."""
+    @staticmethod
+    def successors(states: dict[str, Tree]) -> dict[str, list[str]]:
+        """The states each state may go to (accept and reject left out)."""
         succ: dict[str, list[str]] = {}
         for name, st in states.items():
             tr = st.children[-1]
             if tr.data == "transition_direct":
-                targets = [self.ck.name_of(tr.children[0])]
+                targets = [Checker.name_of(tr.children[0])]
             else:
-                targets = [self.ck.name_of(c.children[1]) for c in tr.children[0].children[1:]]
+                targets = [Checker.name_of(c.children[1]) for c in tr.children[0].children[1:]]
             succ[name] = [t for t in targets if t in states]
+        return succ
+
+    def longest_path(self, states: dict[str, Tree]) -> tuple[int, list[str]]:
+        """The most bits a path from start extracts and advances over (each state at most once
+        on a path, varbits at their maximum, sub-parsers at their longest path), and the path."""
+        succ = self.successors(states)
+        facts = self.state_facts
+        memo: dict[str, tuple[int, list[str]]] = {}
+        budget = [100_000]  # paths of a parser with loops are walked one by one: a bound
+
+        def walk(n: str, on_path: frozenset[str]) -> tuple[int, list[str]]:
+            if n in memo:
+                return memo[n]
+            here = facts[n].bits if n in facts else 0
+            best: tuple[int, list[str]] = (0, [])
+            cut = False  # a successor on the path: the result depends on the path
+            for t in succ[n]:
+                budget[0] -= 1
+                if t in on_path or budget[0] < 0:
+                    cut = True
+                    continue
+                sub = walk(t, on_path | {t})
+                cut = cut or t not in memo
+                if sub[0] > best[0]:
+                    best = sub
+            result = (here + best[0], [n, *best[1]])
+            if not cut:
+                memo[n] = result
+            return result
+
+        return walk("start", frozenset({"start"}))
+
+    def parse_graph_is_small_dag(self, states: dict[str, Tree], limit: int = 64) -> bool:
+        """True when the state graph has no cycle and inlining every path stays small."""
+        succ = self.successors(states)
         paths: dict[str, int] = {}
         depth: dict[str, int] = {}
         visiting: set[str] = set()
