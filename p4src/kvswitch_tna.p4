@@ -177,7 +177,10 @@ control KvsEgress(inout kvs_tna_headers_t hdr, inout kvs_tna_meta_t meta,
     LoadCount() load_count;
 
     apply {
-        meta.kvs.l4_dirty = hdr.bridge.l4_dirty == 1;
+        meta.kvs.l4_dirty = false;  // (set in an if: a stage writes no comparison into a field)
+        if (hdr.bridge.l4_dirty == 1) {
+            meta.kvs.l4_dirty = true;
+        }
         meta.kvs.l4_len = hdr.h.ipv4.total_len - ((bit<16>)hdr.h.ipv4.ihl << 2);  // as KvsCheck
         // A packet the ingress forwarded as plain IP may stop the egress parser too (a truncated
         // message): it leaves as it came, as on v1model.
@@ -190,7 +193,9 @@ control KvsEgress(inout kvs_tna_headers_t hdr, inout kvs_tna_meta_t meta,
             load_count.apply(hdr.h);
         }
         // the deparser's checksum update takes one bit (bf-p4c: a 1-bit condition only)
-        meta.kvs.l4_dirty = meta.kvs.l4_dirty && hdr.h.kvs.isValid();
+        if (!hdr.h.kvs.isValid()) {
+            meta.kvs.l4_dirty = false;
+        }
     }
 }
 

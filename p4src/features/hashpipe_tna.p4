@@ -63,6 +63,25 @@ struct hp_tag_t {
     bit<32> slot_w3 = key3_swap.execute(idx);              \
     kvs_key_t slot_key = slot_w0 ++ slot_w1 ++ slot_w2 ++ slot_w3;
 
+// A bool a stateful ALU reads, or the carry takes, is set in an if's branches (Tofino: a PHV
+// field, not a comparison's result), and a gateway compares at most 4 bytes: the key word by word.
+#define HP_SAME_KEY(same)                                  \
+    same = false;                                          \
+    if (slot_w0 == carry.key[127:96]) {                    \
+        if (slot_w1 == carry.key[95:64]) {                 \
+            if (slot_w2 == carry.key[63:32]) {             \
+                if (slot_w3 == carry.key[31:0]) {          \
+                    same = true;                           \
+                }                                          \
+            }                                              \
+        }                                                  \
+    }
+#define HP_CARRY_ON(cnt)                                   \
+    carry.active = true;                                   \
+    if (cnt == 0) {                                        \
+        carry.active = false;                              \
+    }
+
 control HashPipeFirst(inout hp_carry_t carry, in bit<32> idx) {
     HP_KEY_WORDS
     @name("hp_cnt") Register<bit<32>, bit<32>>(HP_SLOTS) hp_cnt;
@@ -84,10 +103,10 @@ control HashPipeFirst(inout hp_carry_t carry, in bit<32> idx) {
         if (carry.active) {
             swap = true;
             HP_SWAP_KEY(idx)
-            same = slot_key == carry.key;
+            HP_SAME_KEY(same)
             bit<32> slot_cnt = cnt_insert.execute(idx);
             if (slot_cnt == 0 || !same) {
-                carry.active = slot_cnt != 0;
+                HP_CARRY_ON(slot_cnt)
                 carry.key = slot_key;
                 carry.cnt = slot_cnt;
             } else {
@@ -135,12 +154,18 @@ control HashPipeStage(inout hp_carry_t carry, in bit<32> idx) {
         if (carry.active) {
             tag = tag_hash.get(HP_TAG_INPUT(carry.key)) | 1;
             bit<32> decision = tag_decide.execute(idx);
-            merge = (decision & HP_PRED_OWN) != 0;
-            swap = decision == HP_PRED_TAKE;
+            merge = false;
+            if ((decision & HP_PRED_OWN) != 0) {
+                merge = true;
+            }
+            swap = false;
+            if (decision == HP_PRED_TAKE) {
+                swap = true;
+            }
             HP_SWAP_KEY(idx)
             bit<32> slot_cnt = cnt_update.execute(idx);
             if (swap) {
-                carry.active = slot_cnt != 0;
+                HP_CARRY_ON(slot_cnt)
                 carry.key = slot_key;
                 carry.cnt = slot_cnt;
             } else if (merge) {

@@ -142,10 +142,16 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout kvs_fwd_t fwd
         KvsOp op = hdr.kvs.op;
         bit<32> slot = (bit<32>)meta.slot;
         if (op == KvsOp.GET) {
-            bool skip = meta.origin_down && meta.n > 1;
-            ordinal_t first = skip ? (ordinal_t)1 : 0;
+            // (ifs, not ?:: a match-action stage selects a value only in an if)
+            ordinal_t first = 0;
+            if (meta.origin_down && meta.n > 1) {
+                first = 1;
+            }
             ordinal_t turns = meta.n - first;
-            last = turns == 0 ? (ordinal_t)0 : turns - 1;
+            last = 0;
+            if (turns != 0) {
+                last = turns - 1;
+            }
             ordinal = rr_next.execute(slot) + first;
         }
         servermap_table.apply();
@@ -163,17 +169,34 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout kvs_fwd_t fwd
 #else
         bool replier = sender_ok;
 #endif
-        // rule 1 only for a write addressed to the key's origin, as in replicas.p4
-        bool any_write = op == KvsOp.SET || op == KvsOp.DEL;
-        write = any_write && sm_hit && sm_ip == hdr.ipv4.dst_addr;
-        meta.misaddressed = any_write && !write;
-        sync = op == KvsOp.SYNC && from_origin && hdr.udp.isValid();
+        // rule 1 only for a write addressed to the key's origin, as in replicas.p4 (a bool a
+        // stateful ALU reads, or the metadata takes, is set in an if's branches on Tofino)
+        write = false;
+        meta.misaddressed = false;
+        if (op == KvsOp.SET || op == KvsOp.DEL) {
+            if (sm_hit && sm_ip == hdr.ipv4.dst_addr) {
+                write = true;
+            } else {
+                meta.misaddressed = true;
+            }
+        }
+        sync = false;
+        if (op == KvsOp.SYNC && from_origin && hdr.udp.isValid()) {
+            sync = true;
+        }
         // rule 2 as in replicas.p4: OK or STALE write replies (both carry the origin's version)
-        bool write_reply = op == KvsOp.SET_REPLY || op == KvsOp.DEL_REPLY;
-        bool acked = (write_reply && (hdr.kvs.status == KvsStatus.OK
-                                      || hdr.kvs.status == KvsStatus.STALE))
-                     || (op == KvsOp.SYNC_DONE && hdr.kvs.status == KvsStatus.OK);
-        origin_report = from_origin && current && (acked || op == KvsOp.GET_REPLY);
+        origin_report = false;
+        if (from_origin && current) {
+            if (op == KvsOp.GET_REPLY) {
+                origin_report = true;
+            } else if (op == KvsOp.SYNC_DONE && hdr.kvs.status == KvsStatus.OK) {
+                origin_report = true;
+            } else if (op == KvsOp.SET_REPLY || op == KvsOp.DEL_REPLY) {
+                if (hdr.kvs.status == KvsStatus.OK || hdr.kvs.status == KvsStatus.STALE) {
+                    origin_report = true;
+                }
+            }
+        }
 
         gv = 0;
         if (write || sync) {
