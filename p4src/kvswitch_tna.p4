@@ -97,17 +97,33 @@ control KvsIngress(inout kvs_tna_headers_t hdr, inout kvs_tna_meta_t meta,
                 KvsOp op = hdr.h.kvs.op;
                 // A steered message (a fabric's leaf) is counted by liveness and forwarded: none of
                 // the rules below are the leaf's to apply to it.
+                // (bools set in ifs, as kvswitch.p4 computes them: on Tofino a bool computed
+                // from comparisons is folded into every test that reads it, and the gateways'
+                // conditions grow past what the compiler handles)
                 bool own = !steered;
-                bool request = own && (op == KvsOp.GET || op == KvsOp.SET || op == KvsOp.DEL);
-                bool consumed = own && (op == KvsOp.CONFIRM || op == KvsOp.SYNC
-                                        || op == KvsOp.SYNC_DONE);
-                bool maintenance = consumed || (own && (op == KvsOp.SET_REPLY
-                                                        || op == KvsOp.DEL_REPLY
-                                                        || op == KvsOp.GET_REPLY));
+                bool request = false;
+                bool consumed = false;
+                bool maintenance = false;
+                if (own) {
+                    if (op == KvsOp.GET || op == KvsOp.SET || op == KvsOp.DEL) {
+                        request = true;
+                    } else if (op == KvsOp.CONFIRM || op == KvsOp.SYNC || op == KvsOp.SYNC_DONE) {
+                        consumed = true;
+                        maintenance = true;
+                    } else if (op == KvsOp.SET_REPLY || op == KvsOp.DEL_REPLY
+                               || op == KvsOp.GET_REPLY) {
+                        maintenance = true;
+                    }
+                }
                 // Replies counted per server; requests for a dead origin flagged (liveness.p4).
                 liveness.apply(hdr.h, meta.kvs);
                 // A write for a dead origin takes no version and makes no copy: answered below.
-                bool down_write = meta.kvs.origin_down && op != KvsOp.GET;
+                bool down_write = false;
+                if (meta.kvs.origin_down) {
+                    if (op != KvsOp.GET) {
+                        down_write = true;
+                    }
+                }
                 ipv4_addr_t requested = hdr.h.ipv4.dst_addr;
                 if (request) {
                     hot_keys.apply(hdr.h, meta.kvs);

@@ -160,9 +160,23 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout kvs_fwd_t fwd
         }
 
         bit<16> cur_epoch = epoch_read.execute(0);
-        bool current = hdr.kvs.epoch == cur_epoch;
-        bool sender_ok = so_hit && so_port == ingress_port;
-        bool from_origin = sender_ok && sm_hit && sm_ip == hdr.ipv4.src_addr;
+        // (bools set in ifs: replicas.p4's conditions, one test each, for Tofino's gateways)
+        bool current = false;
+        if (hdr.kvs.epoch == cur_epoch) {
+            current = true;
+        }
+        bool sender_ok = false;
+        if (so_hit) {
+            if (so_port == ingress_port) {
+                sender_ok = true;
+            }
+        }
+        bool from_origin = false;
+        if (sender_ok && sm_hit) {
+            if (sm_ip == hdr.ipv4.src_addr) {
+                from_origin = true;
+            }
+        }
         // rule 6's sender: as in replicas.p4 (a spine judges every read reply but the origin's)
 #ifdef KVS_SPINE
         bool replier = true;
@@ -209,8 +223,16 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout kvs_fwd_t fwd
         } else {
             sv = slot_ver_read.execute(slot);
         }
-        bool settled = sv <= ov;  // no write on its way to the origin (F_SETTLED, replicas.p4)
-        bool stamp = write || (sync && settled);
+        bool settled = false;  // no write on its way to the origin (F_SETTLED, replicas.p4)
+        if (sv <= ov) {
+            settled = true;
+        }
+        bool stamp = false;
+        if (write) {
+            stamp = true;
+        } else if (sync && settled) {
+            stamp = true;
+        }
 
         if (op == KvsOp.GET) {
             bit<32> vv = 0;
@@ -233,11 +255,16 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout kvs_fwd_t fwd
         } else if (op == KvsOp.GET_REPLY) {
             // rule 6, exactly origin_ver; MOVED and RETRY carry no read result and pass, as in
             // replicas.p4
-            bool no_result = hdr.kvs.status == KvsStatus.MOVED
-                             || hdr.kvs.status == KvsStatus.RETRY;
-            if (replier && !from_origin && !no_result
-                && (!current || hdr.kvs.ver != ov || hdr.kvs.ver == 0)) {
-                fwd_drop(fwd);
+            if (replier && !from_origin) {
+                if (hdr.kvs.status != KvsStatus.MOVED && hdr.kvs.status != KvsStatus.RETRY) {
+                    if (!current) {
+                        fwd_drop(fwd);
+                    } else if (hdr.kvs.ver != ov) {
+                        fwd_drop(fwd);
+                    } else if (hdr.kvs.ver == 0) {
+                        fwd_drop(fwd);
+                    }
+                }
             }
         } else if (op == KvsOp.SYNC) {
             if (sync) {

@@ -68,11 +68,27 @@ control Trust(inout headers_t hdr, inout kvs_meta_t meta, in PortId_t ingress_po
     apply {
         if (hdr.ipv4.isValid()) {
             hostport_table.apply();
-            bool spoofed = known && host_port != ingress_port;
-            bool from_server = known && is_server && !spoofed;
-            bool to_kvs = hdr.udp.isValid() && hdr.udp.dst_port == KVS_PORT;
+            // (bools set in ifs, one test each: on Tofino a stage's gateway takes small
+            // conditions, and a bool computed from comparisons is folded into every later test)
+            bool spoofed = false;
+            bool from_server = false;
+            if (known) {
+                if (host_port != ingress_port) {
+                    spoofed = true;
+                } else if (is_server) {
+                    from_server = true;
+                }
+            }
+            bool to_kvs = false;
+            if (hdr.udp.isValid()) {
+                if (hdr.udp.dst_port == KVS_PORT) {
+                    to_kvs = true;
+                }
+            }
 #ifndef KVS_TEST_NO_TRUST_SOURCE
-            if (spoofed || (!from_server && to_kvs && !meta.kvs_ok)) {
+            if (spoofed) {
+                refuse();
+            } else if (!from_server && to_kvs && !meta.kvs_ok) {
                 refuse();
             }
 #endif
@@ -82,7 +98,10 @@ control Trust(inout headers_t hdr, inout kvs_meta_t meta, in PortId_t ingress_po
             // connection.
             if (meta.kvs_ok && hdr.udp.isValid()) {
                 KvsOp op = hdr.kvs.op;
-                bool request = op == KvsOp.GET || op == KvsOp.SET || op == KvsOp.DEL;
+                bool request = false;
+                if (op == KvsOp.GET || op == KvsOp.SET || op == KvsOp.DEL) {
+                    request = true;
+                }
 #ifndef KVS_TEST_NO_TRUST_SERVER_OPS
                 if (!request && op != KvsOp.RING_GET && !from_server) {
                     refuse();
@@ -91,11 +110,20 @@ control Trust(inout headers_t hdr, inout kvs_meta_t meta, in PortId_t ingress_po
 #ifndef KVS_TEST_NO_TRUST_ZERO_VERSIONS
                 bit<16> switch_flags = KVS_F_TCP | KVS_F_DUP | KVS_F_REDIRECT | KVS_F_SETTLED;
                 bit<16> authority = hdr.kvs.flags & switch_flags;
-                if (request && (hdr.kvs.epoch != 0 || hdr.kvs.ver != 0 || authority != 0)) {
+                // (one field per test: a Tofino gateway compares at most 4 bytes and 12 bits)
+                if (request) {
+                    if (hdr.kvs.epoch != 0) {
+                        meta.l4_dirty = true;
+                    }
+                    if (hdr.kvs.ver != 0) {
+                        meta.l4_dirty = true;
+                    }
+                    if (authority != 0) {
+                        meta.l4_dirty = true;
+                    }
                     hdr.kvs.epoch = 0;
                     hdr.kvs.ver = 0;
                     hdr.kvs.flags = hdr.kvs.flags & ~switch_flags;
-                    meta.l4_dirty = true;
                 }
 #endif
             }

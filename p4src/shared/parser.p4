@@ -192,10 +192,16 @@ control KvsCheck(in headers_t hdr, inout kvs_meta_t meta, in bool parsed, in bit
                 meta.kvs_ok = false;
             } else if (hdr.udp.isValid()) {
                 bit<32> udp_len = (bit<32>)hdr.udp.length;
-                meta.kvs_ok = udp_len <= l4_len && udp_len >= 8 + need;
+                if (udp_len <= l4_len) {  // (ifs: a stage writes no comparison into a field)
+                    if (udp_len >= 8 + need) {
+                        meta.kvs_ok = true;
+                    }
+                }
             } else if (hdr.tcp.isValid()) {
                 bit<32> tcp_hdr_len = (bit<32>)hdr.tcp.data_offset << 2;
-                meta.kvs_ok = l4_len >= tcp_hdr_len + need;
+                if (l4_len >= tcp_hdr_len + need) {
+                    meta.kvs_ok = true;
+                }
             }
         }
     }
