@@ -197,7 +197,7 @@ control KvsEgress(inout kvs_tna_headers_t hdr, inout kvs_tna_meta_t meta,
         if (hdr.bridge.l4_dirty == 1) {
             meta.kvs.l4_dirty = true;
         }
-        meta.kvs.l4_len = hdr.h.ipv4.total_len - ((bit<16>)hdr.h.ipv4.ihl << 2);  // as KvsCheck
+        meta.kvs.l4_len = hdr.h.ipv4.total_len - 20;  // as KvsCheck
         // A packet the ingress forwarded as plain IP may stop the egress parser too (a truncated
         // message): it leaves as it came, as on v1model.
         bool parsed = eg_prsr_md.parser_err == PARSER_ERROR_OK;

@@ -40,16 +40,23 @@
     l4_csum.subtract({KVS_CSUM_FIELDS}); \
     meta.residual = l4_csum.get();
 
-// Ingress, after KvsCheck (meta.l4_len): the pseudo-header length out of the parser's residual, a
-// ones' complement subtraction (adding the complement, with the end-around carry).
+// Ingress, after KvsCheck (meta.l4_len): the pseudo-header length L out of the parser's residual
+// r, a ones' complement subtraction: r + ~L with the end-around carry, which is r - L when r > L
+// (the carry) and r - L - 1 (mod 2^16) otherwise. One operation per step (a Tofino action's
+// operations run in parallel, each on the values before it).
 control KvsResidual(in headers_t hdr, inout kvs_meta_t meta) {
     apply {
         bit<16> len = meta.l4_len;
+        bit<16> len_1 = meta.l4_len + 1;
         if (hdr.udp.isValid()) {
             len = hdr.udp.length;
+            len_1 = hdr.udp.length + 1;
         }
-        bit<32> sum = (bit<32>)meta.residual + (bit<32>)(~len);
-        meta.residual = sum[15:0] + sum[31:16];
+        if (meta.residual > len) {
+            meta.residual = meta.residual - len;
+        } else {
+            meta.residual = meta.residual - len_1;
+        }
     }
 }
 

@@ -23,7 +23,7 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout kvs_fwd_t fwd
     mac_addr_t sm_mac = 0;
     PortId_t sm_port = 0;
     bool so_hit = false;
-    bit<32> so_offset = 0;
+    bit<32> so_vidx = 0;
     PortId_t so_port = 0;
     ordinal_t ordinal = 0;
     // PHV inputs of the stateful ALUs, computed before the access
@@ -118,7 +118,7 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout kvs_fwd_t fwd
     @name("set_server_offset")
     action set_server_offset(bit<32> offset, PortId_t port) {
         so_hit = true;
-        so_offset = offset;
+        so_vidx = meta.base + offset;  // (a register index is one field on Tofino, not a sum)
         so_port = port;
     }
 
@@ -143,14 +143,14 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout kvs_fwd_t fwd
         bit<32> slot = (bit<32>)meta.slot;
         if (op == KvsOp.GET) {
             // (ifs, not ?:: a match-action stage selects a value only in an if)
+            // (one operation per step: a Tofino action's operations run in parallel)
             ordinal_t first = 0;
+            last = 0;
             if (meta.origin_down && meta.n > 1) {
                 first = 1;
-            }
-            ordinal_t turns = meta.n - first;
-            last = 0;
-            if (turns != 0) {
-                last = turns - 1;
+                last = meta.n - 2;
+            } else if (meta.n != 0) {
+                last = meta.n - 1;
             }
             ordinal = rr_next.execute(slot) + first;
         }
@@ -249,7 +249,7 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout kvs_fwd_t fwd
             }
         } else if (op == KvsOp.CONFIRM) {
             if (sender_ok && current && hdr.kvs.ver > meta.floor && hdr.kvs.ver <= sv) {
-                valid_ver_max.execute(meta.base + so_offset);
+                valid_ver_max.execute(so_vidx);
             }
             fwd_drop(fwd);
         } else if (op == KvsOp.GET_REPLY) {

@@ -37,14 +37,14 @@
 control Trust(inout headers_t hdr, inout kvs_meta_t meta, in PortId_t ingress_port,
               inout bool refused) {
     bool known = false;
-    bool is_server = false;
+    bit<1> is_server = 0;
     PortId_t host_port = 0;
 
     @name("set_source")
     action set_source(PortId_t port, bit<1> server) {
         known = true;
         host_port = port;
-        is_server = server == 1;
+        is_server = server;
     }
 
     @name("HostportTable")
@@ -75,7 +75,7 @@ control Trust(inout headers_t hdr, inout kvs_meta_t meta, in PortId_t ingress_po
             if (known) {
                 if (host_port != ingress_port) {
                     spoofed = true;
-                } else if (is_server) {
+                } else if (is_server == 1) {
                     from_server = true;
                 }
             }

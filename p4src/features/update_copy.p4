@@ -13,14 +13,15 @@ control UpdateCopy(inout headers_t hdr) {
             hdr.kvs.op = KvsOp.UPDATE_DEL;
         }
         if (hdr.tcp.isValid()) {
-            bit<16> ip_hdr_len = (bit<16>)hdr.ipv4.ihl << 2;
             hdr.udp.setValid();
             hdr.udp.src_port = hdr.tcp.src_port;
             hdr.udp.dst_port = KVS_PORT;
             hdr.udp.length = 8 + KVS_HDR_LEN + hdr.kvs.vlen;
             hdr.udp.checksum = 0;
             hdr.ipv4.protocol = IP_PROTO_UDP;
-            hdr.ipv4.total_len = ip_hdr_len + hdr.udp.length;
+            // (the parser takes IPv4 headers of 5 words only; one add from vlen, not from the
+            // UDP length just written: a Tofino action's operations run in parallel)
+            hdr.ipv4.total_len = 20 + 8 + KVS_HDR_LEN + hdr.kvs.vlen;
             hdr.kvs.flags = hdr.kvs.flags | KVS_F_TCP;
             hdr.tcp.setInvalid();
             hdr.tcp_options[0].setInvalid();

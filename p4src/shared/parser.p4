@@ -182,11 +182,11 @@ parser KvsHeaderParser(packet_in pkt, out headers_t hdr, inout kvs_meta_t meta) 
 control KvsCheck(in headers_t hdr, inout kvs_meta_t meta, in bool parsed, in bit<32> frame_len) {
     apply {
         meta.kvs_ok = false;
-        meta.l4_len = hdr.ipv4.total_len - ((bit<16>)hdr.ipv4.ihl << 2);
+        meta.l4_len = hdr.ipv4.total_len - 20;  // (the parser takes IPv4 headers of 5 words only)
         if (parsed && hdr.kvs.isValid()) {
             bit<32> need = (bit<32>)KVS_HDR_LEN + (bit<32>)hdr.kvs.vlen;
             bit<32> l4_len = (bit<32>)meta.l4_len;
-            if (hdr.ipv4.total_len < ((bit<16>)hdr.ipv4.ihl << 2)
+            if (hdr.ipv4.total_len < 20
                 || 14 + (bit<32>)hdr.ipv4.total_len > frame_len) {
                 // A lying IPv4 length, or a frame cut short of it: the value is not all there.
                 meta.kvs_ok = false;
