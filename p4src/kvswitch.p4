@@ -58,7 +58,7 @@ control KvsIngress(inout headers_t hdr, inout kvs_meta_t meta, inout standard_me
         } else {
             mac_addr_t client_mac = hdr.ethernet.src_addr;  // for a refusal (liveness.p4)
             forwarding.apply(hdr, std);
-            kvs_check.apply(hdr, meta, std.parser_error == error.NoError, std.packet_length);
+            kvs_check.apply(hdr, meta, std.parser_error == error.NoError, std.packet_length - 14);
             bool uplink = false;   // from a spine (a fabric's leaf only)
             bool steered = false;  // a fabric-hot key's message: its spine's business
 #ifdef KVS_FABRIC_LEAF

@@ -67,7 +67,7 @@ control KvsIngress(inout kvs_tna_headers_t hdr, inout kvs_tna_meta_t meta,
             forwarding.apply(hdr.h, meta.fwd);
             // Tofino's ingress does not know the frame length: docs/tofino.md
             kvs_check.apply(hdr.h, meta.kvs, ig_prsr_md.parser_err == PARSER_ERROR_OK,
-                            32w0xFFFFFFFF);
+                            32w0x7FFFFFFF);
             kvs_residual.apply(hdr.h, meta.kvs);
             bool uplink = false;   // as in kvswitch.p4
             bool steered = false;

@@ -52,8 +52,9 @@ control KvsResidual(in headers_t hdr, inout kvs_meta_t meta) {
             len = hdr.udp.length;
             len_1 = hdr.udp.length + 1;
         }
-        if (meta.residual > len) {
-            meta.residual = meta.residual - len;
+        bit<32> diff = (bit<32>)meta.residual - (bit<32>)len;  // exact: 16-bit values
+        if (diff[31:31] == 0 && diff != 0) {  // r > L (a gateway tests a difference's sign)
+            meta.residual = diff[15:0];
         } else {
             meta.residual = meta.residual - len_1;
         }

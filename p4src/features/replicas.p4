@@ -177,7 +177,11 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout standard_meta
         // rules; the explorer's resend-overtaken).
         bit<32> sv;
         slot_ver.read(sv, slot);
-        bool settled = sv <= ov;
+        // Versions are compared as serial numbers (RFC 1982): a <= b when b - a < 2^31, as
+        // Tofino's gateways can (they compare a field with a constant: a difference's sign);
+        // the same as <= while the versions compared are below 2^31, and across the wrap.
+        bit<32> ov_sv = ov - sv;
+        bool settled = ov_sv[31:31] == 0;
         bool stamp = write || (sync && settled);
         if (stamp) {
             slot_ver.write(slot, gv);
@@ -191,7 +195,8 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout standard_meta
             if (sm_hit) {
                 valid_ver.read(vv, sm_vidx);
             }
-            if (ordinal != 0 && sm_hit && ov != 0 && vv >= ov && hdr.udp.isValid()) {
+            bit<32> vv_ov = vv - ov;  // vv >= ov (serial)
+            if (ordinal != 0 && sm_hit && ov != 0 && vv_ov[31:31] == 0 && hdr.udp.isValid()) {
                 std.egress_spec = sm_port;
                 hdr.ethernet.dst_addr = sm_mac;
                 hdr.ipv4.dst_addr = sm_ip;
@@ -202,7 +207,9 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout standard_meta
             // Rule 3: max(valid_ver, ver) for a version this switch handed out (<= slot_ver)
             // after the key's holders last changed (> floor, from KeyindexTable: a confirm from a
             // replica's earlier membership cannot validate its new one). Then consumed.
-            if (sender_ok && current && hdr.kvs.ver > meta.floor && hdr.kvs.ver <= sv) {
+            bit<32> floor_ver = meta.floor - hdr.kvs.ver;  // ver > floor (serial)
+            bit<32> sv_ver = sv - hdr.kvs.ver;             // ver <= sv (serial)
+            if (sender_ok && current && floor_ver[31:31] == 1 && sv_ver[31:31] == 0) {
                 bit<32> idx = meta.base + so_offset;
                 bit<32> cell;
                 valid_ver.read(cell, idx);

@@ -223,8 +223,10 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout kvs_fwd_t fwd
         } else {
             sv = slot_ver_read.execute(slot);
         }
+        // versions compared as serial numbers, as replicas.p4 (a gateway tests a difference's sign)
+        bit<32> ov_sv = ov - sv;
         bool settled = false;  // no write on its way to the origin (F_SETTLED, replicas.p4)
-        if (sv <= ov) {
+        if (ov_sv[31:31] == 0) {
             settled = true;
         }
         bool stamp = false;
@@ -239,7 +241,8 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout kvs_fwd_t fwd
             if (sm_hit) {
                 vv = valid_ver_read.execute(sm_vidx);
             }
-            if (ordinal != 0 && sm_hit && ov != 0 && vv >= ov && hdr.udp.isValid()) {
+            bit<32> vv_ov = vv - ov;  // vv >= ov (serial)
+            if (ordinal != 0 && sm_hit && ov != 0 && vv_ov[31:31] == 0 && hdr.udp.isValid()) {
                 fwd.port = sm_port;
                 fwd.drop = false;
                 hdr.ethernet.dst_addr = sm_mac;
@@ -248,7 +251,9 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout kvs_fwd_t fwd
                 meta.l4_dirty = true;
             }
         } else if (op == KvsOp.CONFIRM) {
-            if (sender_ok && current && hdr.kvs.ver > meta.floor && hdr.kvs.ver <= sv) {
+            bit<32> floor_ver = meta.floor - hdr.kvs.ver;  // ver > floor (serial)
+            bit<32> sv_ver = sv - hdr.kvs.ver;             // ver <= sv (serial)
+            if (sender_ok && current && floor_ver[31:31] == 1 && sv_ver[31:31] == 0) {
                 valid_ver_max.execute(so_vidx);
             }
             fwd_drop(fwd);

@@ -177,31 +177,50 @@ parser KvsHeaderParser(packet_in pkt, out headers_t hdr, inout kvs_meta_t meta) 
 // value fit in the datagram (UDP length) or segment (IPv4 length), and the frame really holds the
 // IPv4 length it announces: docs/protocol.md "malformed".
 // Ethernet padding can make a short datagram parse; this check is what rejects it.
-// `parsed`: the parser ended without error; `frame_len`: the frame's length in bytes (v1model's
-// packet_length; Tofino's ingress does not know it and passes the largest value: docs/tofino.md).
-control KvsCheck(in headers_t hdr, inout kvs_meta_t meta, in bool parsed, in bit<32> frame_len) {
+// `parsed`: the parser ended without error; `ip_room`: the frame's bytes after the Ethernet header
+// (v1model: packet_length - 14; Tofino's ingress does not know the frame length and passes
+// 0x7FFFFFFF: docs/tofino.md). Lengths are compared through a difference's sign in 32 bits (exact
+// for 16-bit lengths): Tofino's gateways compare a field with a constant only.
+#define KVS_TCP_FITS(doff) \
+    if (hdr.tcp.data_offset == doff && tcp_fill >= 20 + 4 * doff + (bit<32>)KVS_HDR_LEN) { \
+        meta.kvs_ok = true; \
+    }
+control KvsCheck(in headers_t hdr, inout kvs_meta_t meta, in bool parsed, in bit<32> ip_room) {
     apply {
         meta.kvs_ok = false;
         meta.l4_len = hdr.ipv4.total_len - 20;  // (the parser takes IPv4 headers of 5 words only)
         if (parsed && hdr.kvs.isValid()) {
-            bit<32> need = (bit<32>)KVS_HDR_LEN + (bit<32>)hdr.kvs.vlen;
-            bit<32> l4_len = (bit<32>)meta.l4_len;
-            if (hdr.ipv4.total_len < 20
-                || 14 + (bit<32>)hdr.ipv4.total_len > frame_len) {
+            // < 0: a frame cut short of its IPv4 length
+            bit<32> cut = ip_room - (bit<32>)hdr.ipv4.total_len;
+            // >= 20: the datagram fits the IPv4 length
+            bit<32> udp_room = (bit<32>)hdr.ipv4.total_len - (bit<32>)hdr.udp.length;
+            // >= 8 + 36: the KVSwitch header and its value fit the datagram
+            bit<32> udp_fill = (bit<32>)hdr.udp.length - (bit<32>)hdr.kvs.vlen;
+            // >= 20 + TCP header + 36: they fit the segment
+            bit<32> tcp_fill = (bit<32>)hdr.ipv4.total_len - (bit<32>)hdr.kvs.vlen;
+            if (hdr.ipv4.total_len < 20 || cut[31:31] == 1) {
                 // A lying IPv4 length, or a frame cut short of it: the value is not all there.
                 meta.kvs_ok = false;
             } else if (hdr.udp.isValid()) {
-                bit<32> udp_len = (bit<32>)hdr.udp.length;
-                if (udp_len <= l4_len) {  // (ifs: a stage writes no comparison into a field)
-                    if (udp_len >= 8 + need) {
+                // (ifs: a stage writes no comparison into a field)
+                if (udp_room[31:31] == 0 && udp_room >= 20) {
+                    if (udp_fill[31:31] == 0 && udp_fill >= 8 + (bit<32>)KVS_HDR_LEN) {
                         meta.kvs_ok = true;
                     }
                 }
-            } else if (hdr.tcp.isValid()) {
-                bit<32> tcp_hdr_len = (bit<32>)hdr.tcp.data_offset << 2;
-                if (l4_len >= tcp_hdr_len + need) {
-                    meta.kvs_ok = true;
-                }
+            } else if (hdr.tcp.isValid() && tcp_fill[31:31] == 0) {
+                // the TCP header's length by data offset: a gateway compares with constants
+                KVS_TCP_FITS(5)
+                KVS_TCP_FITS(6)
+                KVS_TCP_FITS(7)
+                KVS_TCP_FITS(8)
+                KVS_TCP_FITS(9)
+                KVS_TCP_FITS(10)
+                KVS_TCP_FITS(11)
+                KVS_TCP_FITS(12)
+                KVS_TCP_FITS(13)
+                KVS_TCP_FITS(14)
+                KVS_TCP_FITS(15)
             }
         }
     }
