@@ -88,17 +88,32 @@ control Steering(in headers_t hdr, in kvs_meta_t meta, in PortId_t ingress_port,
             fabric_hot_table.apply();
         }
         if (steered) {
+            // (bools set in ifs, one test each: Tofino writes no comparison into a field)
             KvsOp op = hdr.kvs.op;
-            bool copy = op == KvsOp.UPDATE || op == KvsOp.UPDATE_DEL;
-            bool steerable = op == KvsOp.GET || op == KvsOp.SET || op == KvsOp.DEL
-                             || op == KvsOp.GET_REPLY || op == KvsOp.SET_REPLY
-                             || op == KvsOp.DEL_REPLY || op == KvsOp.CONFIRM
-                             || op == KvsOp.SYNC || op == KvsOp.SYNC_DONE;
-            bool from_spine = uplink && ingress_port == spine_port;
+            bool from_spine = false;
+            if (uplink) {
+                if (ingress_port == spine_port) {
+                    from_spine = true;
+                }
+            }
             // PUSH, REMOVE and membership messages are plain IP; an UPDATE is steered only down
             // from its spine (from a host it is forged, and the leaf's rule drops it)
-            steered = steerable || (copy && from_spine);
-            up = steered && !from_spine && hdr.ipv4.ttl > 1;  // expired: forwarding dropped it
+            steered = false;
+            if (op == KvsOp.GET || op == KvsOp.SET || op == KvsOp.DEL
+                || op == KvsOp.GET_REPLY || op == KvsOp.SET_REPLY || op == KvsOp.DEL_REPLY) {
+                steered = true;
+            } else if (op == KvsOp.CONFIRM || op == KvsOp.SYNC || op == KvsOp.SYNC_DONE) {
+                steered = true;
+            } else if (op == KvsOp.UPDATE || op == KvsOp.UPDATE_DEL) {
+                if (from_spine) {
+                    steered = true;
+                }
+            }
+            if (steered && !from_spine) {
+                if (hdr.ipv4.ttl > 1) {  // expired: forwarding dropped it
+                    up = true;
+                }
+            }
         }
     }
 }
