@@ -53,7 +53,7 @@ control KvsResidual(in headers_t hdr, inout kvs_meta_t meta) {
             len_1 = hdr.udp.length + 1;
         }
         bit<32> diff = (bit<32>)meta.residual - (bit<32>)len;  // exact: 16-bit values
-        if (diff[31:31] == 0 && diff != 0) {  // r > L (a gateway tests a difference's sign)
+        if (diff[31:16] == 0 && diff[15:0] != 0) {  // r > L (a gateway reads 4 bytes exactly)
             meta.residual = diff[15:0];
         } else {
             meta.residual = meta.residual - len_1;

@@ -181,8 +181,10 @@ parser KvsHeaderParser(packet_in pkt, out headers_t hdr, inout kvs_meta_t meta) 
 // (v1model: packet_length - 14; Tofino's ingress does not know the frame length and passes
 // 0x7FFFFFFF: docs/tofino.md). Lengths are compared through a difference's sign in 32 bits (exact
 // for 16-bit lengths): Tofino's gateways compare a field with a constant only.
+// A gateway reads 4 bytes of exact match and 12 bits of range: d >= c (0 <= c < 4096) for a 32-bit
+// difference d is "d's sign is 0, and d's bits 30..12 are not all 0 or its low 12 bits are >= c".
 #define KVS_TCP_FITS(doff) \
-    if (hdr.tcp.data_offset == doff && tcp_fill >= 20 + 4 * doff + (bit<32>)KVS_HDR_LEN) { \
+    if (hdr.tcp.data_offset == doff && tcp_fill[11:0] >= 20 + 4 * doff + KVS_HDR_LEN[11:0]) { \
         meta.kvs_ok = true; \
     }
 control KvsCheck(in headers_t hdr, inout kvs_meta_t meta, in bool parsed, in bit<32> ip_room) {
@@ -198,29 +200,51 @@ control KvsCheck(in headers_t hdr, inout kvs_meta_t meta, in bool parsed, in bit
             bit<32> udp_fill = (bit<32>)hdr.udp.length - (bit<32>)hdr.kvs.vlen;
             // >= 20 + TCP header + 36: they fit the segment
             bit<32> tcp_fill = (bit<32>)hdr.ipv4.total_len - (bit<32>)hdr.kvs.vlen;
-            if (hdr.ipv4.total_len < 20 || cut[31:31] == 1) {
-                // A lying IPv4 length, or a frame cut short of it: the value is not all there.
+            // A lying IPv4 length (below its own header), or a frame cut short of it: the value
+            // is not all there.
+            bool whole = true;
+            if (hdr.ipv4.total_len[15:12] == 0 && hdr.ipv4.total_len[11:0] < 20) {
+                whole = false;
+            }
+            if (cut[31:31] == 1) {
+                whole = false;
+            }
+            if (!whole) {
                 meta.kvs_ok = false;
             } else if (hdr.udp.isValid()) {
                 // (ifs: a stage writes no comparison into a field)
-                if (udp_room[31:31] == 0 && udp_room >= 20) {
-                    if (udp_fill[31:31] == 0 && udp_fill >= 8 + (bit<32>)KVS_HDR_LEN) {
+                bool room = false;
+                if (udp_room[31:31] == 0) {
+                    if (udp_room[30:12] != 0) {
+                        room = true;
+                    } else if (udp_room[11:0] >= 20) {
+                        room = true;
+                    }
+                }
+                if (room && udp_fill[31:31] == 0) {
+                    if (udp_fill[30:12] != 0) {
+                        meta.kvs_ok = true;
+                    } else if (udp_fill[11:0] >= 8 + KVS_HDR_LEN[11:0]) {
                         meta.kvs_ok = true;
                     }
                 }
             } else if (hdr.tcp.isValid() && tcp_fill[31:31] == 0) {
-                // the TCP header's length by data offset: a gateway compares with constants
-                KVS_TCP_FITS(5)
-                KVS_TCP_FITS(6)
-                KVS_TCP_FITS(7)
-                KVS_TCP_FITS(8)
-                KVS_TCP_FITS(9)
-                KVS_TCP_FITS(10)
-                KVS_TCP_FITS(11)
-                KVS_TCP_FITS(12)
-                KVS_TCP_FITS(13)
-                KVS_TCP_FITS(14)
-                KVS_TCP_FITS(15)
+                if (tcp_fill[30:12] != 0) {
+                    meta.kvs_ok = true;
+                } else {
+                    // the TCP header's length by data offset: a gateway compares with constants
+                    KVS_TCP_FITS(5)
+                    KVS_TCP_FITS(6)
+                    KVS_TCP_FITS(7)
+                    KVS_TCP_FITS(8)
+                    KVS_TCP_FITS(9)
+                    KVS_TCP_FITS(10)
+                    KVS_TCP_FITS(11)
+                    KVS_TCP_FITS(12)
+                    KVS_TCP_FITS(13)
+                    KVS_TCP_FITS(14)
+                    KVS_TCP_FITS(15)
+                }
             }
         }
     }
