@@ -45,14 +45,20 @@
 // (the carry) and r - L - 1 (mod 2^16) otherwise. One operation per step (a Tofino action's
 // operations run in parallel, each on the values before it).
 control KvsResidual(in headers_t hdr, inout kvs_meta_t meta) {
+    bit<16> len = 0;
+    bit<32> diff = 0;
+    action difference() {  // (a PHV field for the gateway, not a local folded into it)
+        diff = (bit<32>)meta.residual - (bit<32>)len;  // exact: 16-bit values
+    }
+
     apply {
-        bit<16> len = meta.l4_len;
+        len = meta.l4_len;
         bit<16> len_1 = meta.l4_len + 1;
         if (hdr.udp.isValid()) {
             len = hdr.udp.length;
             len_1 = hdr.udp.length + 1;
         }
-        bit<32> diff = (bit<32>)meta.residual - (bit<32>)len;  // exact: 16-bit values
+        difference();
         if (diff[31:16] == 0 && diff[15:0] != 0) {  // r > L (a gateway reads 4 bytes exactly)
             meta.residual = diff[15:0];
         } else {

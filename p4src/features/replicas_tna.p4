@@ -32,6 +32,25 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout kvs_fwd_t fwd
     bool sync = false;
     bit<32> gv = 0;
     bit<32> ov = 0;
+    bit<32> sv = 0;
+    bit<32> vv = 0;
+    // Versions are compared as serial numbers through a difference's sign, as replicas.p4; each
+    // difference is computed in an action (a PHV field), which the gateway tests: a local computed
+    // in the apply block is folded into the if ("condition expression too complex").
+    bit<32> ov_sv = 0;
+    bit<32> vv_ov = 0;
+    bit<32> floor_ver = 0;
+    bit<32> sv_ver = 0;
+    action settled_diff() {
+        ov_sv = ov - sv;
+    }
+    action read_set_diff() {
+        vv_ov = vv - ov;
+    }
+    action confirm_diffs() {
+        floor_ver = meta.floor - hdr.kvs.ver;
+        sv_ver = sv - hdr.kvs.ver;
+    }
 
     // rule 4 input, as in replicas.p4: the turn t rotates over n' ordinals from `first`; `last`
     // = n' - 1 is a PHV input, so the stateful ALU makes two comparisons (t < last: the next turn
@@ -217,14 +236,12 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout kvs_fwd_t fwd
             gv = global_ver_next.execute(0);
         }
         ov = origin_ver_max.execute(slot);
-        bit<32> sv;
         if (write || sync) {
             sv = slot_ver_stamp.execute(slot);
         } else {
             sv = slot_ver_read.execute(slot);
         }
-        // versions compared as serial numbers, as replicas.p4 (a gateway tests a difference's sign)
-        bit<32> ov_sv = ov - sv;
+        settled_diff();
         bool settled = false;  // no write on its way to the origin (F_SETTLED, replicas.p4)
         if (ov_sv[31:31] == 0) {
             settled = true;
@@ -237,11 +254,11 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout kvs_fwd_t fwd
         }
 
         if (op == KvsOp.GET) {
-            bit<32> vv = 0;
+            vv = 0;
             if (sm_hit) {
                 vv = valid_ver_read.execute(sm_vidx);
             }
-            bit<32> vv_ov = vv - ov;  // vv >= ov (serial)
+            read_set_diff();  // vv >= ov (serial)
             if (ordinal != 0 && sm_hit && ov != 0 && vv_ov[31:31] == 0 && hdr.udp.isValid()) {
                 fwd.port = sm_port;
                 fwd.drop = false;
@@ -251,8 +268,7 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout kvs_fwd_t fwd
                 meta.l4_dirty = true;
             }
         } else if (op == KvsOp.CONFIRM) {
-            bit<32> floor_ver = meta.floor - hdr.kvs.ver;  // ver > floor (serial)
-            bit<32> sv_ver = sv - hdr.kvs.ver;             // ver <= sv (serial)
+            confirm_diffs();  // ver > floor, ver <= sv (serial)
             if (sender_ok && current && floor_ver[31:31] == 1 && sv_ver[31:31] == 0) {
                 valid_ver_max.execute(so_vidx);
             }

@@ -188,18 +188,24 @@ parser KvsHeaderParser(packet_in pkt, out headers_t hdr, inout kvs_meta_t meta) 
         meta.kvs_ok = true; \
     }
 control KvsCheck(in headers_t hdr, inout kvs_meta_t meta, in bool parsed, in bit<32> ip_room) {
+    // The differences, computed in an action (PHV fields the gateways test; a local computed in
+    // the apply block would be folded into each if)
+    bit<32> cut = 0;       // < 0: a frame cut short of its IPv4 length
+    bit<32> udp_room = 0;  // >= 20: the datagram fits the IPv4 length
+    bit<32> udp_fill = 0;  // >= 8 + 36: the KVSwitch header and its value fit the datagram
+    bit<32> tcp_fill = 0;  // >= 20 + TCP header + 36: they fit the segment
+    action differences() {
+        cut = ip_room - (bit<32>)hdr.ipv4.total_len;
+        udp_room = (bit<32>)hdr.ipv4.total_len - (bit<32>)hdr.udp.length;
+        udp_fill = (bit<32>)hdr.udp.length - (bit<32>)hdr.kvs.vlen;
+        tcp_fill = (bit<32>)hdr.ipv4.total_len - (bit<32>)hdr.kvs.vlen;
+    }
+
     apply {
         meta.kvs_ok = false;
         meta.l4_len = hdr.ipv4.total_len - 20;  // (the parser takes IPv4 headers of 5 words only)
         if (parsed && hdr.kvs.isValid()) {
-            // < 0: a frame cut short of its IPv4 length
-            bit<32> cut = ip_room - (bit<32>)hdr.ipv4.total_len;
-            // >= 20: the datagram fits the IPv4 length
-            bit<32> udp_room = (bit<32>)hdr.ipv4.total_len - (bit<32>)hdr.udp.length;
-            // >= 8 + 36: the KVSwitch header and its value fit the datagram
-            bit<32> udp_fill = (bit<32>)hdr.udp.length - (bit<32>)hdr.kvs.vlen;
-            // >= 20 + TCP header + 36: they fit the segment
-            bit<32> tcp_fill = (bit<32>)hdr.ipv4.total_len - (bit<32>)hdr.kvs.vlen;
+            differences();
             // A lying IPv4 length (below its own header), or a frame cut short of it: the value
             // is not all there.
             bool whole = true;
