@@ -153,6 +153,10 @@ class Tna(TnaRules, Architecture):
         self.role = ""  # the block being built
         self.exec_stmts: dict[int, Tree] = {}  # statement translation -> its execute
         self.computed_bools: set[str] = set()
+        # locals (and fields in an action body) and the expressions assigned them, which the
+        # compiler's copy propagation folds into later expressions
+        self.defs: dict[str, tuple[Any, int]] = {}
+        self.assigned: dict[str, int] = {}
 
     def build(self, b: Builder) -> None:
         self.b, self.tr = b, b.tr
@@ -485,6 +489,8 @@ class Tna(TnaRules, Architecture):
                 node, f"{x.tna_type}.execute in a parser: stateful ALUs are in the stages"
             )
         self.one_execute_per_statement(tr, node)
+        if not direct:
+            self.check_index(tr, x.name, args[0], scope)
         reg = x.register
         assert reg is not None and x.apply is not None
         vt, ut = x.type_args[0], x.type_args[-1]

@@ -19,7 +19,16 @@ loads gets past those messages of the compiler too:
   update condition in the deparser");
 - the egress parser's longest path at most 160 bytes, the egress intrinsic metadata included
   ("longest path through parser (…B) exceeds maximum parse depth (160B)");
-- no ``verify`` in a parser (the compiler drops it: "Parser `verify` is currently unsupported").
+- no ``verify`` in a parser (the compiler drops it: "Parser `verify` is currently unsupported");
+- an if in a control compares two run-time values with == and != only ("condition too complex,
+  one operand of a < b must be constant"), and each term of its condition's disjunctive normal
+  form reads at most 4 bytes + 12 bits of PHV ("condition too complex, limit of 4 bytes + 12 bits
+  of PHV input exceeded"), counted as the back end counts them;
+- one ALU operation per assigned expression in a control or an action, after folding the locals
+  assigned once and the fields assigned earlier in the same action body ("action spanning multiple
+  stages");
+- a RegisterAction's index a field, a slice, a cast, a concatenation or a constant, with no
+  operation ("The index is too complex for the primitive to be handled.").
 """
 
 from __future__ import annotations
@@ -41,6 +50,10 @@ CMP_CLASS = {"==": "==", "!=": "==", "<": "<", ">=": "<", ">": ">", "<=": ">"}
 # bool expressions a match-action stage evaluates only as a gateway (if) condition
 COMPUTED_BOOL = ("cmp", "land", "lor", "lnot", "cond")
 LOCAL = re.compile(r"_v_\w+")  # the translator's code of a local variable
+# operations a match-action stage's ALU computes (one per action per destination)
+ALU_OPS = ("arith", "band", "bor", "bxor", "shift", "bnot", "neg")
+GATEWAY_BYTES, GATEWAY_BITS = 4, 12  # a Tofino 1 gateway's PHV input: match bytes, hash bits
+DNF_CAP = 64  # terms of a condition's DNF looked at
 # expressions Tofino's parser writes as they are (after casts and concatenations are split)
 PARSER_SOURCES = ("var", "member", "index", "global_var", "type_member", "error_member")
 
@@ -61,6 +74,12 @@ def _calls(node: Tree, method: str) -> list[Tree]:
     return out
 
 
+def _calls_in(node: Any) -> bool:
+    return isinstance(node, Tree) and any(
+        sub.data in ("call", "generic_call") for sub in node.iter_subtrees()
+    )
+
+
 class TnaRules:
     """The rules; mixed into the TNA architecture, which sets ``b`` (the builder), ``role`` (the
     block being built) and ``applying`` (the RegisterActions whose apply is being translated)."""
@@ -70,6 +89,8 @@ class TnaRules:
     applying: list[Any]
     exec_stmts: dict[int, Tree]
     computed_bools: set[str]  # locals assigned a comparison, &&, ||, ! or ?: (or a copy of one)
+    defs: dict[str, tuple[Any, int]]  # code -> (the assigned expression, or its ALU operations)
+    assigned: dict[str, int]  # code -> times assigned in the blocks built so far
 
     def err(self, node: Any, msg: str) -> P4Error:
         return self.b.err(node, msg)  # type: ignore[no-any-return]
@@ -126,9 +147,15 @@ class TnaRules:
             "expression at compilation time)",
         )
 
-    def check_assignment(self, tr: Translator, node: Tree, lhs: E, src: Any, rhs: E) -> None:
-        if self.role in ("ingress", "egress") and not self.applying and not rhs.is_const:
-            self._stage_assignment(tr, node, lhs, src, rhs)
+    def check_assignment(
+        self, tr: Translator, node: Tree, lhs: E, src: Any, rhs: E, scope: Scope
+    ) -> None:
+        if self.role in ("ingress", "egress") and not self.applying:
+            if rhs.is_const:
+                self._define(tr, lhs.code, -1, scope)
+            else:
+                self._stage_assignment(tr, node, lhs, src, rhs)
+                self._one_operation(tr, node, lhs, src, scope)
         is_call = isinstance(src, Tree) and src.data in ("call", "generic_call")
         if self.role.endswith("deparser") and lhs.hdr_base is not None and not is_call:
             raise self.err(
@@ -168,6 +195,7 @@ class TnaRules:
         computed = kind in COMPUTED_BOOL or rhs.code in self.computed_bools
         if computed and local:
             self.computed_bools.add(lhs.code)
+            self.defs[lhs.code + "?"] = (src, 0)
         elif computed and lhs.code.split(".")[0] in tr.block_params:
             raise self.err(
                 node,
@@ -175,6 +203,232 @@ class TnaRules:
                 "or ?: into a field, only test it in an if (p4c-barefoot: source of "
                 "modify_field invalid); set the field in the branches of an if",
             )
+
+    # ------------------------------------------------------------------ ALU operations
+    def _one_operation(self, tr: Translator, node: Tree, lhs: E, src: Any, scope: Scope) -> None:
+        """A stage's action writes each destination with one ALU operation: the compiler folds a
+        local assigned once (and a field assigned earlier in the same action body) into the
+        expressions that read it, so those count as the operations that computed them."""
+        n = self._ops(tr, src, scope)
+        self._define(tr, lhs.code, n, scope)
+        if self._mask(tr, src, scope):
+            self.defs[lhs.code + "&"] = (True, 0)
+        if n > 1:
+            raise self.err(
+                node,
+                f"{self.src(node)}: {n} dependent operations in one action (the locals it reads "
+                "folded in): a stage's ALU does one per destination (p4c-barefoot: action "
+                "spanning multiple stages ... require multiple stages for a single action); "
+                "split it over actions or stages",
+            )
+
+    def _define(self, tr: Translator, code: str, ops: int, scope: Scope) -> None:
+        """``code`` is assigned a value of ``ops`` ALU operations (-1: a constant). A local
+        assigned once in the control's own statements is folded wherever it is read; one
+        assigned in an action body (a field too) only in the rest of that body."""
+        self.assigned[code] = self.assigned.get(code, 0) + 1
+        if LOCAL.fullmatch(code) or tr.in_action:
+            self.defs[code] = (ops, id(scope) if tr.in_action else 0)
+
+    def _folded(self, tr: Translator, node: Tree, scope: Scope) -> int | None:
+        """The ALU operations (-1: a constant) the compiler folds in for a local or field."""
+        code = self._code(tr, node, scope)
+        got = self.defs.get(code or "")
+        if code is None or got is None:
+            return None
+        if got[1] == 0:
+            return int(got[0]) if self.assigned.get(code) == 1 else None
+        return int(got[0]) if got[1] == id(scope) else None
+
+    def _ops(self, tr: Translator, node: Any, scope: Scope) -> int:
+        """The ALU operations an expression takes, those of the locals it reads included."""
+        if not isinstance(node, Tree) or node.data in ("call", "generic_call"):
+            return 0
+        if node.data in ("var", "member"):
+            return max(self._folded(tr, node, scope) or 0, 0)
+        if self._const(tr, node, scope):
+            return 0
+        n = sum(self._ops(tr, c, scope) for c in node.children)
+        if node.data in ALU_OPS and not (node.data == "arith" and str(node.children[1]) == "++"):
+            n += 1
+        return n
+
+    def _mask(self, tr: Translator, node: Any, scope: Scope) -> bool:
+        """``field & constant`` (or a local holding one, folded): a gateway's masked
+        comparison."""
+        if not isinstance(node, Tree):
+            return False
+        if node.data in ("var", "member"):
+            code = self._code(tr, node, scope) or ""
+            return code + "&" in self.defs and self._folded(tr, node, scope) is not None
+        if node.data != "band":
+            return False
+        a, b = node.children[0], node.children[-1]
+        if self._const(tr, a, scope):
+            a, b = b, a
+        return self._const(tr, b, scope) and self._ops(tr, a, scope) == 0
+
+    def _code(self, tr: Translator, node: Any, scope: Scope) -> str | None:
+        try:
+            e, _ = tr.capture(node, scope)
+        except P4Error:
+            return None
+        return e.code
+
+    def _const(self, tr: Translator, node: Any, scope: Scope) -> bool:
+        """A constant to the compiler: its locals assigned constants once are folded."""
+        if not isinstance(node, Tree) or node.data in ("call", "generic_call"):
+            return False
+        if node.data in ("var", "member") and self._folded(tr, node, scope) == -1:
+            return True
+        try:
+            e, _ = tr.capture(node, scope)
+        except P4Error:
+            return False
+        if e.is_const:
+            return True
+        if node.data in ("var", "member", "index", "prevalued"):
+            return False
+        kids = [c for c in node.children if isinstance(c, Tree)]
+        return bool(kids) and all(self._const(tr, c, scope) for c in kids if c.data != "type_ref")
+
+    def check_index(self, tr: Translator, name: str, arg: Any, scope: Scope) -> None:
+        """A RegisterAction's index is a PHV field (or its slice, cast, concatenation) or a
+        constant: the compiler builds no operation for it."""
+        if isinstance(arg, Tree) and arg.data == "named_arg":
+            arg = arg.children[-1]
+        if self._ops(tr, arg, scope):
+            raise self.err(
+                arg,
+                f"{name}.execute({self.src(arg)}): a stateful ALU's index is a field or a "
+                "constant, not an operation (p4c-barefoot: The index is too complex for the "
+                "primitive to be handled.); compute it into a field in an earlier stage",
+            )
+
+    # ------------------------------------------------------------------ gateways
+    def check_condition(self, tr: Translator, cond: Tree, scope: Scope) -> None:
+        """An if in a control is a gateway: it compares a field with a constant (== and != of
+        two fields XOR them), and reads at most 4 bytes + 12 bits of PHV per term of its
+        condition's DNF (the back end splits the terms over gateways)."""
+        if self.role not in ("ingress", "egress") or self.applying:
+            return
+        for term in self._terms(tr, cond, False, scope)[:DNF_CAP]:
+            eq: dict[str, int] = {}  # field -> width, compared ==/!= (match bytes)
+            rng: dict[str, int] = {}  # field -> width, compared <, > (hash bits)
+            bits = 0
+            for atom in term:
+                bits += self._atom(tr, atom, scope, eq, rng)
+            nbytes = 0
+            bits += sum(rng.values())
+            for w in sorted(eq.values(), reverse=True):
+                size = (w + 7) // 8
+                if size == 1 and nbytes + 1 > GATEWAY_BYTES and bits + w <= GATEWAY_BITS:
+                    bits += w
+                else:
+                    nbytes += size
+            if nbytes > GATEWAY_BYTES or bits > GATEWAY_BITS:
+                raise self.err(
+                    cond,
+                    f"{self.src(cond)}: a gateway reads {nbytes} bytes + {bits} bits of PHV, more "
+                    f"than Tofino's {GATEWAY_BYTES} bytes + {GATEWAY_BITS} bits (<, > take their "
+                    "field's bits; p4c-barefoot: condition too complex, limit of 4 bytes + 12 "
+                    "bits of PHV input exceeded); test part of it in an earlier if",
+                )
+
+    def _terms(self, tr: Translator, node: Any, neg: bool, scope: Scope) -> list[list[Any]]:
+        """The terms (lists of atoms) of a condition's DNF, locals holding bools folded in."""
+        if isinstance(node, Tree):
+            d = node.data
+            if d == "lnot":
+                return self._terms(tr, node.children[-1], not neg, scope)
+            if d in ("land", "lor"):
+                left = self._terms(tr, node.children[0], neg, scope)
+                right = self._terms(tr, node.children[-1], neg, scope)
+                if (d == "land") != neg:
+                    return [a + b for a in left for b in right][:DNF_CAP]
+                return (left + right)[:DNF_CAP]
+            if d == "cond":
+                c = self._terms(tr, node.children[0], False, scope)
+                out = [a + b for a in c for b in self._terms(tr, node.children[1], neg, scope)]
+                out += [a + b for a in c for b in self._terms(tr, node.children[2], neg, scope)]
+                return out[:DNF_CAP]
+            if d == "var":
+                got = self.defs.get((self._code(tr, node, scope) or "") + "?")
+                if got is not None:
+                    return self._terms(tr, got[0], neg, scope)
+        return [[node]]
+
+    def _atom(
+        self, tr: Translator, atom: Any, scope: Scope, eq: dict[str, int], rng: dict[str, int]
+    ) -> int:
+        """Adds the fields an atom of a condition reads to ``eq`` and ``rng``; its other hash
+        bits (a header's valid bit)."""
+        if not isinstance(atom, Tree):
+            return 0
+        if atom.data in ("call", "generic_call"):
+            return 1 if _calls(atom, "isValid") else 0
+        sides = [atom.children[0], atom.children[2]] if atom.data == "cmp" else [atom]
+        for side in sides:
+            if self._ops(tr, side, scope) and not self._mask(tr, side, scope):
+                raise self.err(
+                    side,
+                    f"{self.src(side)}: a gateway tests PHV fields, not operations, and the "
+                    "compiler folds a local assigned once into the ifs that read it (p4c-barefoot: "
+                    "condition expression too complex); compute the value in an action, or in "
+                    "both branches of an if",
+                )
+        if atom.data != "cmp":
+            e = self._typed(tr, atom, scope)
+            if e is not None and not e.is_const:
+                eq[e.code] = self._width(e)
+            return 0
+        op = str(atom.children[1])
+        a = self._typed(tr, atom.children[0], scope)
+        b = self._typed(tr, atom.children[2], scope)
+        if a is None or b is None or (a.is_const and b.is_const):
+            return 0
+        if op not in ("==", "!="):
+            if not a.is_const and not b.is_const:
+                raise self.err(
+                    atom,
+                    f"{self.src(atom)}: a gateway compares a field with a constant by {op} "
+                    f"(p4c-barefoot: condition too complex, one operand of {self.src(atom)} "
+                    "must be constant); compare the sign of their difference, computed in an "
+                    "earlier action",
+                )
+            if a.is_const:  # k < x is x > k, ...
+                a, b, op = b, a, {"<": ">", "<=": ">=", ">": "<", ">=": "<="}[op]
+            self._range(a, op, int(b.const), eq, rng)
+            return 0
+        f = a if b.is_const else b  # (of two fields, the left one is XORed with the right)
+        eq[f.code] = self._width(f)
+        return 0
+
+    def _range(self, f: E, op: str, k: int, eq: dict[str, int], rng: dict[str, int]) -> None:
+        """``f op k`` as the back end canonicalizes it: x <= k is x < k + 1, x > k is
+        x >= k + 1; then the bits below k's lowest one are sliced off the field, and where k
+        becomes 1 the comparison is the slice ==/!= 0 (match bytes), else a range (hash bits)."""
+        w = self._width(f)
+        if op in ("<=", ">"):
+            k += 1
+        if k <= 0 or k >= 1 << w:
+            return  # always true or false
+        low = (k & -k).bit_length() - 1
+        key = f"{f.code}[{w - 1}:{low}]"
+        (eq if k >> low == 1 else rng)[key] = w - low
+
+    def _typed(self, tr: Translator, node: Any, scope: Scope) -> E | None:
+        if _calls_in(node):
+            return None
+        try:
+            e, _ = tr.capture(node, scope)
+        except P4Error:
+            return None
+        return e
+
+    @staticmethod
+    def _width(e: E) -> int:
+        return e.type.width if isinstance(e.type, BitT) else 1
 
     def check_stateful_inputs(self, name: str, apply: Tree, scope: Scope) -> None:
         """A RegisterAction reads the control's variables as PHV inputs: not one that holds a

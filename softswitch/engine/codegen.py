@@ -221,8 +221,13 @@ class ExternCalls(Protocol):
     def check_operation(self, tr: Translator, node: Tree, op: str, a: E, b: E) -> None:
         """A binary operation ``a op b`` (``/``, ``%``, ``<<``, ``>>``) the translator typed."""
 
-    def check_assignment(self, tr: Translator, node: Tree, lhs: E, src: Any, rhs: E) -> None:
+    def check_assignment(
+        self, tr: Translator, node: Tree, lhs: E, src: Any, rhs: E, scope: Scope
+    ) -> None:
         """An assignment (or an initialised local) of the expression ``src``, typed ``rhs``."""
+
+    def check_condition(self, tr: Translator, cond: Tree, scope: Scope) -> None:
+        """The condition of an if statement (typed bool)."""
 
     def check_verify(self, tr: Translator, node: Tree) -> None:
         """core.p4's ``verify(condition, error)`` in a parser."""
@@ -1899,7 +1904,7 @@ class Translator:
         if node.children[3] is not None:
             e = self.convert(self.expr(node.children[3], scope, t), t, node.children[3])
             if self.arch is not None:
-                self.arch.check_assignment(self, node, E(local, t), node.children[3], e)
+                self.arch.check_assignment(self, node, E(local, t), node.children[3], e, scope)
             self.ck.bind(scope, name, Sym("var", t, code=local, lvalue=True), node)
             if isinstance(t, (StructLikeT, StackT)):
                 self.em(f"{local} = {self.zero(t)}")
@@ -1916,7 +1921,7 @@ class Translator:
             raise self.err(node.children[0], "cannot assign to this expression")
         rhs = self.expr(node.children[1], scope, lhs.type)
         if self.arch is not None:
-            self.arch.check_assignment(self, node, lhs, node.children[1], rhs)
+            self.arch.check_assignment(self, node, lhs, node.children[1], rhs, scope)
         self.assign_to(lhs, rhs, node)
 
     def s_op_assignment(self, node: Tree, scope: Scope) -> None:
@@ -1936,7 +1941,7 @@ class Translator:
         expr = Tree(kind, children, meta=node.meta)
         rhs = self.expr(expr, scope, lhs.type)
         if self.arch is not None:
-            self.arch.check_assignment(self, node, lhs, expr, rhs)
+            self.arch.check_assignment(self, node, lhs, expr, rhs, scope)
         self.assign_to(lhs, rhs, node)
         del self.prevalued[key]
 
@@ -1995,6 +2000,8 @@ class Translator:
             raise self.err(node.children[0], f"if condition must be bool, got {c.type.show()}")
         self.em(f"if {c.code}:")
         cond = node.children[0]
+        if self.arch is not None:
+            self.arch.check_condition(self, cond, scope)
         try:
             self.conditions.append((cond, scope, True))
             with self.em.block():

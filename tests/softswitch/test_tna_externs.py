@@ -420,7 +420,8 @@ def test_what_a_stateful_alu_and_a_mask_can_do_is_accepted(tna) -> None:
         Hash<bit<32>>(HashAlgorithm_t.CRC32) h;
         apply {
             hdr.d.idx = turn.execute(0);
-            hdr.d.r = h.get({hdr.d.v}) % 256 + hdr.d.v / 16;
+            hdr.d.r = h.get({hdr.d.v}) % 256;  // (one operation each: p4c-barefoot rejects
+            hdr.d.v = hdr.d.v / 16;             // their sum, "action spanning multiple stages")
         }
         """,
     )

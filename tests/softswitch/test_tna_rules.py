@@ -384,6 +384,166 @@ CASES += [
 ]
 
 
+# ---- what came next: gateways (ifs), one operation per action, register indexes
+GW_META = "bool ok; bit<32> w; bit<32> base; bool is_server;"
+REG = """Register<bit<32>, bit<32>>(1024) ra;
+RegisterAction<bit<32>, bit<32>, bit<32>>(ra) rx = {
+    void apply(inout bit<32> value, out bit<32> rv) { rv = value; value = value + 1; }
+};
+"""
+
+
+def gw(body: str, **kw: Any) -> dict[str, Any]:
+    return ig(body, meta_fields=GW_META, **kw)
+
+
+def reg(body: str) -> dict[str, Any]:
+    return {"meta_fields": GW_META, "ingress": REG + f"apply {{ {FWD} {body} }}"}
+
+
+def act(action: str, body: str = "f();") -> dict[str, Any]:
+    return {
+        "meta_fields": GW_META,
+        "ingress": f"action f() {{ {action} }} apply {{ {FWD} {body} }}",
+    }
+
+
+SERVER_TABLE = """action set(bit<8> server) {{ {} }}
+table t {{ key = {{ hdr.d.op: exact; }} actions = {{ set; }} }}
+apply {{ {} t.apply(); if (meta.is_server) {{ hdr.d.v = 1; }} }}"""
+
+
+def server_action(body: str) -> dict[str, Any]:
+    return {"meta_fields": GW_META, "ingress": SERVER_TABLE.format(body, FWD)}
+
+
+TOO_WIDE = "condition too complex, limit of 4 bytes + 12 bits of PHV input exceeded"
+CASES += [
+    Case(
+        "12-two-fields-compared-by-less-than",
+        gw("if (hdr.d.op < hdr.d.idx) { hdr.d.v = 1; }"),
+        "hdr.d.op < hdr.d.idx",
+        "hdr.d.op < hdr.d.idx: a gateway compares a field with a constant by <",
+        "condition too complex, one operand of ingress::hdr.d.op < ingress::hdr.d.idx must be "
+        "constant",
+        # == and != of two fields are XORs; < of a constant is a range
+        gw(
+            "if (hdr.d.op == hdr.d.idx || hdr.d.v != hdr.d.r) { if (hdr.d.op >= 5) { hdr.d.v = 1; } }"
+        ),
+    ),
+    Case(
+        "12-a-local-holding-a-comparison-of-two-fields",
+        gw("bool x = hdr.d.op > hdr.d.idx; if (x) { hdr.d.v = 1; }"),
+        "hdr.d.op > hdr.d.idx",
+        "hdr.d.op > hdr.d.idx: a gateway compares a field with a constant by >",
+        "one operand of ingress::hdr.d.op > ingress::hdr.d.idx must be constant",
+        gw("bool x = hdr.d.op > 7; if (x) { hdr.d.v = 1; }"),
+    ),
+    Case(
+        "12-a-difference-folded-into-the-if",
+        gw("bit<32> u = hdr.d.v - hdr.d.r; hdr.d.h32 = u; if (u[31:31] == 0) { hdr.d.op = 1; }"),
+        "u[31:31] == 0",
+        "u[31:31]: a gateway tests PHV fields, not operations",
+        "condition expression too complex",
+        # computed in an action, or in both branches of an if; a mask is a masked comparison
+        {
+            "meta_fields": GW_META,
+            "ingress": "action f() { meta.w = hdr.d.v - hdr.d.r; } "
+            f"apply {{ {FWD} f(); if (meta.w[31:31] == 0) {{ hdr.d.op = 1; }} "
+            "bit<32> u; if (hdr.d.op == 1) { u = hdr.d.v - hdr.d.r; } else { u = hdr.d.v; } "
+            "if (u[31:31] == 0) { hdr.d.op = 2; } "
+            "bit<16> k = 0x0F00; bit<16> m = hdr.d.h16 & k; if (m != 0) { hdr.d.op = 3; } "
+            "if ((hdr.d.v & 3) == 1) { hdr.d.idx = 2; } }",
+        },
+    ),
+    Case(
+        "13-a-range-over-more-than-12-bits",
+        gw("if (hdr.d.h16 < 20 || hdr.d.op == 1) { hdr.d.op = 1; }"),
+        "hdr.d.h16 < 20",
+        "a gateway reads 0 bytes + 14 bits of PHV, more than Tofino's 4 bytes + 12 bits",
+        TOO_WIDE,
+        # the bits below the constant's lowest one are sliced off; < a power of two is == 0
+        gw("if (hdr.d.v[11:0] < 20 || hdr.d.v < 4096 || hdr.d.h16 >= 1024) { hdr.d.op = 1; }"),
+    ),
+    Case(
+        "13-more-than-4-bytes-in-a-term",
+        gw("if (hdr.d.v == 5 && hdr.d.op == 1 && hdr.d.idx == 1) { hdr.d.h16 = 1; }"),
+        "hdr.d.v == 5 &&",
+        "a gateway reads 5 bytes + 8 bits of PHV, more than Tofino's 4 bytes + 12 bits",
+        TOO_WIDE,
+        # a byte field goes to the 12 hash bits; terms of an || are split over gateways
+        gw(
+            "if (hdr.d.v == 5 && hdr.d.op == 1 && hdr.d.isValid()) { hdr.d.h16 = 1; } "
+            "if (hdr.d.v == 5 || hdr.d.h16 == 1) { hdr.d.op = 1; } "
+            "if (hdr.d.v == 5) { if (hdr.d.h16 == 1) { hdr.d.op = 1; } }"
+        ),
+    ),
+    Case(
+        "14-a-sum-shifted-in-one-expression",
+        act("hdr.d.h32 = hdr.d.v - (hdr.d.r << 2);"),
+        "hdr.d.h32 = hdr.d.v",
+        "2 dependent operations in one action",
+        "sub: action spanning multiple stages. Operations on operand 3 ($tmp3[0..31]) in action "
+        "f require multiple stages for a single action.",
+        act("hdr.d.h32 = hdr.d.v - hdr.d.r; hdr.d.r = hdr.d.v + 1;"),
+    ),
+    Case(
+        "14-a-field-the-action-computed",
+        act("meta.w = hdr.d.v - hdr.d.r; hdr.d.h32 = meta.w + 1;"),
+        "hdr.d.h32 = meta.w + 1",
+        "hdr.d.h32 = meta.w + 1;: 2 dependent operations in one action",
+        "add: action spanning multiple stages. Operations on operand 2 ($tmp3[0..31]) in action "
+        "f require multiple stages for a single action.",
+        act("meta.w = hdr.d.v - hdr.d.r;", "f(); hdr.d.h32 = (bit<32>)(hdr.d.h16 + 1);"),
+    ),
+    Case(
+        "14-a-local-folded-in",
+        gw("bit<32> x = hdr.d.v - hdr.d.r; hdr.d.h32 = x + 1;"),
+        "hdr.d.h32 = x + 1",
+        "2 dependent operations in one action",
+        "add: action spanning multiple stages. Operations on operand 2 ($tmp3[0..31])",
+        # a local set in both branches of an if is not folded; constants are
+        gw(
+            "bit<32> x; bit<32> k = 3; if (hdr.d.op == 1) { x = hdr.d.v - hdr.d.r; } "
+            "else { x = hdr.d.v + hdr.d.r; } hdr.d.h32 = x + (k << 2);"
+        ),
+    ),
+    Case(
+        "14-not-of-a-sum",
+        act("hdr.d.h32 = ~(hdr.d.v + 1);"),
+        "hdr.d.h32 = ~(",
+        "2 dependent operations in one action",
+        "not: action spanning multiple stages.",
+        act("hdr.d.h32 = ~hdr.d.v;"),
+    ),
+    Case(
+        "15-register-index-a-sum",
+        reg("meta.base = hdr.d.v; hdr.d.r = rx.execute(meta.base + (bit<32>)hdr.d.idx);"),
+        "meta.base + (bit<32>)",
+        "Ig.rx.execute(meta.base + (bit<32>)hdr.d.idx): a stateful ALU's index is a field or a "
+        "constant, not an operation",
+        "The index is too complex for the primitive to be handled.",
+        reg("hdr.d.r = rx.execute(hdr.d.v[9:0] ++ 22w0);"),
+    ),
+    Case(
+        "15-register-index-masked",
+        reg("hdr.d.r = rx.execute(hdr.d.v & 1023);"),
+        "hdr.d.v & 1023",
+        "a stateful ALU's index is a field or a constant",
+        "The index is too complex for the primitive to be handled.",
+        reg("hdr.d.r = rx.execute((bit<32>)hdr.d.idx);"),
+    ),
+    Case(
+        "16-comparison-of-an-action-parameter",
+        server_action("meta.is_server = server == 1;"),
+        "meta.is_server = server == 1",
+        "a match-action stage cannot write a comparison",
+        "source of modify_field invalid",
+        server_action("meta.is_server = (bool)server[0:0];"),
+    ),
+]
+
+
 def program(pieces: dict[str, Any]) -> str:
     kw = dict(pieces)
     return tna_program(kw.pop("headers", HEADERS), **kw)
