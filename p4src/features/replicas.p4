@@ -51,6 +51,26 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout standard_meta
     PortId_t so_port = 0;
     ordinal_t ordinal = 0;
 
+    // Versions are compared as serial numbers through a difference's sign; each difference is
+    // computed in an action, as the TNA build must (replicas_tna.p4), so both have the same actions.
+    bit<32> ov = 0;
+    bit<32> sv = 0;
+    bit<32> vv = 0;
+    bit<32> ov_sv = 0;
+    bit<32> vv_ov = 0;
+    bit<32> floor_ver = 0;
+    bit<32> sv_ver = 0;
+    action settled_diff() {
+        ov_sv = ov - sv;
+    }
+    action read_set_diff() {
+        vv_ov = vv - ov;
+    }
+    action confirm_diffs() {
+        floor_ver = meta.floor - hdr.kvs.ver;
+        sv_ver = sv - hdr.kvs.ver;
+    }
+
     @name("set_server")
     action set_server(bit<32> vidx, ipv4_addr_t ip, mac_addr_t mac, PortId_t port) {
         sm_hit = true;
@@ -161,7 +181,7 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout standard_meta
         }
 
         // origin_ver, rule 2: max(origin_ver, ver) on an origin report; read otherwise.
-        bit<32> ov;
+        ov = 0;
         origin_ver.read(ov, slot);
         if (origin_report && hdr.kvs.ver > ov) {
             ov = hdr.kvs.ver;
@@ -175,12 +195,11 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout standard_meta
         // write is on its way is flagged F_SETTLED: no other write's version lies between the
         // origin's last report and this one, so a repeat of a request id may adopt it (the agent
         // rules; the explorer's resend-overtaken).
-        bit<32> sv;
         slot_ver.read(sv, slot);
         // Versions are compared as serial numbers (RFC 1982): a <= b when b - a < 2^31, as
         // Tofino's gateways can (they compare a field with a constant: a difference's sign);
         // the same as <= while the versions compared are below 2^31, and across the wrap.
-        bit<32> ov_sv = ov - sv;
+        settled_diff();
         bool settled = ov_sv[31:31] == 0;
         bool stamp = write || (sync && settled);
         if (stamp) {
@@ -191,11 +210,11 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout standard_meta
             // Rule 4: redirect to the chosen replica only if it is in the read set (it confirmed
             // the latest completed version or newer). Only UDP Gets: a TCP segment sent elsewhere
             // would land outside its connection.
-            bit<32> vv = 0;
+            vv = 0;
             if (sm_hit) {
                 valid_ver.read(vv, sm_vidx);
             }
-            bit<32> vv_ov = vv - ov;  // vv >= ov (serial)
+            read_set_diff();  // vv >= ov (serial)
             if (ordinal != 0 && sm_hit && ov != 0 && vv_ov[31:31] == 0 && hdr.udp.isValid()) {
                 std.egress_spec = sm_port;
                 hdr.ethernet.dst_addr = sm_mac;
@@ -207,8 +226,7 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout standard_meta
             // Rule 3: max(valid_ver, ver) for a version this switch handed out (<= slot_ver)
             // after the key's holders last changed (> floor, from KeyindexTable: a confirm from a
             // replica's earlier membership cannot validate its new one). Then consumed.
-            bit<32> floor_ver = meta.floor - hdr.kvs.ver;  // ver > floor (serial)
-            bit<32> sv_ver = sv - hdr.kvs.ver;             // ver <= sv (serial)
+            confirm_diffs();  // ver > floor, ver <= sv (serial)
             if (sender_ok && current && floor_ver[31:31] == 1 && sv_ver[31:31] == 0) {
                 bit<32> idx = meta.base + so_offset;
                 bit<32> cell;
