@@ -46,9 +46,17 @@
 // operations run in parallel, each on the values before it).
 control KvsResidual(in headers_t hdr, inout kvs_meta_t meta) {
     bit<16> len = 0;
+    bit<32> residual = 0;
+    bit<32> len32 = 0;
     bit<32> diff = 0;
-    action difference() {  // (a PHV field for the gateway, not a local folded into it)
-        diff = (bit<32>)meta.residual - (bit<32>)len;  // exact: 16-bit values
+    // (the 16-bit values widened by moves first, then one 32-bit subtraction into a PHV field
+    // the gateway tests, not a local folded into it)
+    action widen_residual() {
+        residual = (bit<32>)meta.residual;
+        len32 = (bit<32>)len;
+    }
+    action difference() {
+        diff = residual - len32;  // exact: 16-bit values
     }
 
     apply {
@@ -58,6 +66,7 @@ control KvsResidual(in headers_t hdr, inout kvs_meta_t meta) {
             len = hdr.udp.length;
             len_1 = hdr.udp.length + 1;
         }
+        widen_residual();
         difference();
         if (diff[31:16] == 0 && diff[15:0] != 0) {  // r > L (a gateway reads 4 bytes exactly)
             meta.residual = diff[15:0];

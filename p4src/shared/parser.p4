@@ -194,17 +194,28 @@ control KvsCheck(in headers_t hdr, inout kvs_meta_t meta, in bool parsed, in bit
     bit<32> udp_room = 0;  // >= 20: the datagram fits the IPv4 length
     bit<32> udp_fill = 0;  // >= 8 + 36: the KVSwitch header and its value fit the datagram
     bit<32> tcp_fill = 0;  // >= 20 + TCP header + 36: they fit the segment
+    // (the 16-bit lengths widened first, by moves: a 32-bit operation on a 16-bit header field
+    // asks Tofino's PHV allocation for a container the field cannot also have)
+    bit<32> total_len = 0;
+    bit<32> udp_len = 0;
+    bit<32> vlen = 0;
+    action widen() {
+        total_len = (bit<32>)hdr.ipv4.total_len;
+        udp_len = (bit<32>)hdr.udp.length;
+        vlen = (bit<32>)hdr.kvs.vlen;
+    }
     action differences() {
-        cut = ip_room - (bit<32>)hdr.ipv4.total_len;
-        udp_room = (bit<32>)hdr.ipv4.total_len - (bit<32>)hdr.udp.length;
-        udp_fill = (bit<32>)hdr.udp.length - (bit<32>)hdr.kvs.vlen;
-        tcp_fill = (bit<32>)hdr.ipv4.total_len - (bit<32>)hdr.kvs.vlen;
+        cut = ip_room - total_len;
+        udp_room = total_len - udp_len;
+        udp_fill = udp_len - vlen;
+        tcp_fill = total_len - vlen;
     }
 
     apply {
         meta.kvs_ok = false;
         meta.l4_len = hdr.ipv4.total_len - 20;  // (the parser takes IPv4 headers of 5 words only)
         if (parsed && hdr.kvs.isValid()) {
+            widen();
             differences();
             // A lying IPv4 length (below its own header), or a frame cut short of it: the value
             // is not all there.
