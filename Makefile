@@ -84,7 +84,7 @@ test-py: $(STAMP) c $(P4RTSH_STAMP)
 	@nice -n 19 $(PY) -m pytest -q -p no:cacheprovider -n 2 --dist worksteal -m explore_heavy \
 		--durations=15 \
 		> $(HEAVY_LOG) 2>&1 & heavy=$$!; \
-	$(PY) -m pytest -q -m netns --durations=15 --reruns $(RACK_RERUNS); racks=$$?; \
+	$(PY) -m pytest -q -m netns --durations=15 -rR --reruns $(RACK_RERUNS); racks=$$?; \
 	echo "the explorer's long checks:"; wait $$heavy; explore=$$?; cat $(HEAVY_LOG); \
 	exit $$(( racks || explore ))
 
