@@ -426,6 +426,8 @@ class Translator:
                     return X(str(a.value & m), "int", 0, a.value & m)
                 # a value of at most k bits needs no mask; a wider one is truncated by a cast
                 return X(self.bits(a, k), "bits", k)
+        if o == "usat_cast":
+            return self.usat_cast(e, what, env)
         if o in ("d2b",):
             return X(self.boolean(self.expr(e["right"], what, env)), "bool")
         if o == "b2d":
@@ -514,6 +516,27 @@ class Translator:
             amount = str(b.value) if b.kind == "int" else self.bits(b, max(b.width, 1))
             return X(f"({self.bits(a, w)} {o} {amount})", "bits", w)
         raise self.fail(what, f"expression operator {o!r} is not supported")
+
+    def usat_cast(self, e: dict[str, Any], what: str, env: dict[int, X]) -> X:
+        """P4's ``a |+| b`` and ``a |-| b`` on bit<w>: BMv2 computes ``a ± b`` exactly and
+        clamps it to [0, 2^w - 1] (``usat_cast``)."""
+        inner, wx = e.get("left") or {}, e.get("right") or {}
+        if inner.get("type") != "expression" or wx.get("type") != "hexstr":
+            raise self.fail(what, "usat_cast of anything but an expression and a width")
+        i = inner["value"]
+        if i.get("op") not in ("+", "-"):
+            raise self.fail(what, f"usat_cast of {i.get('op')!r}: only + and - saturate")
+        w = int(wx["value"], 16)
+        a = self.expr(i["left"], what, env, w)
+        b = self.expr(i["right"], what, env, w)
+        if a.kind == "int" and b.kind == "int":
+            assert a.value is not None and b.value is not None
+            v = a.value + b.value if i["op"] == "+" else a.value - b.value
+            v = min(max(v, 0), (1 << w) - 1)
+            return X(str(v), "int", 0, v)
+        if self.width_of(a, b) > w:  # (p4c gives both operands the result's type)
+            raise self.fail(what, f"usat_cast to {w} bits of a wider operand")
+        return X(f"({self.bits(a, w)} |{i['op']}| {self.bits(b, w)})", "bits", w)
 
     # ------------------------------------------------------------------ statements
     def assign(self, dst: X, src: X, what: str) -> str:

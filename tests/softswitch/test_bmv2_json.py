@@ -218,3 +218,72 @@ def test_a_p4info_that_does_not_match_the_json_is_refused(edit: Any) -> None:
         set_pipeline(CALLS_JSON.read_bytes(), mismatched(edit))
     assert exc.value.code == "INVALID_ARGUMENT"
     assert exc.value.message == "p4info does not match the program: actions differ"
+
+
+def _saturating(doc: dict[str, Any]) -> None:
+    """ipv4_forward also does diffserv = diffserv |-| 100 and identification = identification
+    |+| 0xfff0, as p4c-bm2-ss writes them (usat_cast of the exact sum or difference)."""
+
+    def usat(op: str, field: str, k: str, width: int) -> dict[str, Any]:
+        exact = {"op": op, "left": {"type": "field", "value": ["ipv4", field]}}
+        exact["right"] = {"type": "hexstr", "value": k}
+        return {
+            "type": "expression",
+            "value": {
+                "op": "usat_cast",
+                "left": {"type": "expression", "value": exact},
+                "right": {"type": "hexstr", "value": hex(width)},
+            },
+        }
+
+    for field, op, k, width in (
+        ("diffserv", "-", "0x64", 8),
+        ("identification", "+", "0xfff0", 16),
+    ):
+        action(doc, "MyIngress.ipv4_forward")["primitives"].append(
+            {
+                "op": "assign",
+                "parameters": [
+                    {"type": "field", "value": ["ipv4", field]},
+                    usat(op, field, k, width),
+                ],
+            }
+        )
+
+
+@pytest.mark.parametrize(
+    ("tos", "ip_id", "out_tos", "out_id"),
+    [(0, 5, 0, 0xFFF5), (150, 0x20, 50, 0xFFFF), (100, 0xF, 0, 0xFFFF), (255, 0, 155, 0xFFF0)],
+)
+def test_saturating_arithmetic_clamps(tos: int, ip_id: int, out_tos: int, out_id: int) -> None:
+    sw = configured(Switch(load_json_program(broken(_saturating), "sat.json")))
+    [(port, out)] = sw.process(1, bytes(Ether() / IP(dst="10.1.2.3", tos=tos, id=ip_id) / UDP()))
+    assert port == 3 and (Ether(out)[IP].tos, Ether(out)[IP].id) == (out_tos, out_id)
+
+
+@pytest.mark.parametrize(
+    ("inner", "message"),
+    [
+        ({"op": "*", "left": None, "right": None}, "usat_cast of '*': only + and - saturate"),
+        (
+            {
+                "op": "-",
+                "left": {"type": "field", "value": ["ipv4", "srcAddr"]},
+                "right": {"type": "hexstr", "value": "0x1"},
+            },
+            "usat_cast to 8 bits of a wider operand",
+        ),
+    ],
+    ids=["product", "wider"],
+)
+def test_a_saturating_cast_it_cannot_run_is_refused(inner: dict[str, Any], message: str) -> None:
+    def edit(doc: dict[str, Any]) -> None:
+        cast = {"op": "usat_cast", "left": {"type": "expression", "value": inner}}
+        cast["right"] = {"type": "hexstr", "value": "0x8"}
+        field = {"type": "field", "value": ["ipv4", "diffserv"]}
+        assign = {"op": "assign", "parameters": [field, {"type": "expression", "value": cast}]}
+        action(doc, "MyIngress.ipv4_forward")["primitives"].append(assign)
+
+    with pytest.raises(Bmv2JsonError) as exc:
+        load_json_program(broken(edit), "prog.json")
+    assert message in str(exc.value)
