@@ -45,31 +45,22 @@
 // (the carry) and r - L - 1 (mod 2^16) otherwise. One operation per step (a Tofino action's
 // operations run in parallel, each on the values before it).
 control KvsResidual(in headers_t hdr, inout kvs_meta_t meta) {
-    bit<16> len = 0;
-    bit<32> residual = 0;
-    bit<32> len32 = 0;
-    bit<32> diff = 0;
-    // (the 16-bit values widened by moves first, then one 32-bit subtraction into a PHV field
-    // the gateway tests, not a local folded into it)
-    action widen_residual() {
-        residual = (bit<32>)meta.residual;
-        len32 = (bit<32>)len;
-    }
-    action difference() {
-        diff = residual - len32;  // exact: 16-bit values
+    bit<16> over = 0;
+    bit<16> len_in = 0;
+    action saturated() {  // r - L, or 0 when r <= L (a PHV field the gateway tests)
+        over = meta.residual |-| len_in;
     }
 
     apply {
-        len = meta.l4_len;
+        len_in = meta.l4_len;
         bit<16> len_1 = meta.l4_len + 1;
         if (hdr.udp.isValid()) {
-            len = hdr.udp.length;
+            len_in = hdr.udp.length;
             len_1 = hdr.udp.length + 1;
         }
-        widen_residual();
-        difference();
-        if (diff[31:16] == 0 && diff[15:0] != 0) {  // r > L (a gateway reads 4 bytes exactly)
-            meta.residual = diff[15:0];
+        saturated();
+        if (over != 0) {
+            meta.residual = over;
         } else {
             meta.residual = meta.residual - len_1;
         }

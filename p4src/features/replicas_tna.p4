@@ -86,12 +86,18 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout kvs_fwd_t fwd
         }
     };
     // rules 1 and 5: the old value; a write takes the fresh version, a SYNC only if no write is on
-    // its way to the origin (slot_ver <= origin_ver). Executed for a write or a SYNC only (so
-    // !write is a SYNC here), slot_ver_read otherwise: two comparisons, what a stateful ALU has
-    RegisterAction<bit<32>, bit<32>, bit<32>>(slot_ver) slot_ver_stamp = {
+    // its way to the origin (slot_ver <= origin_ver); anything else reads. Three actions on
+    // exclusive paths: a stateful ALU takes at most two PHV inputs (here gv, and ov for a SYNC)
+    RegisterAction<bit<32>, bit<32>, bit<32>>(slot_ver) slot_ver_write = {
         void apply(inout bit<32> value, out bit<32> rv) {
             rv = value;
-            if (write || value <= ov) {
+            value = gv;
+        }
+    };
+    RegisterAction<bit<32>, bit<32>, bit<32>>(slot_ver) slot_ver_sync = {
+        void apply(inout bit<32> value, out bit<32> rv) {
+            rv = value;
+            if (value <= ov) {
                 value = gv;
             }
         }
@@ -236,8 +242,10 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout kvs_fwd_t fwd
             gv = global_ver_next.execute(0);
         }
         ov = origin_ver_max.execute(slot);
-        if (write || sync) {
-            sv = slot_ver_stamp.execute(slot);
+        if (write) {
+            sv = slot_ver_write.execute(slot);
+        } else if (sync) {
+            sv = slot_ver_sync.execute(slot);
         } else {
             sv = slot_ver_read.execute(slot);
         }

@@ -188,34 +188,21 @@ parser KvsHeaderParser(packet_in pkt, out headers_t hdr, inout kvs_meta_t meta) 
         meta.kvs_ok = true; \
     }
 control KvsCheck(in headers_t hdr, inout kvs_meta_t meta, in bool parsed, in bit<32> ip_room) {
-    // The differences, computed in an action (PHV fields the gateways test; a local computed in
-    // the apply block would be folded into each if)
-    bit<32> cut = 0;       // < 0: a frame cut short of its IPv4 length
-    bit<32> udp_room = 0;  // >= 20: the datagram fits the IPv4 length
-    bit<32> udp_fill = 0;  // >= 8 + 36: the KVSwitch header and its value fit the datagram
-    bit<32> tcp_fill = 0;  // >= 20 + TCP header + 36: they fit the segment
-    // (the 16-bit lengths widened first, by moves: a 32-bit operation on a 16-bit header field
-    // asks Tofino's PHV allocation for a container the field cannot also have)
-    bit<32> total_len = 0;
-    bit<32> udp_len = 0;
-    bit<32> vlen = 0;
-    action widen() {
-        total_len = (bit<32>)hdr.ipv4.total_len;
-        udp_len = (bit<32>)hdr.udp.length;
-        vlen = (bit<32>)hdr.kvs.vlen;
-    }
+    bit<16> cut = 0;       // != 0: a frame cut short of its IPv4 length
+    bit<16> udp_room = 0;  // >= 20: the datagram fits the IPv4 length
+    bit<16> udp_fill = 0;  // >= 8 + 36: the KVSwitch header and its value fit the datagram
+    bit<16> tcp_fill = 0;  // >= 20 + TCP header + 36: they fit the segment
     action differences() {
-        cut = ip_room - total_len;
-        udp_room = total_len - udp_len;
-        udp_fill = udp_len - vlen;
-        tcp_fill = total_len - vlen;
+        cut = hdr.ipv4.total_len |-| (bit<16>)ip_room;
+        udp_room = hdr.ipv4.total_len |-| hdr.udp.length;
+        udp_fill = hdr.udp.length |-| hdr.kvs.vlen;
+        tcp_fill = hdr.ipv4.total_len |-| hdr.kvs.vlen;
     }
 
     apply {
         meta.kvs_ok = false;
         meta.l4_len = hdr.ipv4.total_len - 20;  // (the parser takes IPv4 headers of 5 words only)
         if (parsed && hdr.kvs.isValid()) {
-            widen();
             differences();
             // A lying IPv4 length (below its own header), or a frame cut short of it: the value
             // is not all there.
@@ -223,7 +210,7 @@ control KvsCheck(in headers_t hdr, inout kvs_meta_t meta, in bool parsed, in bit
             if (hdr.ipv4.total_len[15:12] == 0 && hdr.ipv4.total_len[11:0] < 20) {
                 whole = false;
             }
-            if (cut[31:31] == 1) {
+            if (cut != 0) {
                 whole = false;
             }
             if (!whole) {
@@ -231,22 +218,20 @@ control KvsCheck(in headers_t hdr, inout kvs_meta_t meta, in bool parsed, in bit
             } else if (hdr.udp.isValid()) {
                 // (ifs: a stage writes no comparison into a field)
                 bool room = false;
-                if (udp_room[31:31] == 0) {
-                    if (udp_room[30:12] != 0) {
-                        room = true;
-                    } else if (udp_room[11:0] >= 20) {
-                        room = true;
-                    }
+                if (udp_room[15:12] != 0) {
+                    room = true;
+                } else if (udp_room[11:0] >= 20) {
+                    room = true;
                 }
-                if (room && udp_fill[31:31] == 0) {
-                    if (udp_fill[30:12] != 0) {
+                if (room) {
+                    if (udp_fill[15:12] != 0) {
                         meta.kvs_ok = true;
                     } else if (udp_fill[11:0] >= 8 + KVS_HDR_LEN[11:0]) {
                         meta.kvs_ok = true;
                     }
                 }
-            } else if (hdr.tcp.isValid() && tcp_fill[31:31] == 0) {
-                if (tcp_fill[30:12] != 0) {
+            } else if (hdr.tcp.isValid()) {
+                if (tcp_fill[15:12] != 0) {
                     meta.kvs_ok = true;
                 } else {
                     // the TCP header's length by data offset: a gateway compares with constants

@@ -60,15 +60,12 @@ def planes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Dataplane]:
 def _tna_only(kind: str, name: str) -> bool:
     """What the TNA build has more: a later HashPipe stage's register hp_tag, the pair {tag,
     count} its stateful ALU decides on before the key words are written (hashpipe_tna.p4;
-    v1model reads the stored key words and needs no such register); and the two actions of
-    KvsResidual that take the pseudo-header length out of the L4 residual (checksums_tna.p4;
+    v1model reads the stored key words and needs no such register); and the action of
+    KvsResidual that takes the pseudo-header length out of the L4 residual (checksums_tna.p4;
     v1model's deparser sums the payload itself and has no residual)."""
     if kind == "registers":
         return re.fullmatch(r".*\.hp_stage[1-7]\.hp_tag", name) is not None
-    return kind == "actions" and name in (
-        "KvsIngress.kvs_residual.widen_residual",
-        "KvsIngress.kvs_residual.difference",
-    )
+    return kind == "actions" and name == "KvsIngress.kvs_residual.saturated"
 
 
 def _same_entities(twins: dict[str, Dataplane]) -> tuple[Any, Any]:
