@@ -123,7 +123,7 @@ control HashPipeStage(inout hp_carry_t carry, in bit<32> idx) {
     Hash<bit<32>>(HashAlgorithm_t.CUSTOM, CRCPolynomial<bit<32>>(
         32w0x04C11DB7, true, false, false, 32w0xFFFFFFFF, 32w0xFFFFFFFF)) tag_hash;
     bit<32> tag = 0;     // PHV input of the tag ALU
-    bool merge = false;  // PHV input of the count ALU
+    bool merge = false;  // the count's path
 
     // the decision: one stateful ALU in paired mode, two conditions, the predicate out
     RegisterAction<hp_tag_t, bit<32>, bit<32>>(hp_tag) tag_decide = {
@@ -139,15 +139,22 @@ control HashPipeStage(inout hp_carry_t carry, in bit<32> idx) {
             }
         }
     };
-    RegisterAction<bit<32>, bit<32>, bit<32>>(hp_cnt) cnt_update = {
+    // the count: add on a merge, take the carried count on a swap, else read. Three actions on
+    // exclusive paths: a stateful ALU takes at most two PHV inputs (here carry.cnt)
+    RegisterAction<bit<32>, bit<32>, bit<32>>(hp_cnt) cnt_merge = {
         void apply(inout bit<32> value, out bit<32> rv) {
             rv = value;
-            if (merge) {
-                value = value + carry.cnt;
-            } else if (swap) {
-                value = carry.cnt;
-            }
+            value = value + carry.cnt;
         }
+    };
+    RegisterAction<bit<32>, bit<32>, bit<32>>(hp_cnt) cnt_take = {
+        void apply(inout bit<32> value, out bit<32> rv) {
+            rv = value;
+            value = carry.cnt;
+        }
+    };
+    RegisterAction<bit<32>, bit<32>, bit<32>>(hp_cnt) cnt_read = {
+        void apply(inout bit<32> value, out bit<32> rv) { rv = value; }
     };
 
     apply {
@@ -163,7 +170,14 @@ control HashPipeStage(inout hp_carry_t carry, in bit<32> idx) {
                 swap = true;
             }
             HP_SWAP_KEY(idx)
-            bit<32> slot_cnt = cnt_update.execute(idx);
+            bit<32> slot_cnt = 0;
+            if (merge) {
+                slot_cnt = cnt_merge.execute(idx);
+            } else if (swap) {
+                slot_cnt = cnt_take.execute(idx);
+            } else {
+                slot_cnt = cnt_read.execute(idx);
+            }
             if (swap) {
                 HP_CARRY_ON(slot_cnt)
                 carry.key = slot_key;
