@@ -153,6 +153,7 @@ class Tna(TnaRules, Architecture):
         self.role = ""  # the block being built
         self.exec_stmts: dict[int, Tree] = {}  # statement translation -> its execute
         self.computed_bools: set[str] = set()
+        self.salu_inputs: dict[str, dict[str, Tree]] = {}
         # locals (and fields in an action body) and the expressions assigned them, which the
         # compiler's copy propagation folds into later expressions
         self.defs: dict[str, tuple[Any, int]] = {}
@@ -538,7 +539,7 @@ class Tna(TnaRules, Architecture):
                 raise self.err(p, f"apply parameter must be {want_dir} {want.show()}")
             sc.names[self.b.ck.name_of(p.children[3])] = Sym("var", pt, code=code, lvalue=True)
         sc.names["this"] = Sym("extern", value=x)  # this.predicate(...)
-        self.check_stateful_inputs(x.name, tree.children[4], sc)
+        self.check_stateful_inputs(x, tree.children[4], sc)
         self.applying.append(x)
         try:
             tr.action_body(tree.children[4], sc)

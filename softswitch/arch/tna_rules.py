@@ -28,7 +28,9 @@ loads gets past those messages of the compiler too:
   assigned once and the fields assigned earlier in the same action body ("action spanning multiple
   stages");
 - a RegisterAction's index a field, a slice, a cast, a concatenation or a constant, with no
-  operation ("The index is too complex for the primitive to be handled.").
+  operation ("The index is too complex for the primitive to be handled.");
+- at most two PHV inputs (fields or slices the control sets) read by all the RegisterActions of
+  one Register together ("… requires more than 2 PHV inputs").
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from softswitch.frontend.checker import Scope
 from softswitch.frontend.types import BitT, BoolT, StructLikeT, VarbitT
 
 CMP_UNITS = 2  # comparison units of a Tofino 1 stateful ALU
+SALU_INPUTS = 2  # PHV inputs of a stateful ALU, shared by its Register's RegisterActions
 EGRESS_PARSE_DEPTH = 160  # bytes: Tofino 1's egress parser
 # a comparison and its negation share a unit: the class each operator belongs to
 CMP_CLASS = {"==": "==", "!=": "==", "<": "<", ">=": "<", ">": ">", "<=": ">"}
@@ -91,6 +94,7 @@ class TnaRules:
     computed_bools: set[str]  # locals assigned a comparison, &&, ||, ! or ?: (or a copy of one)
     defs: dict[str, tuple[Any, int]]  # code -> (the assigned expression, or its ALU operations)
     assigned: dict[str, int]  # code -> times assigned in the blocks built so far
+    salu_inputs: dict[str, dict[str, Tree]]  # Register -> the PHV inputs its actions read
 
     def err(self, node: Any, msg: str) -> P4Error:
         return self.b.err(node, msg)  # type: ignore[no-any-return]
@@ -430,9 +434,11 @@ class TnaRules:
     def _width(e: E) -> int:
         return e.type.width if isinstance(e.type, BitT) else 1
 
-    def check_stateful_inputs(self, name: str, apply: Tree, scope: Scope) -> None:
-        """A RegisterAction reads the control's variables as PHV inputs: not one that holds a
-        comparison (or &&, ||, !, ?:), which exists only as a gateway condition."""
+    def check_stateful_inputs(self, x: Any, apply: Tree, scope: Scope) -> None:
+        """A RegisterAction (``apply``: its body; ``scope``: its parameters over its declaration's
+        scope) reads the control's variables as PHV inputs: not one that holds a comparison (or
+        &&, ||, !, ?:), which exists only as a gateway condition; and its Register's stateful
+        ALU has two, for all the Register's RegisterActions together."""
         for sub in apply.iter_subtrees():
             if sub.data != "var":
                 continue
@@ -440,10 +446,40 @@ class TnaRules:
             if sym is not None and sym.kind == "var" and sym.code in self.computed_bools:
                 raise self.err(
                     sub,
-                    f"RegisterAction {name} reads {self.src(sub)}, a bool the control computed "
+                    f"RegisterAction {x.name} reads {self.src(sub)}, a bool the control computed "
                     "from a comparison: a stateful ALU input is a PHV field (p4c-barefoot: "
                     "source of modify_field invalid); set it in the branches of an if",
                 )
+        own = set(scope.names) | {
+            self.b.ck.name_of(d.children[2]) for d in apply.iter_subtrees() if d.data == "var_decl"
+        }
+        reg = x.register.name
+        inputs = self.salu_inputs.setdefault(reg, {})
+
+        def phv(node: Any) -> None:  # the outermost field or slice rooted at a control variable
+            if not isinstance(node, Tree):
+                return
+            root = node
+            while root.data in ("member", "slice"):
+                root = root.children[0]
+            if root.data == "var":
+                ident = self.b.ck.name_of(root.children[0])
+                sym = scope.lookup(ident)
+                if ident not in own and sym is not None and sym.kind == "var":
+                    inputs.setdefault(self.src(node), node)
+                return
+            for c in node.children:
+                phv(c)
+
+        phv(apply)
+        if len(inputs) > SALU_INPUTS:
+            raise self.err(
+                list(inputs.values())[SALU_INPUTS],
+                f"the RegisterActions of {reg} read {len(inputs)} PHV inputs "
+                f"({', '.join(inputs)}) but a stateful ALU takes {SALU_INPUTS} (p4c-barefoot: "
+                f"{reg} requires more than {SALU_INPUTS} PHV inputs); split them over "
+                "RegisterActions on exclusive paths, or compute one input in an action",
+            )
 
     def _parser_source(self, node: Any) -> bool:
         """Whether Tofino's parser writes ``node`` as it is. (The compiler also takes

@@ -71,6 +71,20 @@ apply {{ {FWD} meta.m = hdr.d.v; meta.ok = false; if (hdr.d.op == 1) {{ meta.ok 
     }
 
 
+# ---- 20: a Register's PHV inputs (a reads, on op 1; b otherwise)
+def salu_pair(a: str, b: str) -> dict[str, Any]:
+    ra = "RegisterAction<bit<32>, bit<8>, bit<32>>(ra) {} = {{ void apply(inout bit<32> value, "
+    ra += "out bit<32> rv) {{ rv = value; {} }} }};"
+    return {
+        "meta_fields": "bit<32> m;",
+        "ingress": "Register<bit<32>, bit<8>>(4) ra; "
+        + ra.format("a", a)
+        + ra.format("b", b)
+        + f"apply {{ {FWD} meta.m = hdr.d.r; if (hdr.d.op == 1) {{ hdr.d.r = a.execute(hdr.d.idx); "
+        "} else { hdr.d.r = b.execute(hdr.d.idx); } }",
+    }
+
+
 # ---- 5/6: parser assignments
 PARSER_META = "bit<16> m; bit<16> m2; bit<8> x8; bit<32> w; bool ok;"
 
@@ -540,6 +554,26 @@ CASES += [
         "a match-action stage cannot write a comparison",
         "source of modify_field invalid",
         server_action("meta.is_server = (bool)server[0:0];"),
+    ),
+    Case(
+        "20-three-phv-inputs-in-one-action",
+        salu_pair("if (value < meta.m) { value = hdr.d.v; } else { value = hdr.d.h32; }", ""),
+        "hdr.d.h32; }",
+        "the RegisterActions of Ig.ra read 3 PHV inputs (meta.m, hdr.d.v, hdr.d.h32) but a "
+        "stateful ALU takes 2",
+        "Ig.ra requires more than 2 PHV inputs",
+        salu_pair("if (value < meta.m) { value = hdr.d.v; }", "value = hdr.d.v;"),
+    ),
+    Case(
+        "20-three-phv-inputs-over-two-actions",
+        salu_pair("if (value < meta.m) { value = hdr.d.v; }", "value = hdr.d.h32;"),
+        "hdr.d.h32;",
+        "the RegisterActions of Ig.ra read 3 PHV inputs",
+        "Ig.ra requires more than 2 PHV inputs",
+        # a constant, the register's value and the actions' own locals are not PHV inputs
+        salu_pair(
+            "if (value < meta.m) { value = hdr.d.v; }", "bit<32> t = value + 3; value = t | 1;"
+        ),
     ),
 ]
 
