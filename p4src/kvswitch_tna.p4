@@ -6,7 +6,11 @@
 // kvswitch_spine_tna.p4; KVS_FABRIC_LEAF: kvswitch_leaf_tna.p4).
 // Where each Tofino rule is followed: docs/tofino.md.
 #include <core.p4>
+#if __TARGET_TOFINO__ == 2
+#include <t2na.p4>  // Tofino 2 (--target tofino2 --arch t2na): the same externs and metadata
+#else
 #include <tna.p4>
+#endif
 
 // Feature files that differ only in an extern or two say so under this name (liveness.p4).
 #define KVSWITCH_TNA
