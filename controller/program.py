@@ -132,19 +132,23 @@ def from_source(
     bundle = Bundle.from_file(source, dict(defines), list(include_dirs))
     config = bundle.to_bytes()
     digest = hashlib.sha256(config)
-    frontend = Path(softswitch.__file__).parent
-    for path in sorted(frontend.rglob("*.py")):
-        digest.update(f"{path.relative_to(frontend)}\n".encode() + path.read_bytes())
+    frontend = Path(softswitch.__file__).parent  # its code and its own P4 headers
+    for path in sorted(frontend.rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts:
+            digest.update(f"{path.relative_to(frontend)}\n".encode() + path.read_bytes())
     base = cache or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     folder = base if cache else base / "kvswitch" / "softswitch-p4info"
     info_path = folder / f"{digest.hexdigest()[:24]}.p4info.txtpb"
     with contextlib.suppress(OSError, text_format.ParseError):
         return Program(text_format.Parse(info_path.read_text(), p4i.P4Info()), config)
     info = bundle.compile().p4info
-    with contextlib.suppress(OSError):  # no cache: the next start compiles again
+    with contextlib.suppress(OSError):  # not kept: the next start compiles again
         folder.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=folder)
-        with os.fdopen(fd, "w") as f:
-            f.write(text_format.MessageToString(info))
-        os.replace(tmp, info_path)
+        try:
+            with os.fdopen(fd, "w") as f:
+                f.write(text_format.MessageToString(info))
+            os.replace(tmp, info_path)
+        finally:
+            Path(tmp).unlink(missing_ok=True)
     return Program(info, config)
