@@ -19,7 +19,12 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if report.outcome != "rerun":
         return
     crash = getattr(report.longrepr, "reprcrash", None)
-    reason = crash.message.splitlines()[0] if crash is not None else report.longreprtext[-200:]
+    if crash is None:
+        reason = report.longreprtext[-200:]
+    else:  # the message's first line and pytest's "assert ..." line (the message may be a log)
+        lines = crash.message.splitlines()
+        asserted = [x.strip() for x in lines[1:] if x.strip().startswith("assert ")]
+        reason = " | ".join([lines[0][:200], *asserted[-1:]])
     _reruns.append(f"{report.nodeid} ({report.when}, {report.duration:.0f} s): {reason}")
     _log[0].parent.mkdir(parents=True, exist_ok=True)
     with _log[0].open("a") as f:
