@@ -70,8 +70,9 @@ lint: $(STAMP)
 # on their periods (measured: 0.6 of a core on average) and keep their priority, so the checks use
 # what the racks leave idle. Their output follows the racks'.
 PYTEST_WORKERS ?= 2
-# A rack test that fails is run once more (pytest-rerunfailures; its first failure is printed and
-# counted as "rerun" in the summary): the racks' loss, timing and placement figures are measured on
+# A rack test that fails is run once more (pytest-rerunfailures; counted as "rerun" in the summary,
+# its first failure's reason printed there and its text kept in build/rack-reruns.log by
+# tests/conftest.py): the racks' loss, timing and placement figures are measured on
 # a shared 2-core machine, where one run in several meets a scheduling hiccup somewhere among the
 # ~220 (docs/rack.md); a failure that repeats fails the run. RACK_RERUNS=0 turns it off.
 RACK_RERUNS ?= 1
@@ -79,7 +80,7 @@ HEAVY_LOG := $(ROOT)/build/explore_heavy.log
 test-py: $(STAMP) c $(P4RTSH_STAMP)
 	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist worksteal -m "not netns and not explore_heavy" \
 		--durations=15
-	@mkdir -p $(dir $(HEAVY_LOG))
+	@mkdir -p $(dir $(HEAVY_LOG)) && rm -f $(ROOT)/build/rack-reruns.log
 	@echo "the explorer's long checks run beside the rack tests; their output: $(HEAVY_LOG)"
 	@nice -n 19 $(PY) -m pytest -q -p no:cacheprovider -n 2 --dist worksteal -m explore_heavy \
 		--durations=15 \

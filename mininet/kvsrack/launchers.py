@@ -204,10 +204,12 @@ class Controller:
         self.crash_in_handoff = crash_in_handoff
         self.proc: Proc | None = None
         self.starts = 0
+        self.started = threading.Event()  # the running one said "started: epoch N"
 
     def start(self) -> None:
         """Start (or restart) the controller; its period lines are echoed as they come."""
         self.starts += 1
+        self.started = threading.Event()
         log = self.out / f"controller-{self.starts}.log"
         p = subprocess.Popen(
             self.command(self.starts),
@@ -217,9 +219,9 @@ class Controller:
             start_new_session=True,
         )
         self.proc = self.procs.add("controller", p, log)
-        threading.Thread(target=self._pump, args=(p.stdout, log), daemon=True).start()
+        threading.Thread(target=self._pump, args=(p.stdout, log, self.started), daemon=True).start()
 
-    def _pump(self, stream: IO[str] | None, log: Path) -> None:
+    def _pump(self, stream: IO[str] | None, log: Path, started: threading.Event) -> None:
         if stream is None:
             return
         with log.open("w") as f:
@@ -227,6 +229,8 @@ class Controller:
                 f.write(line)
                 f.flush()
                 self.echo(line.rstrip("\n"))
+                if " started: epoch " in line:
+                    started.set()
 
     def exited(self, wait: float = 0.0) -> bool:
         """The controller process has exited (within ``wait`` seconds)."""

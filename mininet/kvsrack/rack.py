@@ -123,7 +123,9 @@ class Rack(Deployment):
 
     def wait_reachable(self, timeout: float = 90) -> None:
         """Until a Get from the first client reaches the last server through the switch (the
-        controller has set the pipeline and the forwarding entries)."""
+        controller has set the pipeline and the forwarding entries). Probes (a client process
+        each) begin once the controller says it started: beside its start-up they only took
+        CPU from it."""
         c, s = self.topology.clients[0], self.topology.servers[-1]
         deadline = time.monotonic() + timeout
         said = ""
@@ -132,6 +134,8 @@ class Rack(Deployment):
             assert proc is not None
             if proc.popen.poll() is not None:
                 raise RuntimeError(f"controller exited with {proc.popen.returncode}")
+            if not self.controller.started.wait(0.05):
+                continue
             p = self.network.host(c.name).popen(probe(s), stdout=DEVNULL, stderr=PIPE)
             _, err = p.communicate()
             if p.returncode in (0, 1):  # found or not found: either way the server answered

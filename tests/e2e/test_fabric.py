@@ -78,10 +78,9 @@ def _lambdas(rows: list[dict[str, Any]], after: float, n: int) -> list[float]:
 
 
 def _lost_between(gen: dict[str, Any], start: float, t0: float, t1: float) -> tuple[int, int]:
-    """(sent, sent but not answered) in the loadgen's seconds that end between t0 and t1."""
+    """(sent, sent but never answered) in the loadgen's seconds that end between t0 and t1."""
     ivs = [iv for iv in gen["intervals"] if t0 <= start + iv["t"] - 1 and start + iv["t"] <= t1]
-    sent = sum(iv["sent"] for iv in ivs)
-    return sent, sent - sum(iv["received"] for iv in ivs)
+    return sum(iv["sent"] for iv in ivs), sum(iv["lost"] for iv in ivs)
 
 
 def _stale_read(ops: list[Op]) -> list[Op]:

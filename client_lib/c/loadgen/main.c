@@ -98,6 +98,9 @@ struct stats {
     /* per interval, cumulative: sent per origin [ids], replies per answering server
      * [ids + 1]; the JSON prints differences */
     uint64_t *snaps;
+    /* open loop: the requests sent in each interval that got no reply in time (by send time:
+     * an interval's sent minus received also counts its late replies and the last one's) */
+    uint64_t *lost_by_send;
 };
 
 struct run {
@@ -562,10 +565,19 @@ static int wait_ms(const struct delayed *d, uint64_t now, int cap_ms)
     return ms;
 }
 
+/* A request scheduled at sched got no reply in time: lost, in the interval it was sent in. */
+static void count_lost(struct run *r, uint64_t sched)
+{
+    uint64_t i = (sched - r->start_ns) / 1000000000u;
+    if (i < r->st.cap_intervals)
+        r->st.lost_by_send[i]++;
+}
+
 /* Open loop: requests still unanswered after the timeout are lost (counted as before, never
  * resent: their reply would come too late to count). Each applies the timeout rule all the same,
  * so the client asks for the ring (at most once per KVS_RING_REFRESH_GAP_MS) and later requests
- * go to a new origin. Slots are visited in seq order from *scan. */
+ * go to a new origin. Slots are visited in seq order from *scan. With now UINT64_MAX (the end):
+ * every request still unanswered is counted lost, nothing else is done. */
 static void open_timeouts(struct run *r, uint32_t *scan, uint64_t now)
 {
     uint64_t timeout_ns = r->o->timeout_ns;
@@ -578,6 +590,8 @@ static void open_timeouts(struct run *r, uint32_t *scan, uint64_t now)
                 return; /* not timed out yet, and neither are the later ones */
             kvs_error err;
             if (sched != 0)
+                count_lost(r, sched);
+            if (sched != 0 && now != UINT64_MAX)
                 (void)kvs_follow_timeout(r->client, &s->f, s->key, &err);
         }
         *scan = *scan == UINT32_MAX ? 1 : *scan + 1;
@@ -639,6 +653,7 @@ static void *receiver(void *arg)
         record_latency(st, h.op == KVS_OP_GET_REPLY ? KVS_OP_GET : KVS_OP_SET,
                        (int64_t)(t - sched));
     }
+    open_timeouts(r, &scan, UINT64_MAX);
     tick(r, &tk, now_ns(), atomic_load(&r->sent), 1);
     return NULL;
 }
@@ -959,8 +974,11 @@ static void print_summary(struct run *r, double elapsed)
                               : ", ",
                    now[at] - (before ? before[at] : 0));
         }
-        printf("], \"replies_unknown_server\": %" PRIu64 "}",
+        printf("], \"replies_unknown_server\": %" PRIu64,
                now[2 * n] - (before ? before[2 * n] : 0));
+        if (!o->closed) /* the open loop; the closed loop resends or counts at once */
+            printf(", \"lost\": %" PRIu64, st->lost_by_send[i]);
+        printf("}");
     }
     printf("]}\n");
 }
@@ -1005,9 +1023,11 @@ int main(int argc, char **argv)
     r.st.cap_intervals = (size_t)o.duration + 4;
     r.st.intervals = calloc(r.st.cap_intervals, sizeof r.st.intervals[0]);
     r.st.snaps = calloc(r.st.cap_intervals * snap_width(&r), sizeof r.st.snaps[0]);
+    r.st.lost_by_send = calloc(r.st.cap_intervals, sizeof r.st.lost_by_send[0]);
     uint8_t *value = malloc(o.value_size + 1);
     if (r.perm == NULL || r.sent_per_server == NULL || r.st.per_server == NULL ||
-        r.st.snaps == NULL || r.st.intervals == NULL || value == NULL ||
+        r.st.snaps == NULL || r.st.intervals == NULL || r.st.lost_by_send == NULL ||
+        value == NULL ||
         zipf_init(&r.z, o.keys, o.skew) != 0 || hdr_init(&r.st.total, HIGHEST_NS, 3) != 0 ||
         hdr_init(&r.st.interval, HIGHEST_NS, 3) != 0 || hdr_init(&r.st.gets, HIGHEST_NS, 3) != 0 ||
         hdr_init(&r.st.sets, HIGHEST_NS, 3) != 0) {
@@ -1042,6 +1062,7 @@ int main(int argc, char **argv)
     free(r.st.per_server);
     free(r.st.intervals);
     free(r.st.snaps);
+    free(r.st.lost_by_send);
     free(value);
     return 0;
 }

@@ -1115,6 +1115,19 @@ static void test_loadgen_membership(void **state)
     fake_stop(&a);
 }
 
+/* The open loop's per-interval "lost" (requests sent in that interval and never answered in
+ * time), added up. */
+static long interval_lost(const char *json)
+{
+    long sum = 0;
+    for (const char *at = strstr(json, "\"intervals\"");
+         at != NULL && (at = strstr(at, "\"lost\": ")) != NULL;) {
+        at += strlen("\"lost\": ");
+        sum += strtol(at, NULL, 10);
+    }
+    return sum;
+}
+
 /* The load generator when the key's server is dead: UNAVAILABLE (the switch's answer) and
  * timeouts make it ask another member for the ring, which no longer has the dead server. */
 static void test_loadgen_dead_server(void **state)
@@ -1154,6 +1167,7 @@ static void test_loadgen_dead_server(void **state)
             assert_int_equal(lost, atomic_load(&a->requests));
             assert_int_equal(rerouted, 0);
             assert_true(lost < sent / 2);
+            assert_int_equal(interval_lost(out), lost); /* each counted in its send interval */
         } else {
             assert_int_equal(lost, 0);
             assert_int_equal(rerouted, atomic_load(&a->requests));
