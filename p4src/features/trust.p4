@@ -112,13 +112,12 @@ control Trust(inout headers_t hdr, inout kvs_meta_t meta, in PortId_t ingress_po
                 bit<16> authority = hdr.kvs.flags & switch_flags;
                 // (one field per test: a Tofino gateway compares at most 4 bytes and 12 bits)
                 if (request) {
+                    // (one else-if chain: separate ifs writing one field take a stage each)
                     if (hdr.kvs.epoch != 0) {
                         meta.l4_dirty = true;
-                    }
-                    if (hdr.kvs.ver != 0) {
+                    } else if (hdr.kvs.ver != 0) {
                         meta.l4_dirty = true;
-                    }
-                    if (authority != 0) {
+                    } else if (authority != 0) {
                         meta.l4_dirty = true;
                     }
                     hdr.kvs.epoch = 0;

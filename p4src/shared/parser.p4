@@ -234,18 +234,20 @@ control KvsCheck(in headers_t hdr, inout kvs_meta_t meta, in bool parsed, in bit
                 if (tcp_fill[15:12] != 0) {
                     meta.kvs_ok = true;
                 } else {
-                    // the TCP header's length by data offset: a gateway compares with constants
+                    // the TCP header's length by data offset: a gateway compares with constants.
+                    // One else-if chain: Tofino orders separate ifs that write one field, a
+                    // stage each (eleven stages), and places exclusive branches together
                     KVS_TCP_FITS(5)
-                    KVS_TCP_FITS(6)
-                    KVS_TCP_FITS(7)
-                    KVS_TCP_FITS(8)
-                    KVS_TCP_FITS(9)
-                    KVS_TCP_FITS(10)
-                    KVS_TCP_FITS(11)
-                    KVS_TCP_FITS(12)
-                    KVS_TCP_FITS(13)
-                    KVS_TCP_FITS(14)
-                    KVS_TCP_FITS(15)
+                    else KVS_TCP_FITS(6)
+                    else KVS_TCP_FITS(7)
+                    else KVS_TCP_FITS(8)
+                    else KVS_TCP_FITS(9)
+                    else KVS_TCP_FITS(10)
+                    else KVS_TCP_FITS(11)
+                    else KVS_TCP_FITS(12)
+                    else KVS_TCP_FITS(13)
+                    else KVS_TCP_FITS(14)
+                    else KVS_TCP_FITS(15)
                 }
             }
         }
