@@ -36,6 +36,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--write-ratio", type=t.fraction, default=0.05, help="Sets (0.05)")
     parser.add_argument("--rounds", type=t.positive_int, default=2, help="planning rounds (2)")
     parser.add_argument("--room", type=t.positive_int, default=16, help="replicas per server (16)")
+    parser.add_argument(
+        "--threshold", type=t.positive_float, default=0.002,
+        help="the spine threshold T_f, a share of a server's mean load (0.002)",
+    )  # fmt: skip
     parser.add_argument("--seed", type=int, default=1, help="random seed")
     ns = parser.parse_args(argv)
     if ns.candidates > ns.keys:
@@ -68,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
             rotates(load, w, server_mean, holder_share)
             for (_, load), w in zip(predicted, writes, strict=True)
         ]
-        args = (predicted, key_origins, shape, base, server_mean * 0.05)
+        args = (predicted, key_origins, shape, base, server_mean * ns.threshold)
         kwargs = dict(
             write_ratios=writes,
             holder_share=holder_share,
