@@ -25,7 +25,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     ),
     "fabric-plan": (
         "kvswitch.bench.fabric_plan_bench",
-        "the fabric planner's water-filling at 32 x 32: before / now, the same plans",
+        "the fabric planner's water-filling at 32 x 32: stepwise / now, the same plans",
     ),
     "hosts": ("kvswitch.bench.hosts_bench", "Gets/s and p50/p99 per backend (Python client)"),
     "c-client": (

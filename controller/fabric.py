@@ -225,6 +225,7 @@ def place_fabric(
     fixed: Sequence[float] | None = None,
     home: Sequence[Sequence[int]] | None = None,
     rotate: Sequence[bool] | None = None,
+    stepwise: bool = False,
 ) -> list[tuple[int, ...]]:
     """Holders (fabric server ids, origin first) of each of ``keys`` (key, predicted load);
     a single holder means the key stays in its home rack.
@@ -244,7 +245,11 @@ def place_fabric(
 
     After the water-filling, holders of keys with writes that no longer lower the busiest rack
     are taken away again (each costs the fabric its key's writes), so that holders kept from
-    ``previous`` do not pile up period after period."""
+    ``previous`` do not pile up period after period.
+
+    ``stepwise``: every candidate count's racks are found one holder at a time through the heap
+    (:func:`_fill` without its water level), as the planner did before issue 21; the same plans,
+    slower: the baseline of ``kvswitch bench fabric-plan`` and of the equality tests."""
     total = shape.total
     if len(origins) != len(keys):
         raise ValueError("one origin per key")
@@ -364,7 +369,7 @@ def place_fabric(
         for r, c in per_rack[i].items():
             change[r] += c * after
         level = rack[top]
-        fill = _fill(rack, spare, extra, after)
+        fill = _fill(rack, spare, extra, after, ahead=not stepwise)
         if fill is None:
             return False
         counts = {r: c for r, c in enumerate(fill) if c}

