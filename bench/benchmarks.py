@@ -23,6 +23,10 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
         "kvswitch.bench.fabric_runtime_bench",
         "the fabric controller's periods on S spines + R leaves over P4Runtime: write times",
     ),
+    "fabric-plan": (
+        "kvswitch.bench.fabric_plan_bench",
+        "the fabric planner's water-filling at 32 x 32: stepwise / now, the same plans",
+    ),
     "hosts": ("kvswitch.bench.hosts_bench", "Gets/s and p50/p99 per backend (Python client)"),
     "c-client": (
         "kvswitch.bench.c_client_bench",

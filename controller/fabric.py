@@ -28,8 +28,11 @@ on each server, which the caller may hand to them so they plan with it at once.
 
 from __future__ import annotations
 
+import functools
 import heapq
+import itertools
 import math
+import operator
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -141,6 +144,72 @@ def _priority(load: float, writes: float, n: int, unit: float) -> float:
     )
 
 
+def _water_level(levels: Sequence[float], spare: Sequence[int], extra: int, each: float) -> float:
+    """The level x at which racks filled continuously (a rack at ``levels[r]`` takes
+    ``(x - levels[r]) / each`` holders, at most ``spare[r]``) take ``extra`` holders."""
+    active = [r for r, s in enumerate(spare) if s > 0]
+    want = float(extra)
+    while active and want > 0.0:
+        x = (want * each + sum(levels[r] for r in active)) / len(active)
+        full = [r for r in active if levels[r] + spare[r] * each <= x]
+        if full:  # capped racks take their spare and leave the sum
+            want -= sum(spare[r] for r in full)
+            active = [r for r in active if levels[r] + spare[r] * each > x]
+            continue
+        below = [r for r in active if levels[r] < x]
+        if len(below) == len(active):
+            return x
+        active = below
+    return math.inf if want <= 0.0 else -math.inf
+
+
+def _fill(
+    levels: Sequence[float], spare: Sequence[int], extra: int, each: float, ahead: bool = True
+) -> list[int] | None:
+    """How many of ``extra`` new holders (``each`` load apiece) each rack gets when every one
+    goes to the least loaded rack as filled so far (ties to the lower rack number) among those
+    with a spare server: the counts of ``place_fabric``'s spread, without placing the holders
+    one by one. A rack's level after c holders is ``levels[r] + each + ... + each`` (c
+    additions, as the spread adds them), so the holders go to the ``extra`` smallest (level,
+    rack, c). Each rack first takes one less than its share at the continuous water level
+    (:func:`_water_level`) and the rest go one by one; if a holder placed ahead lies above a
+    level left out, they all go one by one. None if the racks have fewer than ``extra`` spare
+    servers."""
+    racks = [r for r, s in enumerate(spare) if s > 0]
+    if sum(spare[r] for r in racks) < extra:
+        return None
+    first = [0] * len(levels)
+    if ahead and each > 0.0 and extra > 2 * len(racks):
+        x = _water_level(levels, spare, extra, each)
+        for r in racks:
+            if levels[r] < x:
+                share = spare[r] if x == math.inf else math.floor((x - levels[r]) / each)
+                first[r] = max(0, min(spare[r], share) - 1)
+        if sum(first) > extra:
+            first = [0] * len(levels)
+    counts = list(first)
+    heap: list[tuple[float, int]] = []
+    last: tuple[float, int] | None = None  # the highest (level, rack) placed ahead
+    for r in racks:
+        level = levels[r]
+        if first[r]:
+            level = functools.reduce(operator.add, itertools.repeat(each, first[r] - 1), level)
+            if last is None or (level, r) > last:
+                last = (level, r)
+            level += each
+        if first[r] < spare[r]:
+            heap.append((level, r))
+    heapq.heapify(heap)
+    for _ in range(extra - sum(first)):
+        level, r = heapq.heappop(heap)
+        counts[r] += 1
+        if counts[r] < spare[r]:
+            heapq.heappush(heap, (level + each, r))
+    if last is not None and heap and last > heap[0]:
+        return _fill(levels, spare, extra, each, ahead=False)
+    return counts
+
+
 def place_fabric(
     keys: Sequence[tuple[K, float]],
     origins: Sequence[int],
@@ -156,6 +225,7 @@ def place_fabric(
     fixed: Sequence[float] | None = None,
     home: Sequence[Sequence[int]] | None = None,
     rotate: Sequence[bool] | None = None,
+    stepwise: bool = False,
 ) -> list[tuple[int, ...]]:
     """Holders (fabric server ids, origin first) of each of ``keys`` (key, predicted load);
     a single holder means the key stays in its home rack.
@@ -175,7 +245,11 @@ def place_fabric(
 
     After the water-filling, holders of keys with writes that no longer lower the busiest rack
     are taken away again (each costs the fabric its key's writes), so that holders kept from
-    ``previous`` do not pile up period after period."""
+    ``previous`` do not pile up period after period.
+
+    ``stepwise``: every candidate count's racks are found one holder at a time through the heap
+    (:func:`_fill` without its water level), as the planner did before issue 21; the same plans,
+    slower: the baseline of ``kvswitch bench fabric-plan`` and of the equality tests."""
     total = shape.total
     if len(origins) != len(keys):
         raise ValueError("one origin per key")
@@ -285,28 +359,30 @@ def place_fabric(
                 heapq.heappush(order, (level + each, r))
         return chosen if len(chosen) == extra else None
 
-    def lowers(i: int, racks: Sequence[int], top: int) -> bool:
-        """Whether new holders of key i in ``racks`` (one each) bring the top rack down without
-        lifting a rack to its level."""
+    def fits(i: int, extra: int, top: int, spare: Sequence[int]) -> bool:
+        """Whether ``extra`` new holders of key i, spread over the racks, bring the top rack
+        down without lifting a rack to its level (``spare``: each rack's servers with budget
+        left and without the key)."""
         load, w = keys[i][1], write_ratios[i]
-        after = holder_load(load, len(holders[i]) + len(racks), w)
+        after = holder_load(load, len(holders[i]) + extra, w)
         change = {r: -x for r, x in now(i).items()}
         for r, c in per_rack[i].items():
             change[r] += c * after
-        for r in racks:
-            change[r] = change.get(r, 0.0) + after
         level = rack[top]
+        fill = _fill(rack, spare, extra, after, ahead=not stepwise)
+        if fill is None:
+            return False
+        counts = {r: c for r, c in enumerate(fill) if c}
+        for r, c in counts.items():  # c holders, each adding ``after`` to the rack's change
+            change[r] = functools.reduce(
+                operator.add, itertools.repeat(after, c), change.get(r, 0.0)
+            )
         return rack[top] + change.get(top, 0.0) < level and all(
-            rack[r] + change[r] < level for r in set(racks)
+            rack[r] + change[r] < level for r in counts
         )
 
-    def fits(i: int, extra: int, top: int) -> list[int] | None:
-        load, w = keys[i][1], write_ratios[i]
-        racks = spread(i, extra, holder_load(load, len(holders[i]) + extra, w))
-        return racks if racks is not None and lowers(i, racks, top) else None
-
     def smallest(i: int, top: int) -> list[int] | None:
-        """The fewest extra holders that fit (doubling, then bisection)."""
+        """The racks of the fewest extra holders that fit (doubling, then bisection)."""
         load, w = keys[i][1], write_ratios[i]
         n = len(holders[i])
         first = 1
@@ -318,26 +394,26 @@ def place_fabric(
             # own load (every holder receives every write): then the smallest count that lowers
             # the top rack
             first = max(1, wanted - 1)
-        limit = sum(max(0, with_room[r] - in_rack(i, r)) for r in range(shape.racks))
-        limit = min(limit, most(i) - n)
+        spare = [with_room[r] - in_rack(i, r) for r in range(shape.racks)]
+        limit = min(sum(max(0, s) for s in spare), most(i) - n)
         first = min(first, limit)  # a goal: with fewer servers, as many as there are
         if first < 1:
             return None
-        hi, found = first, fits(i, first, top)
-        while found is None and hi < limit:
+        hi = first
+        ok = fits(i, hi, top, spare)
+        while not ok and hi < limit:
             hi = min(limit, hi * 2)
-            found = fits(i, hi, top)
-        if found is None:
+            ok = fits(i, hi, top, spare)
+        if not ok:
             return None
         lo = max(first, hi // 2)
         while lo < hi:  # the smallest count in [lo, hi] that fits
             mid = (lo + hi) // 2
-            got = fits(i, mid, top)
-            if got is not None:
-                hi, found = mid, got
+            if fits(i, mid, top, spare):
+                hi = mid
             else:
                 lo = mid + 1
-        return found
+        return spread(i, hi, holder_load(load, n + hi, w))
 
     def pick(i: int, r: int, chosen: Sequence[int]) -> int:
         """A server of rack r for a new holder of key i (besides ``chosen``): one of its holders
