@@ -105,12 +105,15 @@ control KvsIngress(inout headers_t hdr, inout kvs_meta_t meta, inout standard_me
                 } else if (maintenance) {
                     key_index.apply(hdr, meta);
                 }
-                if (meta.hot && !down_write) {
-                    // Rules 1-6: versions, round-robin redirect, confirms, syncs, read replies.
-                    replicas.apply(hdr, meta, std);
+                // (two exclusive branches: Tofino runs them side by side, docs/tofino.md)
+                if (meta.hot) {
+                    if (!down_write) {
+                        // Rules 1-6: versions, round-robin redirect, confirms, syncs, read replies.
+                        replicas.apply(hdr, meta, std);
+                    }
                 }
 #ifndef KVS_SPINE
-                if (request && !meta.hot && !meta.origin_down) {
+                else if (request && !meta.origin_down) {
                     hashpipe.apply(hdr.kvs.key);
                 }
 #endif

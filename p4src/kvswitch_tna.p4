@@ -134,11 +134,14 @@ control KvsIngress(inout kvs_tna_headers_t hdr, inout kvs_tna_meta_t meta,
                 } else if (maintenance) {
                     key_index.apply(hdr.h, meta.kvs);
                 }
-                if (meta.kvs.hot && !down_write) {
-                    replicas.apply(hdr.h, meta.kvs, meta.fwd, ig_intr_md.ingress_port);
+                // (two exclusive branches: Tofino runs them side by side, docs/tofino.md)
+                if (meta.kvs.hot) {
+                    if (!down_write) {
+                        replicas.apply(hdr.h, meta.kvs, meta.fwd, ig_intr_md.ingress_port);
+                    }
                 }
 #ifndef KVS_SPINE
-                if (request && !meta.kvs.hot && !meta.kvs.origin_down) {
+                else if (request && !meta.kvs.origin_down) {
                     hashpipe.apply(hdr.h.kvs.key);
                 }
 #endif
