@@ -114,14 +114,22 @@ def test_dead_server_then_restarted(rack: Any) -> None:
     holders = {k.hex()[:8]: before[0].get(k.hex(), []) for k in own}
     assert len(served) > 50, holders
 
-    # restarted: back in the rack within 3 periods and balanced (lambda < 0.1) within 5; the first
-    # of them ends with the restart seen, and its lambda is that of the 7 servers the switch
-    # served (docs/rack.md measured "within 3 periods in 3 runs of 5, within 5 in all"; a CI-like
-    # run on BMv2 had 0.221, 0.123, ..., 0.035 in the 5th)
-    after = [m for m in run.metrics if m["time"] > restarted][:5]
-    assert any(f"{victim}:up" in e for m in after[:3] for e in m["events"]), after
-    print(f"lambda in the 5 periods after the restart: {[round(m['lambda'], 3) for m in after]}")
-    assert min(m["lambda"] for m in after[:5]) < 0.1, after
+    # restarted: seen up by the first ping after its agent serves again (within 2 periods of
+    # "ready", as in test_fast_restart_of_a_memory_agent), carrying load in the 2 periods after
+    # that one and balanced (lambda < 0.1) within 5 periods from it; the one that sees it ends
+    # with its lambda over the 7 servers the switch served (docs/rack.md measured "within 3
+    # periods in 3 runs of 5, within 5 in all"; a CI-like run on BMv2 had 0.221, 0.123, ...,
+    # 0.035 in the 5th). Counted from its agent serving, not from the restart command: the
+    # agent's start-up is not the controller's (0.92 s in a run beside other tests, where it was
+    # seen up in the 3rd period after the command, and the 2nd and 3rd carried none of its load)
+    ready = _event(run, "restart")["ready"]
+    after = [m for m in run.metrics if m["time"] > restarted]
+    up = [i for i, m in enumerate(after) if any(f"{victim}:up" in e for e in m["events"])][:1]
+    assert up and after[up[0]]["time"] - ready <= 2 * PERIOD, (ready, after[:5])
+    after = after[up[0] : up[0] + 5]
+    print(f"seen up in the period ending {after[0]['time'] - ready:.2f} s after its agent served "
+          f"again; lambda in the 5 periods from it: {[round(m['lambda'], 3) for m in after]}")  # fmt: skip
+    assert min(m["lambda"] for m in after) < 0.1, after
     assert all(m["loads"][index] > 0 for m in after[1:3]), after
 
 
@@ -140,8 +148,15 @@ def test_fast_restart_of_a_memory_agent(rack: Any) -> None:
           f"{restart['time'] - kill['time']:.2f} s, serving after "
           f"{restart['ready'] - kill['time']:.2f} s")  # fmt: skip
     assert held, "the victim held no history key: the test would prove nothing"
+    # the restart is seen by the first ping after the new agent answers (docs/controller_runtime.md
+    # "Failure detection": within P), in the metrics of that period, which end once its plan is
+    # written: within 2 P of "ready". Not of the restart command: the agent's own start-up (about
+    # 0.2 s, 1.1 s on a loaded CI machine) is not the controller's
     seen = [m for m in run.metrics if any(e.startswith(f"{victim}:") for e in m["events"])]
-    assert seen and seen[0]["time"] - restart["time"] <= 2 * PERIOD, run.stdout
+    assert seen, run.stdout
+    print(f"the restart seen in the period ending {seen[0]['time'] - restart['ready']:.2f} s "
+          f"after the agent served again")  # fmt: skip
+    assert seen[0]["time"] - restart["ready"] <= 2 * PERIOD, run.stdout
     ops = _linearizable(run)
     # no NOT_FOUND for a key after its first acknowledged Set (nothing here deletes)
     first_set = {}
