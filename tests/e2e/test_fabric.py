@@ -204,5 +204,15 @@ def check_run(out: Path) -> None:
     tail_sent, tail_lost = _lost_between(gen, start, served["time"] + 2, summary["load_end"])
     print(f"lost {gen['lost']} of {gen['sent']}; between the restarts {spine_lost} of "
           f"{spine_sent}, after both {tail_lost} of {tail_sent}")  # fmt: skip
+    # where they were, for a failure's text: by the second of the load they were sent in, beside
+    # the events and the fabric controller's periods (seconds into the load)
+    lost_at = {int(iv["t"]): iv["lost"] for iv in gen["intervals"] if iv["lost"]}
+    marks = {"sp1 back": spine_back, "l2 seen": seen["time"], "l2 steering": again["time"],
+             "rack 2 served": served["time"]}  # fmt: skip
+    print(
+        f"lost by second: {lost_at}; " + ", ".join(f"{k} {v - start:.1f}" for k, v in marks.items())
+    )
+    periods = [(round(x["time"] - start, 1), x["updates"], round(x["period_ms"]), x["errors"][:1])
+               for x in fabric if x["time"] > served["time"]]  # fmt: skip
     assert gen["lost"] < 0.15 * gen["sent"], gen["lost"]
-    assert spine_lost <= 0.01 * spine_sent and tail_lost <= 0.01 * tail_sent
+    assert spine_lost <= 0.01 * spine_sent and tail_lost <= 0.01 * tail_sent, (lost_at, periods)
