@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -44,6 +45,9 @@ class Context:
     # a fabric hand-off is configured and its share has not been read: agents may hold copies of
     # fabric-hot keys this controller does not know, so no copy is dropped as stale
     fabric_unknown: bool = False
+    # reads the fabric's share again (the runtime's read_share); called by drop_stale_copies
+    # after it read what the agents hold
+    refresh_fabric: Callable[[], object] | None = None
 
     def __post_init__(self) -> None:
         self.adopt_ring(self.ring_version, self.members)
@@ -122,6 +126,12 @@ class Context:
         if self.agents is None:
             return {}
         holdings = self.agents.holdings(servers)
+        # the share read after the holdings: the fabric controller writes it before it pushes
+        # (kvswitch fabric-controller), so every fabric copy seen here is named in it. Read
+        # before them, a copy pushed in between was dropped under a spine that counts it
+        # valid: its Gets found nothing until the key's next write (docs/fabric.md)
+        if self.refresh_fabric is not None:
+            self.refresh_fabric()
         if self.fabric_unknown:
             LOG.warning("the fabric's keys are not known: no stale copy dropped")
             return holdings

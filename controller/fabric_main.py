@@ -204,6 +204,7 @@ def main(argv: list[str] | None = None) -> int:
                 Path(args.state) if args.state else None,
             )
             stack.callback(runtime.close)
+            runtime.announce = lambda: write_shares(runtime)  # before a period's pushes
             metrics = stack.enter_context(Path(args.metrics).open("a")) if args.metrics else None
             runtime.start()
             write_shares(runtime)

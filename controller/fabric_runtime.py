@@ -135,6 +135,10 @@ class FabricRuntime:
         self.leaving: frozenset[bytes] = frozenset()
         self.measured: list[float] = []
         self.expected: list[float] = []
+        # called once a period's plans are decided, before any of their writes (the fabric
+        # controller writes the racks' shares there: a key is named to its racks before a copy
+        # of it is pushed, so a rack controller never drops one as stale)
+        self.announce: Callable[[], None] | None = None
         # the switches of one step are written at the same time, one thread each
         self.pool = ThreadPoolExecutor(len(spines) + len(leaves), thread_name_prefix="fabric")
 
@@ -368,6 +372,8 @@ class FabricRuntime:
         self.expected = self.controller.fabric_load(dict(report.predicted), ratios)
         self.leaving = frozenset(held) - frozenset(self.spine_of)
         self.save_state()
+        if self.announce is not None:
+            self.announce()
         writing = time.perf_counter()
         self._write(m, batches, held)
         m.write_ms = (time.perf_counter() - writing) * 1000.0
@@ -657,7 +663,8 @@ class FabricRuntime:
         not make hot (every key a spine plans, every key that left a spine last period, every
         key its leaf may still steer) and its servers' fabric load, last period's and next
         period's (left out when this period did not plan)."""
-        keys = set(self.spine_of) | self.leaving | set(self.steered[r] or {})
+        planned = {key for plan in self.plans for key in plan.keys}  # before they are written
+        keys = set(self.spine_of) | planned | self.leaving | set(self.steered[r] or {})
         servers = self.fabric.shape.servers_of(r)
         if not self.measured or not self.expected:
             return FabricShare(frozenset(keys))

@@ -112,6 +112,8 @@ class Runtime:
         if agents is not None:  # copies of a missed origin's keys are kept: they may be the last
             agents.keep = self._keep
         self.ctx.fabric_unknown = fabric_in is not None
+        if fabric_in is not None:
+            self.ctx.refresh_fabric = self.read_share
 
     def _keep(self, key: bytes, server: int) -> bool:
         """A copy no removal drops: one the failure detector keeps, or one of a fabric-hot key

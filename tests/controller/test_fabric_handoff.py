@@ -215,21 +215,26 @@ class HeldCopies:
         self.removed.append((key, server))
 
 
-def test_no_copy_of_a_fabric_key_is_dropped_as_stale() -> None:
-    """A rack controller drops copies of keys it neither originates nor replicates; a copy of a
-    fabric-hot key may be a spine's holder's (the fabric removes those), and while the fabric's
-    keys are unknown it cannot tell, so it drops none."""
+def _rack_context(agents: HeldCopies) -> Context:
+    """Rack 0's controller context, no switch, ``agents`` for its agents."""
     rack = RackFile.parse(rack_json(0))
-    ring = p.HashRing.of(range(SERVERS))
-    agents = HeldCopies({})
-    ctx = Context(
+    return Context(
         None,  # type: ignore[arg-type]
         rack,
-        Controller(ControllerConfig(k=4), ring.origin, rack.rack(), 16),
+        Controller(ControllerConfig(k=4), p.HashRing.of(range(SERVERS)).origin, rack.rack(), 16),
         agents,  # type: ignore[arg-type]
         Membership(SERVERS),
         frozenset(range(SERVERS)),
     )
+
+
+def test_no_copy_of_a_fabric_key_is_dropped_as_stale() -> None:
+    """A rack controller drops copies of keys it neither originates nor replicates; a copy of a
+    fabric-hot key may be a spine's holder's (the fabric removes those), and while the fabric's
+    keys are unknown it cannot tell, so it drops none."""
+    ring = p.HashRing.of(range(SERVERS))
+    agents = HeldCopies({})
+    ctx = _rack_context(agents)
     for key in (A, B):  # each on the server that is not its origin: stale in the rack's eyes
         agents.held.setdefault(SERVERS - 1 - ring.origin(key), {})[key] = object()
     ctx.controller.foreign = frozenset({A})
@@ -239,3 +244,27 @@ def test_no_copy_of_a_fabric_key_is_dropped_as_stale() -> None:
     ctx.fabric_unknown = False
     ctx.drop_stale_copies()
     assert agents.removed == [(B, SERVERS - 1 - ring.origin(B))]
+
+
+def test_a_copy_pushed_while_the_rack_reads_its_agents_is_not_dropped() -> None:
+    """The fabric controller names a key in the racks' shares before it pushes a copy of it
+    (``FabricRuntime.announce``), and the rack controller reads the share after what its agents
+    hold: a copy pushed since its last read of the share is named in it. Read only before the
+    holdings (as before 2026-11-26), such a copy was dropped under a spine that counts it valid:
+    its Gets found nothing until the key's next write (docs/fabric.md, the fabric test's CI
+    reruns). Fails without the read after the holdings."""
+    ring = p.HashRing.of(range(SERVERS))
+    holder = SERVERS - 1 - ring.origin(B)  # not B's origin: stale in the rack's eyes
+    share: dict[str, frozenset[bytes]] = {"keys": frozenset()}
+
+    class PushedMeanwhile(HeldCopies):
+        def holdings(self, servers: set[int] | None = None) -> dict[int, dict[bytes, object]]:
+            share["keys"] = frozenset({B})  # the fabric: B in the shares, then B pushed
+            self.held.setdefault(holder, {})[B] = object()
+            return self.held
+
+    agents = PushedMeanwhile({})
+    ctx = _rack_context(agents)
+    ctx.refresh_fabric = lambda: setattr(ctx.controller, "foreign", share["keys"])
+    ctx.drop_stale_copies()  # the rack's last share read named nothing (foreign is empty)
+    assert agents.removed == []

@@ -100,8 +100,16 @@ def test_a_period_makes_a_key_fabric_hot_and_spreads_its_reads(
     try:
         rt = f.runtime
         rt.start()
+        # the racks' shares are written once the plans are decided, before any push: every
+        # rack is told of HOT before a copy of it exists (a rack controller drops copies of keys
+        # it is not told of; test_fabric_handoff.py)
+        announced: list[tuple[int, list[frozenset[bytes]]]] = []
+        rt.announce = lambda: announced.append(
+            (len(f.agents.pushes), [rt.share(r).keys for r in range(RACKS)])
+        )
         m = rt.period(inputs())
         assert m.errors == []
+        assert [(n, [HOT in keys for keys in ks]) for n, ks in announced] == [(0, [True] * RACKS)]
         # from the moment the origin's leaf steered HOT, a write from the origin's own rack reached
         # the origin stamped by the spine (docs/fabric.md F3; test_steering_first_is_caught)
         assert len(ProbeLeaf.seen) == 1
