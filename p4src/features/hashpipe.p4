@@ -74,6 +74,7 @@ control HashPipeStage(inout hp_carry_t carry, in bit<32> idx)(bool always_insert
 // one control for the first stage and the later ones (hashpipe_stages.p4)
 #define HP_FIRST_STAGE HashPipeStage(true)
 #define HP_LATER_STAGE HashPipeStage(false)
+#define HP_INDEX_T bit<32>
 #define HP_INDEX_HASH(name)
 #define HP_INDEX(name, idx, ...) \
     hash(idx, HashAlgorithm.crc32, 32w0, {__VA_ARGS__}, (bit<32>)HP_SLOTS)

@@ -16,6 +16,10 @@ struct hp_carry_t {
     bool active;
     kvs_key_t key;
     bit<32> cnt;
+    // TNA: the tag a later stage compares (its bits 31:1 hashed there; bit 0 is the tag's | 1,
+    // set once here: two writes of one field in one stage would take two). v1model hashes the
+    // keys where it compares and leaves it at 1.
+    bit<32> tag;
 }
 
 // the hash input of key k's tag

@@ -1,9 +1,11 @@
 // HashPipe: d = HP_STAGES stage instances, control-plane names hp_stage<s>. The build (hashpipe.p4
 // for v1model, hashpipe_tna.p4 for TNA, each included before this file) defines what a first and a
 // later stage instantiate: HP_FIRST_STAGE, HP_LATER_STAGE (on TNA two controls: a later stage has
-// one register more), and how a stage's index is hashed: HP_INDEX_HASH(name) declares a hash unit
-// (TNA; nothing on v1model), HP_INDEX(name, idx, fields...) sets idx to the CRC-32 of the fields
-// mod w.
+// one register more), and how a stage's index is hashed: HP_INDEX_T is its type (bit<32> on
+// v1model, log2(w) bits on TNA), HP_INDEX_HASH(name) declares a hash unit (TNA; nothing on
+// v1model), HP_INDEX(name, idx, fields...) sets idx to the CRC-32 of the fields mod w. Each stage
+// has its own index (Tofino: one field reused would order the stages' hashes after the previous
+// stage's count).
 //
 // Stage s's index (docs/protocol.md "HashPipe hashing"): crc32({seed_s, key, s 32-bit zero
 // words}) mod w, w = HP_SLOTS a power of two, i.e. the CRC's low log2(w) bits. CRC-32 is affine,
@@ -50,37 +52,44 @@ control HashPipe(in kvs_key_t key) {
 #endif
 
     apply {
-        hp_carry_t carry = {true, key, 1};
-        bit<32> idx;
-        HP_INDEX(index_hash0, idx, HP_SEED_0, carry.key);
-        hp_stage0.apply(carry, idx);
+        hp_carry_t carry = {true, key, 1, 1};
+        HP_INDEX_T idx0;
+        HP_INDEX(index_hash0, idx0, HP_SEED_0, carry.key);
+        hp_stage0.apply(carry, idx0);
 #if HP_STAGES > 1
-        HP_INDEX(index_hash1, idx, HP_SEED_1, carry.key, 32w0);
-        hp_stage1.apply(carry, idx);
+        HP_INDEX_T idx1;
+        HP_INDEX(index_hash1, idx1, HP_SEED_1, carry.key, 32w0);
+        hp_stage1.apply(carry, idx1);
 #endif
 #if HP_STAGES > 2
-        HP_INDEX(index_hash2, idx, HP_SEED_2, carry.key, 64w0);
-        hp_stage2.apply(carry, idx);
+        HP_INDEX_T idx2;
+        HP_INDEX(index_hash2, idx2, HP_SEED_2, carry.key, 64w0);
+        hp_stage2.apply(carry, idx2);
 #endif
 #if HP_STAGES > 3
-        HP_INDEX(index_hash3, idx, HP_SEED_3, carry.key, 96w0);
-        hp_stage3.apply(carry, idx);
+        HP_INDEX_T idx3;
+        HP_INDEX(index_hash3, idx3, HP_SEED_3, carry.key, 96w0);
+        hp_stage3.apply(carry, idx3);
 #endif
 #if HP_STAGES > 4
-        HP_INDEX(index_hash4, idx, HP_SEED_4, carry.key, 128w0);
-        hp_stage4.apply(carry, idx);
+        HP_INDEX_T idx4;
+        HP_INDEX(index_hash4, idx4, HP_SEED_4, carry.key, 128w0);
+        hp_stage4.apply(carry, idx4);
 #endif
 #if HP_STAGES > 5
-        HP_INDEX(index_hash5, idx, HP_SEED_5, carry.key, 160w0);
-        hp_stage5.apply(carry, idx);
+        HP_INDEX_T idx5;
+        HP_INDEX(index_hash5, idx5, HP_SEED_5, carry.key, 160w0);
+        hp_stage5.apply(carry, idx5);
 #endif
 #if HP_STAGES > 6
-        HP_INDEX(index_hash6, idx, HP_SEED_6, carry.key, 192w0);
-        hp_stage6.apply(carry, idx);
+        HP_INDEX_T idx6;
+        HP_INDEX(index_hash6, idx6, HP_SEED_6, carry.key, 192w0);
+        hp_stage6.apply(carry, idx6);
 #endif
 #if HP_STAGES > 7
-        HP_INDEX(index_hash7, idx, HP_SEED_7, carry.key, 224w0);
-        hp_stage7.apply(carry, idx);
+        HP_INDEX_T idx7;
+        HP_INDEX(index_hash7, idx7, HP_SEED_7, carry.key, 224w0);
+        hp_stage7.apply(carry, idx7);
 #endif
     }
 }

@@ -90,6 +90,42 @@
 #if HP_SLOTS < 1 || (HP_SLOTS & (HP_SLOTS - 1)) != 0
 #error "HP_SLOTS must be a power of two"
 #endif
+// log2(w): the bits of a HashPipe index (TNA: the width of the hash unit that addresses a slot)
+#if HP_SLOTS == 1
+#define HP_SLOT_BITS 0
+#elif HP_SLOTS == 2
+#define HP_SLOT_BITS 1
+#elif HP_SLOTS == 4
+#define HP_SLOT_BITS 2
+#elif HP_SLOTS == 8
+#define HP_SLOT_BITS 3
+#elif HP_SLOTS == 16
+#define HP_SLOT_BITS 4
+#elif HP_SLOTS == 32
+#define HP_SLOT_BITS 5
+#elif HP_SLOTS == 64
+#define HP_SLOT_BITS 6
+#elif HP_SLOTS == 128
+#define HP_SLOT_BITS 7
+#elif HP_SLOTS == 256
+#define HP_SLOT_BITS 8
+#elif HP_SLOTS == 512
+#define HP_SLOT_BITS 9
+#elif HP_SLOTS == 1024
+#define HP_SLOT_BITS 10
+#elif HP_SLOTS == 2048
+#define HP_SLOT_BITS 11
+#elif HP_SLOTS == 4096
+#define HP_SLOT_BITS 12
+#elif HP_SLOTS == 8192
+#define HP_SLOT_BITS 13
+#elif HP_SLOTS == 16384
+#define HP_SLOT_BITS 14
+#elif HP_SLOTS == 32768
+#define HP_SLOT_BITS 15
+#elif HP_SLOTS == 65536
+#define HP_SLOT_BITS 16
+#endif
 
 // IPv4 routes of ipv4_lpm (and sources of HostportTable). A spine: a /32 per server of the fabric
 // in HostportTable, and a subnet per rack.
