@@ -68,8 +68,44 @@ control Trust(inout headers_t hdr, inout kvs_meta_t meta, in PortId_t ingress_po
     apply {
         if (hdr.ipv4.isValid()) {
             hostport_table.apply();
+            KvsOp op = hdr.kvs.op;
             // (bools set in ifs, one test each: on Tofino a stage's gateway takes small
             // conditions, and a bool computed from comparisons is folded into every later test)
+            bool request = false;
+            if (op == KvsOp.GET || op == KvsOp.SET || op == KvsOp.DEL) {
+                request = true;
+            }
+            bool to_kvs = false;
+            if (hdr.udp.isValid()) {
+                if (hdr.udp.dst_port == KVS_PORT) {
+                    to_kvs = true;
+                }
+            }
+            // V first, on KvsCheck's verdict: it reads nothing a refusal writes, so Tofino places
+            // it beside the refusals, not after them. A packet refused below is dropped, so
+            // rewriting it first changes nothing that leaves the switch.
+            // O and V look at UDP only: a TCP segment's first bytes may be the middle of a message
+            // (a value longer than one segment), which must pass untouched. Over TCP the agents
+            // ignore versions and take no PUSH/REMOVE, and a reply cannot enter another host's
+            // connection.
+#ifndef KVS_TEST_NO_TRUST_ZERO_VERSIONS
+            if (meta.kvs_ok && hdr.udp.isValid() && request) {
+                bit<16> switch_flags = KVS_F_TCP | KVS_F_DUP | KVS_F_REDIRECT | KVS_F_SETTLED;
+                bit<16> authority = hdr.kvs.flags & switch_flags;
+                // (one field per test: a Tofino gateway compares at most 4 bytes and 12 bits;
+                // one else-if chain: separate ifs writing one field take a stage each)
+                if (hdr.kvs.epoch != 0) {
+                    meta.l4_dirty = true;
+                } else if (hdr.kvs.ver != 0) {
+                    meta.l4_dirty = true;
+                } else if (authority != 0) {
+                    meta.l4_dirty = true;
+                }
+                hdr.kvs.epoch = 0;
+                hdr.kvs.ver = 0;
+                hdr.kvs.flags = hdr.kvs.flags & ~switch_flags;
+            }
+#endif
             bool spoofed = false;
             bool from_server = false;
             if (known) {
@@ -79,53 +115,23 @@ control Trust(inout headers_t hdr, inout kvs_meta_t meta, in PortId_t ingress_po
                     from_server = true;
                 }
             }
-            bool to_kvs = false;
-            if (hdr.udp.isValid()) {
-                if (hdr.udp.dst_port == KVS_PORT) {
-                    to_kvs = true;
-                }
-            }
+            // S, then O: one else-if chain (on Tofino one stage, where separate ifs writing the
+            // verdict take a stage each); O's kvs_ok is KvsCheck's, as S refused nothing before it
 #ifndef KVS_TEST_NO_TRUST_SOURCE
             if (spoofed) {
                 refuse();
             } else if (!from_server && to_kvs && !meta.kvs_ok) {
                 refuse();
-            }
+            } else
 #endif
-            // O and V look at UDP only: a TCP segment's first bytes may be the middle of a message
-            // (a value longer than one segment), which must pass untouched. Over TCP the agents
-            // ignore versions and take no PUSH/REMOVE, and a reply cannot enter another host's
-            // connection.
-            if (meta.kvs_ok && hdr.udp.isValid()) {
-                KvsOp op = hdr.kvs.op;
-                bool request = false;
-                if (op == KvsOp.GET || op == KvsOp.SET || op == KvsOp.DEL) {
-                    request = true;
-                }
 #ifndef KVS_TEST_NO_TRUST_SERVER_OPS
-                if (!request && op != KvsOp.RING_GET && !from_server) {
-                    refuse();
-                }
-#endif
-#ifndef KVS_TEST_NO_TRUST_ZERO_VERSIONS
-                bit<16> switch_flags = KVS_F_TCP | KVS_F_DUP | KVS_F_REDIRECT | KVS_F_SETTLED;
-                bit<16> authority = hdr.kvs.flags & switch_flags;
-                // (one field per test: a Tofino gateway compares at most 4 bytes and 12 bits)
-                if (request) {
-                    // (one else-if chain: separate ifs writing one field take a stage each)
-                    if (hdr.kvs.epoch != 0) {
-                        meta.l4_dirty = true;
-                    } else if (hdr.kvs.ver != 0) {
-                        meta.l4_dirty = true;
-                    } else if (authority != 0) {
-                        meta.l4_dirty = true;
-                    }
-                    hdr.kvs.epoch = 0;
-                    hdr.kvs.ver = 0;
-                    hdr.kvs.flags = hdr.kvs.flags & ~switch_flags;
-                }
-#endif
+            if (meta.kvs_ok && hdr.udp.isValid() && !request && op != KvsOp.RING_GET
+                && !from_server) {
+                refuse();
             }
+#else
+            {}
+#endif
         }
     }
 }
