@@ -145,22 +145,23 @@ control KvsIngress(inout kvs_tna_headers_t hdr, inout kvs_tna_meta_t meta,
                     hashpipe.apply(hdr.h.kvs.key);
                 }
 #endif
+                // The verdict's last words, as kvswitch.p4's four ifs: at most one holds (a
+                // multicast write has a live origin, a refused one a dead origin; CONFIRM, SYNC,
+                // SYNC_DONE and UPDATE are not requests), so one else-if chain: Tofino places its
+                // branches in one stage, where separate ifs writing meta.fwd take a stage each.
                 if (request && meta.kvs.hot && op != KvsOp.GET && !down_write
                     && !meta.kvs.misaddressed) {
                     multicast.apply(hdr.h, meta.kvs, meta.fwd);
-                }
-                if (request && meta.kvs.origin_down && hdr.h.ipv4.dst_addr == requested) {
+                } else if (request && meta.kvs.origin_down && hdr.h.ipv4.dst_addr == requested) {
                     // Still addressed to the dead origin (not redirected to a replica by rule 4):
                     // the switch answers, out of the port the request came in.
                     unavailable_reply(hdr.h, meta.kvs.l4_dirty, client_mac);
                     meta.fwd.port = ig_intr_md.ingress_port;
                     meta.fwd.drop = false;
                     meta.fwd.grp = 0;
-                }
-                if (consumed && !meta.kvs.hot) {
+                } else if (consumed && !meta.kvs.hot) {
                     fwd_drop(meta.fwd);
-                }
-                if (own && (op == KvsOp.UPDATE || op == KvsOp.UPDATE_DEL)) {
+                } else if (own && (op == KvsOp.UPDATE || op == KvsOp.UPDATE_DEL)) {
                     fwd_drop(meta.fwd);
                 }
 #ifdef KVS_FABRIC_LEAF
