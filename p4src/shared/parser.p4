@@ -204,31 +204,29 @@ control KvsCheck(in headers_t hdr, inout kvs_meta_t meta, in bool parsed, in bit
         meta.l4_len = hdr.ipv4.total_len - 20;  // (the parser takes IPv4 headers of 5 words only)
         if (parsed && hdr.kvs.isValid()) {
             differences();
-            // A lying IPv4 length (below its own header), or a frame cut short of it: the value
-            // is not all there.
-            bool whole = true;
+            // (ifs: a stage writes no comparison into a field; each bool in one else-if chain,
+            // and the verdict in one: Tofino places a chain's exclusive branches in one stage,
+            // where separate ifs writing one field take a stage each)
+            bool room = false;  // the datagram fits the IPv4 length
+            if (udp_room[15:12] != 0) {
+                room = true;
+            } else if (udp_room[11:0] >= 20) {
+                room = true;
+            }
+            bool fill = false;  // the KVSwitch header and its value fit the datagram
+            if (udp_fill[15:12] != 0) {
+                fill = true;
+            } else if (udp_fill[11:0] >= 8 + KVS_HDR_LEN[11:0]) {
+                fill = true;
+            }
             if (hdr.ipv4.total_len[15:12] == 0 && hdr.ipv4.total_len[11:0] < 20) {
-                whole = false;
-            }
-            if (cut != 0) {
-                whole = false;
-            }
-            if (!whole) {
+                // A lying IPv4 length (below its own header): the value is not all there.
                 meta.kvs_ok = false;
+            } else if (cut != 0) {
+                meta.kvs_ok = false;  // a frame cut short of its IPv4 length
             } else if (hdr.udp.isValid()) {
-                // (ifs: a stage writes no comparison into a field)
-                bool room = false;
-                if (udp_room[15:12] != 0) {
-                    room = true;
-                } else if (udp_room[11:0] >= 20) {
-                    room = true;
-                }
-                if (room) {
-                    if (udp_fill[15:12] != 0) {
-                        meta.kvs_ok = true;
-                    } else if (udp_fill[11:0] >= 8 + KVS_HDR_LEN[11:0]) {
-                        meta.kvs_ok = true;
-                    }
+                if (room && fill) {
+                    meta.kvs_ok = true;
                 }
             } else if (hdr.tcp.isValid()) {
                 if (tcp_fill[15:12] != 0) {
