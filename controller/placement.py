@@ -11,8 +11,7 @@ Policies:
 - ``balance``: water-filling. Keys heavier than a whole server's mean load go to every server;
   every other hot key starts at its origin; then the largest share on the most loaded server gets
   the fewest extra replicas (on the least loaded servers) that lower the maximum, until the most
-  loaded server is within ``tolerance`` of the mean or the per-server replica budget is spent; a
-  server that no key can lower is left as it is and the next most loaded one is levelled.
+  loaded server is within ``tolerance`` of the mean or the per-server replica budget is spent.
   T only gates which keys may get replicas.
 """
 
@@ -202,17 +201,10 @@ def _balance(
                 heaps[s].append((-costs[i].priority(n, unit), i))
     for heap in heaps:
         heapq.heapify(heap)
-    # a server none of whose keys can lower it (its load is cold, or its keys' writes) is left
-    # where it is and the next most loaded one is levelled: the others' distance to the mean
-    # counts in lambda as much as its own
-    settled: set[int] = set()
-    # every move adds at least one replica, so the budget bounds the number of moves (and each
-    # server is settled at most once)
-    for _ in range(cap * servers + servers):
-        top = max(
-            (s for s in range(servers) if s not in settled), key=loads.__getitem__, default=-1
-        )
-        if top < 0 or loads[top] <= sum(loads) / servers * (1.0 + tolerance):
+    # every move adds at least one replica, so the budget bounds the number of moves
+    for _ in range(cap * servers):
+        top = max(range(servers), key=loads.__getitem__)
+        if loads[top] <= sum(loads) / servers * (1.0 + tolerance):
             break
         heap = heaps[top]
         moved = False
@@ -240,5 +232,5 @@ def _balance(
                 heapq.heappush(heaps[s], (-costs[i].priority(n + extra, unit), i))
             moved = True
         if not moved:
-            settled.add(top)
+            break
     return [tuple(m) for m in members]
