@@ -50,8 +50,7 @@ class FabricSimConfig:
     fabric_bound: float = 0.05
     fabric_tolerance: float = 0.005
     holder_share: float = 0.1
-    # the most replicas per server the fabric's keys take (of base.max_replicas_per_server);
-    # the racks' plans take the rest of each server's budget
+    # replicas per server the racks leave to the fabric (of base.max_replicas_per_server)
     fabric_replicas: int = 16
     # write-heavy fabric-hot keys send each write to one holder (docs/protocol.md F7)
     write_rotation: bool = True
@@ -249,6 +248,13 @@ def _measure(
     }
 
 
+def _leaf_cap(cfg: FabricSimConfig) -> int | None:
+    cap = cfg.base.max_replicas_per_server
+    if cap is None or not cfg.spine:
+        return cap
+    return max(1, cap - cfg.fabric_replicas)
+
+
 def _control(
     cfg: FabricSimConfig,
     shape: FabricShape,
@@ -277,7 +283,7 @@ def _control(
         if leaf.controller is None:
             t0 = max(1.0, b.t0_fraction * loads[shape.servers_of(r)].mean())
             leaf.controller = Controller(
-                controller_config(b, t0, b.max_replicas_per_server),
+                controller_config(b, t0, _leaf_cap(cfg)),
                 lambda key, local=leaf.local: int(local[key_id(key)]),
                 leaf.rack,
                 b.slots,
@@ -314,7 +320,7 @@ def _control(
                     t0=max(1.0, b.t0_fraction * mean),
                     tolerance=cfg.fabric_tolerance,
                     holder_share=cfg.holder_share,
-                    # the racks take the rest of each server's budget (Controller.taken)
+                    # the racks keep the rest of the budget (_leaf_cap): together within it
                     max_replicas_per_server=(
                         cfg.fabric_replicas if b.max_replicas_per_server is not None else None
                     ),
@@ -355,17 +361,11 @@ def _control(
             demoted=report.demoted,
         )
     foreign = frozenset(fabric.spine_of) if fabric is not None else frozenset()
-    # each server's replicas of fabric-hot keys: the racks' plans take the rest of its budget
-    taken = np.zeros(shape.total, np.int64)
-    if fabric is not None:
-        for plan in fabric.plans:
-            taken += np.asarray(plan.replicas_per_server(), np.int64)
     for r, leaf in enumerate(leaves):
         hot, pipe, hot_writes, floor, own = reads[r]
         ctrl = leaf.controller
         assert ctrl is not None
         ctrl.foreign = foreign
-        ctrl.taken = tuple(int(x) for x in taken[shape.servers_of(r)])
         # the leaf counts every packet to its servers; next period the spines' share is the
         # fabric plan's, which the fabric controller hands over
         mine = own + expected[shape.servers_of(r)]

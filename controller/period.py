@@ -169,9 +169,6 @@ class Controller:
         self.members: tuple[int, ...] | None = None
         # keys another switch serializes (a spine of the fabric, docs/fabric.md): never hot here
         self.foreign: frozenset[bytes] = frozenset()
-        # replicas per server of the rack that another switch's plan holds there (a spine's
-        # fabric-hot keys): this rack's plan takes what is left of each server's budget
-        self.taken: tuple[int, ...] = ()
 
     def step(
         self,
@@ -268,7 +265,7 @@ class Controller:
             len(members),
             cfg.policy,
             cold_loads=[cold[s] for s in members],
-            max_replicas_per_server=self._budget(members),
+            max_replicas_per_server=cfg.max_replicas_per_server,
             tolerance=cfg.tolerance,
             write_ratios=ratios,
         )
@@ -290,14 +287,6 @@ class Controller:
         return PeriodReport(
             observed, predicted, measured_loads, threshold, new_plan, ops, cold, dict(writes or {})
         )
-
-    def _budget(self, members: Sequence[int]) -> int | list[int] | None:
-        """Replicas each member may take: the configured budget, less what another switch's plan
-        holds on it (:attr:`taken`)."""
-        cap = self.config.max_replicas_per_server
-        if cap is None or len(self.taken) != self.plan.servers:
-            return cap
-        return [max(0, cap - self.taken[s]) for s in members]
 
     def _stand_in_cold(
         self, cold: list[float], absent: frozenset[int], members: Sequence[int]

@@ -53,13 +53,12 @@ def place(
     servers: int,
     policy: str = "ring",
     cold_loads: Sequence[float] | None = None,
-    max_replicas_per_server: int | Sequence[int] | None = None,
+    max_replicas_per_server: int | None = None,
     tolerance: float = 0.002,
     write_ratios: Sequence[float] | float = 0.0,
 ) -> list[tuple[int, ...]]:
     """Holders of each predicted key (same order as ``predicted``), origin first.
 
-    ``max_replicas_per_server``: one budget for every server, or one per server.
     ``balance`` only: ``tolerance``: stop once the most loaded server is within this fraction of
     the mean estimated load; ``write_ratios`` (each key's share of Sets and Deletes, or one share
     for all) make it write-aware: every holder receives every write of its key (the Set or its
@@ -77,14 +76,7 @@ def place(
         write_ratios = [float(write_ratios)] * len(predicted)
     if len(write_ratios) != len(predicted):
         raise ValueError("one write ratio per predicted key")
-    if max_replicas_per_server is None:
-        cap = [len(predicted)] * servers
-    elif isinstance(max_replicas_per_server, int):
-        cap = [max_replicas_per_server] * servers
-    else:
-        cap = [int(c) for c in max_replicas_per_server]
-        if len(cap) != servers:
-            raise ValueError("one replica budget per server")
+    cap = max_replicas_per_server if max_replicas_per_server is not None else len(predicted)
     if policy == "ring":
         return [
             (origin, *ring_replicas(origin, replica_count(load, threshold, servers), servers))
@@ -101,7 +93,7 @@ def _least_loaded(
     threshold: float,
     servers: int,
     loads: list[float],
-    cap: Sequence[int],
+    cap: int,
 ) -> list[tuple[int, ...]]:
     used = [0] * servers
     order = sorted(range(len(predicted)), key=lambda i: -predicted[i][1])
@@ -115,7 +107,7 @@ def _least_loaded(
         for _ in range(r - 1):
             best = -1
             for s in range(servers):
-                if s in chosen or used[s] >= cap[s]:
+                if s in chosen or used[s] >= cap:
                     continue
                 if best < 0 or loads[s] < loads[best]:
                     best = s
@@ -179,7 +171,7 @@ def _balance(
     threshold: float,
     servers: int,
     loads: list[float],
-    cap: Sequence[int],
+    cap: int,
     tolerance: float,
     write_ratios: Sequence[float],
 ) -> list[tuple[int, ...]]:
@@ -199,7 +191,7 @@ def _balance(
         if load >= mean and load >= threshold and costs[i].writes * servers < 1.0:
             # a key heavier than a whole server goes everywhere at once: an even split adds no
             # imbalance, and growing it one replica at a time gets stuck behind lighter keys
-            members[i] += [s for s in range(servers) if s != origin and used[s] < cap[s]]
+            members[i] += [s for s in range(servers) if s != origin and used[s] < cap]
             for s in members[i][1:]:
                 used[s] += 1
         n = len(members[i])
@@ -210,7 +202,7 @@ def _balance(
     for heap in heaps:
         heapq.heapify(heap)
     # every move adds at least one replica, so the budget bounds the number of moves
-    for _ in range(sum(cap)):
+    for _ in range(cap * servers):
         top = max(range(servers), key=loads.__getitem__)
         if loads[top] <= sum(loads) / servers * (1.0 + tolerance):
             break
@@ -223,7 +215,7 @@ def _balance(
                 heapq.heappop(heap)  # stale entry
                 continue
             free = sorted(
-                (s for s in range(servers) if s not in members[i] and used[s] < cap[s]),
+                (s for s in range(servers) if s not in members[i] and used[s] < cap),
                 key=loads.__getitem__,
             )
             extra = _extra_replicas(costs[i], n, loads[top], [loads[s] for s in free])

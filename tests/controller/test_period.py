@@ -149,18 +149,3 @@ def test_a_ring_change_moves_the_cold_load_with_the_hash_space() -> None:
     back = ring_transfer(range(3), range(4))
     assert report.cold[3] == pytest.approx(sum(500 * back[o].get(3, 0.0) for o in range(3)))
     assert sum(report.cold[:4]) == pytest.approx(1500)
-
-
-def test_replicas_another_switch_holds_come_out_of_the_budget() -> None:
-    """A spine's fabric holders on a server (``taken``) leave this rack's plan only the rest of
-    that server's budget."""
-
-    def hot_key_holders(taken: tuple[int, ...]) -> tuple[int, ...]:
-        cfg = ControllerConfig(k=2, t0=100, alpha=1.0, policy="balance", max_replicas_per_server=2)
-        ctl = Controller(cfg, lambda k: 0, RACK, 8)
-        ctl.taken = taken
-        report = ctl.decide({}, [(key(1), 900)], [1000, 100, 100, 100])
-        return report.plan.keys[key(1)].holders
-
-    assert set(hot_key_holders(())) == {0, 1, 2, 3}
-    assert set(hot_key_holders((0, 2, 0, 2))) == {0, 2}

@@ -109,16 +109,3 @@ def test_balance_uses_each_keys_own_write_ratio() -> None:
     assert len(same[1]) > 1
     with pytest.raises(ValueError):
         place(predicted, [0, 0], 1.0, 8, "balance", write_ratios=[0.1])
-
-
-def test_balance_takes_a_budget_per_server() -> None:
-    # three hot keys on server 0, every other server idle: servers 1 and 2 have no budget left
-    predicted = [(f"k{i}", 300.0) for i in range(3)]
-    holders = place(
-        predicted, [0, 0, 0], 1.0, 4, "balance", cold_loads=[0.0] * 4,
-        max_replicas_per_server=[5, 0, 0, 5],
-    )  # fmt: skip
-    assert all(s in (0, 3) for h in holders for s in h)
-    assert any(len(h) > 1 for h in holders)
-    with pytest.raises(ValueError, match="one replica budget per server"):
-        place(predicted, [0, 0, 0], 1.0, 4, "balance", max_replicas_per_server=[5, 5])
