@@ -44,7 +44,11 @@ reached it (steps numbered by history events, so equal histories are equal state
 never answered has an unknown outcome. The history is part of the state, so two paths merge only
 when their histories are equal too. A run ends when every client has its last reply (nothing
 later can change the history) or when nothing can move; each distinct end history is checked with
-:func:`kvswitch.consistency.lincheck.check_register`.
+:func:`kvswitch.consistency.lincheck.check_register`. So is each history so far, the first time a
+new state holds it: one that is not linearizable stays so in every end history after it
+(linearizability is prefix-closed: :meth:`Explorer._prefix_linearizable`), so the search stops
+there with the same verdict, sooner (a broken rule's counterexample then ends where the history
+went wrong, with the operations still open shown open).
 
 Findings, each reproduced by ``kvswitch sim explore --preset NAME`` (:data:`CHECKED` are the
 presets the rules pass):
@@ -691,7 +695,8 @@ class Report:
     states: int = 0
     transitions: int = 0
     end_states: int = 0
-    histories: int = 0
+    histories: int = 0  # distinct end histories
+    prefixes: int = 0  # distinct histories of states (Explorer._prefix_linearizable)
     agent_calls: int = 0
     seconds: float = 0.0
     visited_bytes: int = 0  # the visited set's memory (the states, their parents, the index)
@@ -714,7 +719,8 @@ class Report:
             verdict += " (incomplete: state bound reached)"
         return (
             f"{self.states} states, {self.transitions} transitions, {self.end_states} end states, "
-            f"{self.histories} histories checked, {self.agent_calls} agent transitions, "
+            f"{self.histories} end histories and {self.prefixes} histories so far checked, "
+            f"{self.agent_calls} agent transitions, "
             f"{self.ahead_ends} end states with a replica above origin_ver, "
             f"{self.seconds:.1f} s, visited set {self.visited_bytes / 2**20:.0f} MB: {verdict}"
         )
@@ -1247,6 +1253,7 @@ class Explorer:
         rep.ahead_ends = ahead_ends
         rep.seconds = time.perf_counter() - began
         rep.histories, rep.agent_calls = len(self.checked), self.agents.calls
+        rep.prefixes = len(self._prefix_ok)
         rep.visited_bytes = seen.nbytes()
         return rep
 
