@@ -653,10 +653,10 @@ class _Visited:
     """Every state reached, exactly: each packed state once, in a set (the index) and in a list in
     the order it was first reached (so also the breadth-first queue, and a state's number is its
     place there), with each one's parent (the number of the state it was first reached from, for
-    a counterexample). The set's look-up runs in C: the search is about a fifth faster than with
-    the open-addressing index over a bytearray of records it had before (60 to 85 bytes a state),
-    for about twice the memory (a bytes object, a set slot and a list slot: 120 to 150 bytes a
-    state; docs/protocol.md). No state is ever confused with another (no hash compaction)."""
+    a counterexample). The set's look-up runs in C, where the open-addressing index over a
+    bytearray of records it had before (60 to 85 bytes a state) ran in Python; the price is
+    memory (a bytes object, a set slot and a list slot: 120 to 150 bytes a state; both measured
+    in docs/protocol.md). No state is ever confused with another (no hash compaction)."""
 
     __slots__ = ("index", "order", "parents")
 
