@@ -66,7 +66,7 @@ lint: $(STAMP)
 # checks, on two pytest workers (pytest-xdist). Then the namespace and rack tests (marker netns:
 # Mininet racks on both targets, whose loss and failure-detection figures need the CPU) one after
 # the other, and beside them, at the lowest priority, the long exhaustive checks (marker
-# explore_heavy: two pytest workers, pure CPU, about 1 150 s of CPU in all): the racks mostly wait
+# explore_heavy: two pytest workers, pure CPU, about 700 s of CPU in all, docs/protocol.md): the racks mostly wait
 # on their periods (measured: 0.6 of a core on average) and keep their priority, so the checks use
 # what the racks leave idle. Their output follows the racks'.
 PYTEST_WORKERS ?= 2

@@ -44,7 +44,11 @@ reached it (steps numbered by history events, so equal histories are equal state
 never answered has an unknown outcome. The history is part of the state, so two paths merge only
 when their histories are equal too. A run ends when every client has its last reply (nothing
 later can change the history) or when nothing can move; each distinct end history is checked with
-:func:`kvswitch.consistency.lincheck.check_register`.
+:func:`kvswitch.consistency.lincheck.check_register`. So is each history so far, the first time a
+new state holds it: one that is not linearizable stays so in every end history after it
+(linearizability is prefix-closed: :meth:`Explorer._prefix_linearizable`), so the search stops
+there with the same verdict, sooner (a broken rule's counterexample then ends where the history
+went wrong, with the operations still open shown open).
 
 Findings, each reproduced by ``kvswitch sim explore --preset NAME`` (:data:`CHECKED` are the
 presets the rules pass):
@@ -118,6 +122,7 @@ import dataclasses
 import itertools
 import math
 import struct
+import sys
 import time
 from array import array
 from collections.abc import Callable, Iterator, Sequence
@@ -645,64 +650,43 @@ class _Memo(dict):
 
 
 class _Visited:
-    """Every state reached, exactly and compactly: the packed states one after the other in
-    the order they were first reached (so also the breadth-first queue), each one's parent (the
-    number of the state it was first reached from, for a counterexample), and an open-addressing
-    index over them (each slot a state's hash and number + 1). 60 to 85 bytes a state where a
-    dict of bytes keys takes about 130, and no state is ever confused with another (hash
-    compaction would save a little more at the price of a collision probability)."""
+    """Every state reached, exactly: each packed state once, in a set (the index) and in a list in
+    the order it was first reached (so also the breadth-first queue, and a state's number is its
+    place there), with each one's parent (the number of the state it was first reached from, for
+    a counterexample). The set's look-up runs in C, where the open-addressing index over a
+    bytearray of records it had before (60 to 85 bytes a state) ran in Python; the price is
+    memory (a bytes object, a set slot and a list slot: 120 to 150 bytes a state; both measured
+    in docs/protocol.md). No state is ever confused with another (no hash compaction)."""
 
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self.records = bytearray()
+    __slots__ = ("index", "order", "parents")
+
+    def __init__(self) -> None:
+        self.index: set[bytes] = set()
+        self.order: list[bytes] = []
         self.parents = array("I")
-        self.count = 0
-        self._index(1 << 16)
-
-    def _index(self, slots: int) -> None:
-        self.mask = slots - 1
-        self.limit = slots // 2  # grow at half full: short probe runs
-        self.hashes = array("q", bytes(8 * slots))
-        self.slots = array("I", bytes(4 * slots))
-
-    def _grow(self) -> None:
-        hashes, numbers = self.hashes, self.slots
-        self._index(2 * len(numbers))
-        mask, slots = self.mask, self.slots
-        for h, k in zip(hashes, numbers, strict=True):
-            if k:
-                i = h & mask
-                while slots[i]:
-                    i = (i + 1) & mask
-                self.hashes[i], slots[i] = h, k
 
     def __len__(self) -> int:
-        return self.count
+        return len(self.order)
 
     def add(self, state: bytes, parent: int) -> bool:
-        """Add a packed state first reached from state number ``parent``; False if known."""
-        h, mask, slots = hash(state), self.mask, self.slots
-        i = h & mask
-        while k := slots[i]:
-            if self.hashes[i] == h and self.records[(k - 1) * self.size : k * self.size] == state:
-                return False
-            i = (i + 1) & mask
-        n = self.count
-        self.hashes[i], slots[i] = h, n + 1
-        self.records += state
+        """Add a packed state first reached from state number ``parent``; False if known.
+        (:meth:`Explorer.run` does the same inline.)"""
+        if state in self.index:
+            return False
+        self.index.add(state)
+        self.order.append(state)
         self.parents.append(parent)
-        self.count = n + 1
-        if n >= self.limit:
-            self._grow()
         return True
 
     def state(self, n: int) -> bytes:
-        return bytes(self.records[n * self.size : (n + 1) * self.size])
+        return self.order[n]
 
     def nbytes(self) -> int:
-        """What it holds in memory (its arrays' allocations)."""
-        arrays = (self.hashes, self.slots, self.parents)
-        return len(self.records) + sum(a.itemsize * len(a) for a in arrays)
+        """What it holds in memory, as sys.getsizeof counts: the states' bytes objects, the set,
+        the list and the parents."""
+        each = sys.getsizeof(self.order[0]) if self.order else 0
+        containers = sys.getsizeof(self.index) + sys.getsizeof(self.order)
+        return each * len(self.order) + containers + self.parents.itemsize * len(self.parents)
 
 
 @dataclass
@@ -711,7 +695,8 @@ class Report:
     states: int = 0
     transitions: int = 0
     end_states: int = 0
-    histories: int = 0
+    histories: int = 0  # distinct end histories
+    prefixes: int = 0  # distinct histories of states (Explorer._prefix_linearizable)
     agent_calls: int = 0
     seconds: float = 0.0
     visited_bytes: int = 0  # the visited set's memory (the states, their parents, the index)
@@ -719,7 +704,9 @@ class Report:
     # the key's next write or the controller zeroes its cell (what a repeat not adopted costs)
     ahead_ends: int = 0
     complete: bool = True  # False when max_states stopped the search
-    violation: list[str] | None = None  # the trace to the first non-linearizable end state
+    # the trace to the first state found whose history is not linearizable (an end state, or
+    # earlier: Explorer._prefix_linearizable)
+    violation: list[str] | None = None
     history: list[Op] = field(default_factory=list)  # its history
 
     @property
@@ -732,7 +719,8 @@ class Report:
             verdict += " (incomplete: state bound reached)"
         return (
             f"{self.states} states, {self.transitions} transitions, {self.end_states} end states, "
-            f"{self.histories} histories checked, {self.agent_calls} agent transitions, "
+            f"{self.histories} end histories and {self.prefixes} histories so far checked, "
+            f"{self.agent_calls} agent transitions, "
             f"{self.ahead_ends} end states with a replica above origin_ver, "
             f"{self.seconds:.1f} s, visited set {self.visited_bytes / 2**20:.0f} MB: {verdict}"
         )
@@ -765,6 +753,12 @@ class Explorer:
         self._done = _Memo(self._finished)
         self._above = _Memo(self._ahead)
         self._lin = _Memo(lambda hist: self.linearizable(self._hist.values[hist]))
+        # whether the controller (or the origin's SYNC retry) ever acts: its pushes follow only a
+        # re-add or a restart, so without those, the ahead repair and SYNC retries it never moves
+        self._controls = bool(
+            scenario.hotset_change or scenario.restart or scenario.ahead or scenario.sync_retries
+        )
+        self._prefix_ok = _Memo(lambda hist: self._prefix_linearizable(self._hist.values[hist]))
         # switch, clients, messages, controller, history: 4 bytes; the four fault counters: 1
         # byte; each server's agent state: 4 bytes
         self._packed = struct.Struct(f"<5I4B{1 + scenario.replicas}I")
@@ -978,6 +972,7 @@ class Explorer:
         sc, add = self.sc, self._add
         distinct, rests, (silent, gets_to_leaving, quiet) = self._moves[ms]
         msg_values = self._m.values
+        may_lose, may_dup = loss < sc.losses, dup < sc.dups
         # clients: invoke the next operation, or resend the pending one
         for c, (invoked, waiting, attempt) in enumerate(self._cl.values[cl]):
             prog = sc.programs[c]
@@ -1010,14 +1005,15 @@ class Explorer:
                 sw2, out, cl2, h2 = self._to_switch[sw, cl, hist, m]
                 rest2 = add[rest, out]
                 yield ("deliver", m), (sw2, cl2, rest2, ctl, h2, *s[5:])
-                if h2 != hist and loss < sc.losses:  # lost between the switch and the client
+                if h2 != hist and may_lose:  # lost between the switch and the client
                     yield ("lose-last-hop", m), (sw2, cl, rest2, ctl, hist, loss + 1, *s[6:])
-            if loss < sc.losses:
+            if may_lose:
                 yield ("lose", m), (sw, cl, rest, ctl, hist, loss + 1, *s[6:])
-            if dup < sc.dups:
+            if may_dup:
                 nxt = (sw, cl, add[ms, (m,)], ctl, hist, loss, dup + 1, retry, sretry)
                 yield ("dup", m), (*nxt, *agents)
-        yield from self._controller(s, gets_to_leaving, quiet)
+        if self._controls:
+            yield from self._controller(s, gets_to_leaving, quiet)
 
     @staticmethod
     def _gets_to(msgs: tuple[Msg, ...], server: int) -> bool:
@@ -1164,6 +1160,21 @@ class Explorer:
             self.checked[hist] = ok
         return ok
 
+    def _prefix_linearizable(self, hist: tuple[Record, ...]) -> bool:
+        """Whether the history so far (operations not answered yet open, as in an end history)
+        is linearizable; kept apart from :attr:`checked`, which counts the end histories.
+
+        Sound as an early stop: an end history reached later extends this one (the same records,
+        some open ones answered, later calls appended), and linearizability is prefix-closed: a
+        linearization of the end history, cut at the last event here, is one of this history
+        (an operation not answered here is open, so it may take effect after the cut, or, a Get,
+        constrains nothing), so if this one is not linearizable no end history through it is.
+        And every state reaches an end state (each step spends a bound or moves the run on)."""
+        ok = self.checked.get(hist)
+        if ok is None:
+            ok = check_register(KEY, self.history(hist), initial=INITIAL).ok
+        return ok
+
     def _ahead(self, sw: int) -> bool:
         """A replica in the read set above origin_ver (interned switch state ``sw``)."""
         s = self._sw.values[sw]
@@ -1181,39 +1192,68 @@ class Explorer:
         in the order it was first reached, which is also the order it is expanded in)."""
         rep = Report(self.sc)
         began = time.perf_counter()
-        pack, unpack_from, size = self._packed.pack, self._packed.unpack_from, self._packed.size
-        seen = _Visited(size)
+        pack, unpack = self._packed.pack, self._packed.unpack
+        seen = _Visited()
         seen.add(pack(*self._encode(self.initial())), 0)
-        add, successors, done = seen.add, self.successors, self._done
+        index, order, parents = seen.index, seen.order, seen.parents
+        known, remember, queue, parent_of = (
+            index.__contains__,
+            index.add,
+            order.append,
+            parents.append,
+        )
+        successors, done, lin = self.successors, self._done, self._lin
+        prefix_ok, above = self._prefix_ok, self._above
+        states = transitions = end_states = ahead_ends = 0
+        bad = -1  # the number of the first state found with a non-linearizable history
         n = 0
-        while n < len(seen):
-            s = unpack_from(seen.records, n * size)
-            rep.states += 1
-            if progress is not None and rep.states % every == 0:
+        while n < len(order):
+            s = unpack(order[n])
+            states += 1
+            if progress is not None and states % every == 0:
+                rep.states, rep.transitions, rep.end_states = states, transitions, end_states
                 rep.seconds = time.perf_counter() - began
                 rep.histories, rep.agent_calls = len(self.checked), self.agents.calls
                 progress(rep)
-            if max_states is not None and rep.states > max_states:
+            if max_states is not None and states > max_states:
                 rep.complete = False
                 break
-            end = done[s[1]]
-            if not end:
-                moved = False
+            hist = s[4]
+            if not done[s[1]]:
+                before = transitions
                 for _, nxt in successors(s):
-                    moved = True
-                    rep.transitions += 1
-                    add(pack(*nxt), n)
-                end = not moved
-            if end:
-                rep.end_states += 1
-                rep.ahead_ends += self._above[s[0]]
-                if not self._lin[s[4]]:
-                    rep.violation = self._trace(seen, n)
-                    rep.history = self.history(self._hist.values[s[4]])
+                    transitions += 1
+                    packed = pack(*nxt)
+                    if known(packed):
+                        continue
+                    remember(packed)  # seen.add, inline
+                    queue(packed)
+                    parent_of(n)
+                    # a new state whose history changed: every run through it ends in a history
+                    # that extends this one, so if this one is not linearizable no end is
+                    # (:meth:`_prefix_linearizable`); stop at once
+                    if nxt[4] != hist and not prefix_ok[nxt[4]]:
+                        bad = len(order) - 1
+                        break
+                if bad >= 0:
                     break
+                if transitions != before:
+                    n += 1
+                    continue
+            end_states += 1
+            ahead_ends += above[s[0]]
+            if not lin[hist]:
+                bad = n
+                break
             n += 1
+        if bad >= 0:
+            rep.violation = self._trace(seen, bad)
+            rep.history = self.history(self._hist.values[unpack(order[bad])[4]])
+        rep.states, rep.transitions, rep.end_states = states, transitions, end_states
+        rep.ahead_ends = ahead_ends
         rep.seconds = time.perf_counter() - began
         rep.histories, rep.agent_calls = len(self.checked), self.agents.calls
+        rep.prefixes = len(self._prefix_ok)
         rep.visited_bytes = seen.nbytes()
         return rep
 
