@@ -25,17 +25,22 @@
 // hp_tag is the TNA build's only register that v1model has not (v1model hashes the stored key
 // words instead); the controller resets it with the stage's other registers.
 //
-// Tofino's stages (docs/tofino.md "HashPipe's stages"): a stage's index and tag are hashed from the
-// carried key straight into PHV (the index is the hash unit's output, of the registers' index
+// Tofino's stages (docs/tofino.md "Down to 28 stages"): a stage's index and tag are hashed from
+// the carried key straight into PHV (the index is the hash unit's output, of the registers' index
 // type, no cast between), the decision's stateful ALU reads them one stage later, and the key
-// words and the count hang off the decision's gateway, with no bool between: three MAU stages a
-// later HashPipe stage, the count one more (a stage holds 4 stateful ALUs). An occupant carried out
-// of an empty slot (count 0) goes on where v1model stops: it merges 0 or loses every comparison,
-// so the registers stay the same (test_builds_agree.py).
+// words and the count hang off the decision's gateway, with no bool between: four MAU stages a
+// later HashPipe stage, the count in the fourth (a stage holds 4 stateful ALUs). An occupant
+// carried out of an empty slot (count 0) goes on where v1model stops: it merges 0 or loses every
+// comparison, so the registers stay the same (test_builds_agree.py).
 #ifndef KVSWITCH_HASHPIPE_TNA_P4
 #define KVSWITCH_HASHPIPE_TNA_P4
 
 #include "hashpipe_carry.p4"
+
+// a CRC-32 hash unit with the parameters of v1model's crc32, W bits out (its low W bits)
+#define HP_CRC32(W) \
+    Hash<W>(HashAlgorithm_t.CUSTOM, CRCPolynomial<bit<32>>(32w0x04C11DB7, true, false, false, \
+                                                           32w0xFFFFFFFF, 32w0xFFFFFFFF))
 
 // a slot's index: the hash unit's log2(w) low bits, the registers' index type (no cast between)
 #define HP_INDEX_T bit<HP_SLOT_BITS>
@@ -52,9 +57,10 @@ struct hp_tag_t {
     bit<32> hi;  // the occupant's count (= hp_cnt)
 }
 
-// The key words, the same in both kinds of stage: register REG (control-plane name NAME) holds
+// A slot's registers, the same in both kinds of stage. The key words: register REG (control-plane name NAME) holds
 // bits HI:LO of the key; its RegisterAction ACT returns the old word and writes the carried one.
-// It runs only where the carried key goes in (a branch of the decision, not a PHV input).
+// It runs only where the carried key goes in (a branch of the decision, not a PHV input). The
+// count, hp_cnt: adds the carried count on a merge, or takes it and returns the occupant's.
 #define HP_KEY_WORD(REG, NAME, ACT, HI, LO)                                  \
     @name(NAME) Register<bit<32>, HP_INDEX_T>(HP_SLOTS) REG;                 \
     RegisterAction<bit<32>, HP_INDEX_T, bit<32>>(REG) ACT = {                \
@@ -63,7 +69,7 @@ struct hp_tag_t {
             value = carry.key[HI:LO];                                        \
         }                                                                    \
     };
-#define HP_KEY_WORDS                                                         \
+#define HP_SLOT_REGISTERS                                                         \
     HP_KEY_WORD(hp_key0, "hp_key0", key0_swap, 127, 96)                      \
     HP_KEY_WORD(hp_key1, "hp_key1", key1_swap, 95, 64)                       \
     HP_KEY_WORD(hp_key2, "hp_key2", key2_swap, 63, 32)                       \
@@ -81,13 +87,8 @@ struct hp_tag_t {
         }                                                                    \
     };
 
-// A stage's placement on Tofino (docs/tofino.md "HashPipe's stages"): the index (and a later
-// stage's tag) are hashed from the carried key into PHV in one stage; the next stage's stateful
-// ALUs read them; the key words and the count are reached in the branch of the decision that
-// needs them, straight from its gateway. A carried count of 0 (the occupant of an empty slot,
-// carried on as v1model stops) changes nothing after it: it merges 0 or loses every comparison.
 control HashPipeFirst(inout hp_carry_t carry, in HP_INDEX_T idx) {
-    HP_KEY_WORDS
+    HP_SLOT_REGISTERS
 
     apply {
         if (carry.active) {
@@ -119,10 +120,9 @@ control HashPipeFirst(inout hp_carry_t carry, in HP_INDEX_T idx) {
 }
 
 control HashPipeStage(inout hp_carry_t carry, in HP_INDEX_T idx) {
-    HP_KEY_WORDS
+    HP_SLOT_REGISTERS
     @name("hp_tag") Register<hp_tag_t, HP_INDEX_T>(HP_SLOTS) hp_tag;
-    Hash<bit<32>>(HashAlgorithm_t.CUSTOM, CRCPolynomial<bit<32>>(
-        32w0x04C11DB7, true, false, false, 32w0xFFFFFFFF, 32w0xFFFFFFFF)) tag_hash;
+    HP_CRC32(bit<32>) tag_hash;
     // the decision: one stateful ALU in paired mode, two conditions, the predicate out
     RegisterAction<hp_tag_t, HP_INDEX_T, bit<32>>(hp_tag) tag_decide = {
         void apply(inout hp_tag_t value, out bit<32> rv) {
@@ -158,9 +158,7 @@ control HashPipeStage(inout hp_carry_t carry, in HP_INDEX_T idx) {
 
 #define HP_FIRST_STAGE HashPipeFirst()
 #define HP_LATER_STAGE HashPipeStage()
-#define HP_INDEX_HASH(name)                                                  \
-    Hash<HP_INDEX_T>(HashAlgorithm_t.CUSTOM, CRCPolynomial<bit<32>>(            \
-        32w0x04C11DB7, true, false, false, 32w0xFFFFFFFF, 32w0xFFFFFFFF)) name;
+#define HP_INDEX_HASH(name) HP_CRC32(HP_INDEX_T) name;
 #define HP_INDEX(name, idx, ...) idx = name.get({__VA_ARGS__})
 #include "hashpipe_stages.p4"
 

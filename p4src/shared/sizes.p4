@@ -47,84 +47,54 @@
 // collide in every stage; so stage s also hashes s zero 32-bit words after the key, a different
 // linear map of the key per stage (hashpipe_stages.p4; tests/bench/test_model.py).
 // kvswitch.bench.kernel.hashpipe_width computes the same number.
-#ifndef HP_SLOTS
-#define HP_MIN_SLOTS ((HOT_KEYS + HP_STAGES - 1) / HP_STAGES)
-#if HP_MIN_SLOTS <= 1
-#define HP_SLOTS 1
-#elif HP_MIN_SLOTS <= 2
-#define HP_SLOTS 2
-#elif HP_MIN_SLOTS <= 4
-#define HP_SLOTS 4
-#elif HP_MIN_SLOTS <= 8
-#define HP_SLOTS 8
-#elif HP_MIN_SLOTS <= 16
-#define HP_SLOTS 16
-#elif HP_MIN_SLOTS <= 32
-#define HP_SLOTS 32
-#elif HP_MIN_SLOTS <= 64
-#define HP_SLOTS 64
-#elif HP_MIN_SLOTS <= 128
-#define HP_SLOTS 128
-#elif HP_MIN_SLOTS <= 256
-#define HP_SLOTS 256
-#elif HP_MIN_SLOTS <= 512
-#define HP_SLOTS 512
-#elif HP_MIN_SLOTS <= 1024
-#define HP_SLOTS 1024
-#elif HP_MIN_SLOTS <= 2048
-#define HP_SLOTS 2048
-#elif HP_MIN_SLOTS <= 4096
-#define HP_SLOTS 4096
-#elif HP_MIN_SLOTS <= 8192
-#define HP_SLOTS 8192
-#elif HP_MIN_SLOTS <= 16384
-#define HP_SLOTS 16384
-#elif HP_MIN_SLOTS <= 32768
-#define HP_SLOTS 32768
-#elif HP_MIN_SLOTS <= 65536
-#define HP_SLOTS 65536
+// HP_SLOT_BITS = log2(w): the bits of a slot's index (TNA: the width of the hash unit that
+// addresses it). -DHP_SLOTS=w sets w, a power of two.
+#ifdef HP_SLOTS
+#define HP_WANTED_SLOTS HP_SLOTS
+#else
+#define HP_WANTED_SLOTS ((HOT_KEYS + HP_STAGES - 1) / HP_STAGES)
+#endif
+#if HP_WANTED_SLOTS <= 1
+#define HP_SLOT_BITS 0
+#elif HP_WANTED_SLOTS <= 2
+#define HP_SLOT_BITS 1
+#elif HP_WANTED_SLOTS <= 4
+#define HP_SLOT_BITS 2
+#elif HP_WANTED_SLOTS <= 8
+#define HP_SLOT_BITS 3
+#elif HP_WANTED_SLOTS <= 16
+#define HP_SLOT_BITS 4
+#elif HP_WANTED_SLOTS <= 32
+#define HP_SLOT_BITS 5
+#elif HP_WANTED_SLOTS <= 64
+#define HP_SLOT_BITS 6
+#elif HP_WANTED_SLOTS <= 128
+#define HP_SLOT_BITS 7
+#elif HP_WANTED_SLOTS <= 256
+#define HP_SLOT_BITS 8
+#elif HP_WANTED_SLOTS <= 512
+#define HP_SLOT_BITS 9
+#elif HP_WANTED_SLOTS <= 1024
+#define HP_SLOT_BITS 10
+#elif HP_WANTED_SLOTS <= 2048
+#define HP_SLOT_BITS 11
+#elif HP_WANTED_SLOTS <= 4096
+#define HP_SLOT_BITS 12
+#elif HP_WANTED_SLOTS <= 8192
+#define HP_SLOT_BITS 13
+#elif HP_WANTED_SLOTS <= 16384
+#define HP_SLOT_BITS 14
+#elif HP_WANTED_SLOTS <= 32768
+#define HP_SLOT_BITS 15
+#elif HP_WANTED_SLOTS <= 65536
+#define HP_SLOT_BITS 16
 #else
 #error "HOT_KEYS / HP_STAGES must be at most 65536"
 #endif
-#endif
-#if HP_SLOTS < 1 || (HP_SLOTS & (HP_SLOTS - 1)) != 0
+#ifndef HP_SLOTS
+#define HP_SLOTS (1 << HP_SLOT_BITS)
+#elif HP_SLOTS < 1 || HP_SLOTS != (1 << HP_SLOT_BITS)
 #error "HP_SLOTS must be a power of two"
-#endif
-// log2(w): the bits of a HashPipe index (TNA: the width of the hash unit that addresses a slot)
-#if HP_SLOTS == 1
-#define HP_SLOT_BITS 0
-#elif HP_SLOTS == 2
-#define HP_SLOT_BITS 1
-#elif HP_SLOTS == 4
-#define HP_SLOT_BITS 2
-#elif HP_SLOTS == 8
-#define HP_SLOT_BITS 3
-#elif HP_SLOTS == 16
-#define HP_SLOT_BITS 4
-#elif HP_SLOTS == 32
-#define HP_SLOT_BITS 5
-#elif HP_SLOTS == 64
-#define HP_SLOT_BITS 6
-#elif HP_SLOTS == 128
-#define HP_SLOT_BITS 7
-#elif HP_SLOTS == 256
-#define HP_SLOT_BITS 8
-#elif HP_SLOTS == 512
-#define HP_SLOT_BITS 9
-#elif HP_SLOTS == 1024
-#define HP_SLOT_BITS 10
-#elif HP_SLOTS == 2048
-#define HP_SLOT_BITS 11
-#elif HP_SLOTS == 4096
-#define HP_SLOT_BITS 12
-#elif HP_SLOTS == 8192
-#define HP_SLOT_BITS 13
-#elif HP_SLOTS == 16384
-#define HP_SLOT_BITS 14
-#elif HP_SLOTS == 32768
-#define HP_SLOT_BITS 15
-#elif HP_SLOTS == 65536
-#define HP_SLOT_BITS 16
 #endif
 
 // IPv4 routes of ipv4_lpm (and sources of HostportTable). A spine: a /32 per server of the fabric
