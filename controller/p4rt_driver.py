@@ -177,8 +177,32 @@ class _Names:
             raise DriverError(f"the P4 program has no single {kind} named {alias!r}")
         return full
 
+    def register_parts(self, alias: str) -> list[tuple[str, int]]:
+        """The registers that hold ``alias``'s cells, first cell first, with their sizes: the
+        register itself, then ``alias_1``, ``alias_2``, ... where the program has them (valid_ver
+        beyond one Tofino stage's SRAM: p4src/shared/sizes.p4, "valid_ver's parts")."""
+        parts = [self("register", alias)]
+        while self.has("register", f"{alias}_{len(parts)}"):
+            parts.append(self("register", f"{alias}_{len(parts)}"))
+        return [(full, self.sizes[full]) for full in parts]
+
     def register_size(self, alias: str) -> int:
-        return self.sizes[self("register", alias)]
+        return sum(size for _full, size in self.register_parts(alias))
+
+    def register_cells(self, alias: str, start: int, count: int) -> list[tuple[str, int, int]]:
+        """Cells ``start .. start + count - 1`` of ``alias`` (one index space over its parts) as
+        (register, first cell in it, cells) runs, one per part they touch. Cells past the end
+        stay in the last part's run, for the switch to refuse."""
+        out: list[tuple[str, int, int]] = []
+        base = 0
+        parts = self.register_parts(alias)
+        for i, (full, size) in enumerate(parts):
+            end = start + count if i == len(parts) - 1 else min(start + count, base + size)
+            lo = start if i == 0 else max(start, base)
+            if lo < end:
+                out.append((full, lo - base, end - lo))
+            base += size
+        return out
 
     def has(self, kind: str, alias: str) -> bool:
         return bool(self.full[kind].get(alias))
@@ -279,7 +303,7 @@ class P4RuntimeDriver(SwitchDriver):
         it (the value just read: nothing changes), else BMv2's Thrift API, checked to answer."""
         register = self.names("register", names.REG_EPOCH)
         try:
-            value = self._read_register(names.REG_EPOCH, [0]).get(0)
+            value = self._read_register(register, [0]).get(0)
             if value is None:
                 raise DriverError("the switch answered a register Read with no cell")
             self._run(self._switch.write([fy.P4RegisterEntry(register, index=0, data=value)]))
@@ -424,10 +448,10 @@ class P4RuntimeDriver(SwitchDriver):
                 batch = []
                 self._thrift_register_write(op)
             elif isinstance(op, RegisterWrite):
-                register = self.names("register", op.name)
                 batch += [
                     fy.P4RegisterEntry(register, index=i, data=op.value)
-                    for i in range(op.index, op.index + op.count)
+                    for register, first, n in self.names.register_cells(op.name, op.index, op.count)
+                    for i in range(first, first + n)
                 ]
             elif isinstance(op, TableEntry):
                 batch.append(self._table_update(op))
@@ -537,10 +561,14 @@ class P4RuntimeDriver(SwitchDriver):
 
     def read_register(self, name: str) -> list[int]:
         """Every cell of register ``name`` (an alias of :mod:`names`)."""
-        if self.registers == "thrift":
-            return self._thrift_call("bm_register_read_all", 0, self.names("register", name))
-        cells = self._read_register(name)
-        return [cells.get(i, 0) for i in range(self.names.register_size(name))]
+        out: list[int] = []
+        for register, size in self.names.register_parts(name):
+            if self.registers == "thrift":
+                out += self._thrift_call("bm_register_read_all", 0, register)
+            else:
+                cells = self._read_register(register)
+                out += [cells.get(i, 0) for i in range(size)]
+        return out
 
     def read_register_cells(self, name: str, indexes: Iterable[int]) -> dict[int, int]:
         """The cells ``indexes`` of register ``name``: one P4Runtime Read of those entities (a
@@ -551,7 +579,14 @@ class P4RuntimeDriver(SwitchDriver):
         if self.registers == "thrift":
             cells = self.read_register(name)
             return {i: cells[i] for i in wanted}
-        return self._read_register(name, wanted)
+        out: dict[int, int] = {}
+        base = 0
+        for register, size in self.names.register_parts(name):
+            part = [i - base for i in wanted if base <= i < base + size]
+            if part:
+                out.update((base + i, v) for i, v in self._read_register(register, part).items())
+            base += size
+        return out
 
     def close(self) -> None:
         if self._agent_pool is not None:  # idle between batches: apply() waits for its runs
@@ -593,10 +628,9 @@ class P4RuntimeDriver(SwitchDriver):
         )
         return self._run(self._collect(entity))
 
-    def _read_register(self, name: str, indexes: list[int] | None = None) -> dict[int, int]:
-        """Cells of register ``name`` by index: all (a wildcard Read), or ``indexes`` (one Read
-        of those entities)."""
-        reg = self.names("register", name)
+    def _read_register(self, reg: str, indexes: list[int] | None = None) -> dict[int, int]:
+        """Cells of register ``reg`` (a P4Info name) by index: all (a wildcard Read), or
+        ``indexes`` (one Read of those entities)."""
         if indexes is None:
             query: Any = fy.P4RegisterEntry(reg)
         else:
@@ -628,9 +662,9 @@ class P4RuntimeDriver(SwitchDriver):
         return ~entry
 
     def _thrift_register_write(self, op: RegisterWrite) -> None:
-        name = self.names("register", op.name)  # BMv2's range ends before its end index
-        end = op.index + op.count
-        self._thrift_call("bm_register_write_range", 0, name, op.index, end, op.value)
+        for register, first, n in self.names.register_cells(op.name, op.index, op.count):
+            # BMv2's range ends before its end index
+            self._thrift_call("bm_register_write_range", 0, register, first, first + n, op.value)
 
     def _thrift_call(self, method: str, *args: Any) -> Any:
         with self._thrift_lock:

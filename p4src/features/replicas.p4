@@ -33,12 +33,22 @@
 #ifndef KVSWITCH_REPLICAS_P4
 #define KVSWITCH_REPLICAS_P4
 
+#include "valid_ver_parts.p4"
+
+#define VALID_VER_DECLARE(name, size) @name(#name) register<bit<32>>(size) name;
+#define VALID_VER_READ(reg, cell) reg.read(vv, (bit<32>)cell);
+#define VALID_VER_MAX(reg, cell)                                                                \
+    reg.read(cur, (bit<32>)cell);                                                               \
+    if (hdr.kvs.ver > cur) {                                                                    \
+        reg.write((bit<32>)cell, hdr.kvs.ver);                                                  \
+    }
+
 control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout standard_metadata_t std) {
     @name("global_ver") register<bit<32>>(1) global_ver;
     @name("epoch") register<bit<16>>(1) epoch;
     @name("slot_ver") register<bit<32>>(HOT_KEYS) slot_ver;
     @name("origin_ver") register<bit<32>>(HOT_KEYS) origin_ver;
-    @name("valid_ver") register<bit<32>>(VALID_VER_ENTRIES) valid_ver;
+    VALID_VER_REGISTERS(VALID_VER_DECLARE)
     @name("rr") register<bit<ORDINAL_W>>(HOT_KEYS) rr;
 
     bool sm_hit = false;
@@ -212,7 +222,7 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout standard_meta
             // would land outside its connection.
             vv = 0;
             if (sm_hit) {
-                valid_ver.read(vv, sm_vidx);
+                VALID_VER_AT(sm_vidx, VALID_VER_READ)
             }
             read_set_diff();  // vv >= ov (serial)
             if (ordinal != 0 && sm_hit && ov != 0 && vv_ov[31:31] == 0 && hdr.udp.isValid()) {
@@ -229,11 +239,8 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout standard_meta
             confirm_diffs();  // ver > floor, ver <= sv (serial)
             if (sender_ok && current && floor_ver[31:31] == 1 && sv_ver[31:31] == 0) {
                 bit<32> idx = meta.base + so_offset;
-                bit<32> cell;
-                valid_ver.read(cell, idx);
-                if (hdr.kvs.ver > cell) {
-                    valid_ver.write(idx, hdr.kvs.ver);
-                }
+                bit<32> cur;
+                VALID_VER_AT(idx, VALID_VER_MAX)
             }
             mark_to_drop(std);
         } else if (op == KvsOp.GET_REPLY) {

@@ -8,13 +8,30 @@
 #ifndef KVSWITCH_REPLICAS_TNA_P4
 #define KVSWITCH_REPLICAS_TNA_P4
 
+#include "valid_ver_parts.p4"
+
+// a part of valid_ver and its two RegisterActions: the GET's read, rule 3's max(valid_ver, ver)
+#define VALID_VER_DECLARE(name, size)                                                           \
+    @name(#name) Register<bit<32>, bit<VALID_VER_INDEX_W>>(size) name;                          \
+    RegisterAction<bit<32>, bit<VALID_VER_INDEX_W>, bit<32>>(name) name##_read = {              \
+        void apply(inout bit<32> value, out bit<32> rv) { rv = value; }                        \
+    };                                                                                          \
+    RegisterAction<bit<32>, bit<VALID_VER_INDEX_W>, bit<32>>(name) name##_max = {               \
+        void apply(inout bit<32> value) {                                                       \
+            if (hdr.kvs.ver > value) {                                                          \
+                value = hdr.kvs.ver;                                                            \
+            }                                                                                   \
+        }                                                                                       \
+    };
+#define VALID_VER_READ(reg, cell) vv = reg##_read.execute(cell);
+#define VALID_VER_MAX(reg, cell) reg##_max.execute(cell);
+
 control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout kvs_fwd_t fwd,
                  in PortId_t ingress_port) {
     @name("global_ver") Register<bit<32>, bit<32>>(1) global_ver;
     @name("epoch") Register<bit<16>, bit<32>>(1) epoch;
     @name("slot_ver") Register<bit<32>, bit<32>>(HOT_KEYS) slot_ver;
     @name("origin_ver") Register<bit<32>, bit<32>>(HOT_KEYS) origin_ver;
-    @name("valid_ver") Register<bit<32>, bit<32>>(VALID_VER_ENTRIES) valid_ver;
     @name("rr") Register<ordinal_t, bit<32>>(HOT_KEYS) rr;
 
     bool sm_hit = false;
@@ -105,17 +122,7 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout kvs_fwd_t fwd
     RegisterAction<bit<32>, bit<32>, bit<32>>(slot_ver) slot_ver_read = {
         void apply(inout bit<32> value, out bit<32> rv) { rv = value; }
     };
-    RegisterAction<bit<32>, bit<32>, bit<32>>(valid_ver) valid_ver_read = {
-        void apply(inout bit<32> value, out bit<32> rv) { rv = value; }
-    };
-    // rule 3: max(valid_ver, ver)
-    RegisterAction<bit<32>, bit<32>, bit<32>>(valid_ver) valid_ver_max = {
-        void apply(inout bit<32> value) {
-            if (hdr.kvs.ver > value) {
-                value = hdr.kvs.ver;
-            }
-        }
-    };
+    VALID_VER_REGISTERS(VALID_VER_DECLARE)
 
     @name("set_server")
     action set_server(bit<32> vidx, ipv4_addr_t ip, mac_addr_t mac, PortId_t port) {
@@ -264,7 +271,7 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout kvs_fwd_t fwd
         if (op == KvsOp.GET) {
             vv = 0;
             if (sm_hit) {
-                vv = valid_ver_read.execute(sm_vidx);
+                VALID_VER_AT(sm_vidx, VALID_VER_READ)
             }
             read_set_diff();  // vv >= ov (serial)
             if (ordinal != 0 && sm_hit && ov != 0 && vv_ov[31:31] == 0 && hdr.udp.isValid()) {
@@ -278,7 +285,7 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout kvs_fwd_t fwd
         } else if (op == KvsOp.CONFIRM) {
             confirm_diffs();  // ver > floor, ver <= sv (serial)
             if (sender_ok && current && floor_ver[31:31] == 1 && sv_ver[31:31] == 0) {
-                valid_ver_max.execute(so_vidx);
+                VALID_VER_AT(so_vidx, VALID_VER_MAX)
             }
             fwd_drop(fwd);
         } else if (op == KvsOp.GET_REPLY) {

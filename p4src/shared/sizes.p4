@@ -117,6 +117,39 @@
 
 #define VALID_VER_ENTRIES (HOT_KEYS * MAX_HOLDERS)
 
+// valid_ver's parts. A register array lives in one MAU stage, whose stateful ALU reaches at most
+// 48 SRAM blocks (one map RAM each) of 4 096 32-bit cells: p4c-barefoot places 2^17 cells (32
+// blocks) in a stage beside the other tables and refuses K = 10 000 x M = 32 = 320 000 in one.
+// Beyond 2^VALID_VER_PART_BITS cells, valid_ver is held as up to four registers, `valid_ver`,
+// `valid_ver_1`, `valid_ver_2`, `valid_ver_3`, of 2^VALID_VER_PART_BITS cells each (the last one
+// the rest): cell i of the controller's index space is cell i mod 2^b of part i >> b (both builds;
+// the controller's driver reads and writes them as one register). One part at the defaults.
+#ifndef VALID_VER_PART_BITS
+#define VALID_VER_PART_BITS 17
+#endif
+#define VALID_VER_PART (1 << VALID_VER_PART_BITS)
+#if VALID_VER_ENTRIES <= VALID_VER_PART
+#define VALID_VER_PARTS 1
+#define VALID_VER_SIZE_0 VALID_VER_ENTRIES
+#elif VALID_VER_ENTRIES <= 4 * VALID_VER_PART
+#define VALID_VER_SIZE_0 VALID_VER_PART
+#if VALID_VER_ENTRIES <= 2 * VALID_VER_PART
+#define VALID_VER_PARTS 2
+#define VALID_VER_SIZE_1 (VALID_VER_ENTRIES - VALID_VER_PART)
+#elif VALID_VER_ENTRIES <= 3 * VALID_VER_PART
+#define VALID_VER_PARTS 3
+#define VALID_VER_SIZE_1 VALID_VER_PART
+#define VALID_VER_SIZE_2 (VALID_VER_ENTRIES - 2 * VALID_VER_PART)
+#else
+#define VALID_VER_PARTS 4
+#define VALID_VER_SIZE_1 VALID_VER_PART
+#define VALID_VER_SIZE_2 VALID_VER_PART
+#define VALID_VER_SIZE_3 (VALID_VER_ENTRIES - 3 * VALID_VER_PART)
+#endif
+#else
+#error "valid_ver (HOT_KEYS * MAX_HOLDERS) must fit four parts of 2^VALID_VER_PART_BITS cells"
+#endif
+
 // ServeroffsetTable: a leaf names every server of its rack once; a spine names each holder of each
 // hot key, (slot, address).
 #ifdef KVS_SPINE

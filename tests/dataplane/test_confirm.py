@@ -22,7 +22,7 @@ from .base import (
 )
 
 KEY = "confirmed-key"
-SLOT = 4
+SLOT = 44  # valid_ver part 2 (base.py)
 ORIGIN, R1, R2 = SERVERS[0], SERVERS[1], SERVERS[2]
 VER = 6
 

@@ -20,7 +20,7 @@ from .base import (
 )
 
 KEY = "hot-key-1"
-SLOT = 3
+SLOT = 60  # valid_ver part 3 (base.py)
 ORIGIN, R1, R2 = SERVERS[0], SERVERS[1], SERVERS[2]
 
 
@@ -71,7 +71,7 @@ def test_invalid_replica_falls_back_to_origin(dp: Dataplane) -> None:
     dp.make_hot(KEY, SLOT, [ORIGIN, R1, R2])
     dp.make_valid(SLOT, [ORIGIN, R1, R2], ver=5)
     # R2 confirmed an older version only: its turns go to the origin.
-    dp.sw.register_write(dp.register("valid_ver"), SLOT * MAX_SERVERS + 2, 4)
+    dp.set_valid_ver(SLOT * MAX_SERVERS + 2, 4)
     _send_gets(dp, 1, [ORIGIN, R1, ORIGIN, ORIGIN, R1, ORIGIN])
     assert dp.reg("rr", SLOT) == 0
 
@@ -84,14 +84,14 @@ def test_read_set_follows_the_completed_version(dp: Dataplane) -> None:
     dp.sw.register_write(dp.register("slot_ver"), SLOT, 6)
     _send_gets(dp, 1, [ORIGIN, R1, ORIGIN])
     # R1 confirmed 6 (it got the UPDATE) before the origin reported it: still in the read set.
-    dp.sw.register_write(dp.register("valid_ver"), SLOT * MAX_SERVERS + 1, 6)
+    dp.set_valid_ver(SLOT * MAX_SERVERS + 1, 6)
     _send_gets(dp, 4, [R1, ORIGIN])
     # The origin reported 6 (the write completed) and R1 has only confirmed 5: the origin only.
-    dp.sw.register_write(dp.register("valid_ver"), SLOT * MAX_SERVERS + 1, 5)
+    dp.set_valid_ver(SLOT * MAX_SERVERS + 1, 5)
     dp.sw.register_write(dp.register("origin_ver"), SLOT, 6)
     _send_gets(dp, 6, [ORIGIN, ORIGIN])
     # R1 confirms 6: it serves its turn again (7 Gets so far: this one is ordinal 1).
-    dp.sw.register_write(dp.register("valid_ver"), SLOT * MAX_SERVERS + 1, 6)
+    dp.set_valid_ver(SLOT * MAX_SERVERS + 1, 6)
     _send_gets(dp, 8, [R1, ORIGIN])
 
 

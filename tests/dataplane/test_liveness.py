@@ -95,7 +95,7 @@ def test_hot_gets_of_a_dead_origin_go_to_valid_replicas(dp: Dataplane) -> None:
         dp.send_expect(CLIENT.port, pkt, [(holder.port, routed(pkt, holder, redirect=True))])
     # S2 falls out of the read set (it confirmed an older version): its turns are refused, not
     # sent to the dead origin.
-    dp.sw.register_write(dp.register("valid_ver"), SLOT * 8 + 2, 8)
+    dp.set_valid_ver(SLOT * 8 + 2, 8)
     pkt = udp_packet(CLIENT, S0.ip, kvs(op.GET, KEY, seq=10))
     dp.send_expect(CLIENT.port, pkt, [(S1.port, routed(pkt, S1, redirect=True))])
     pkt = udp_packet(CLIENT, S0.ip, kvs(op.GET, KEY, seq=11))

@@ -83,7 +83,7 @@ def test_truncated_tcp_forwarded_plain(dp: Dataplane, case: str, message: bytes)
 def test_truncated_confirm_ignored(dp: Dataplane) -> None:
     # A confirm cut short is no confirm: forwarded as IP (to the server it names), nothing set.
     _setup(dp)
-    dp.sw.register_write(dp.register("valid_ver"), SLOT * MAX_SERVERS + 1, 0)
+    dp.set_valid_ver(SLOT * MAX_SERVERS + 1, 0)
     before = dp.snapshot()
     message = kvs(proto().op.CONFIRM, KEY, epoch=EPOCH, ver=4)[:30]
     pkt = udp_packet(R1, ORIGIN.ip, message, sport=proto().kvs_port)

@@ -80,3 +80,26 @@ def test_a_hashpipe_width_not_a_power_of_two_is_refused() -> None:
     with pytest.raises(P4Error, match="HP_SLOTS must be a power of two"):
         _build({"HP_SLOTS": "257"})
     assert _build({"HP_SLOTS": "512"}) is not None
+
+
+@pytest.mark.parametrize("program", ["kvswitch.p4", "kvswitch_tna.p4"])
+def test_valid_ver_in_parts_beyond_one_stage(program: str) -> None:
+    """The paper's K = 10 000 at M = 32: valid_ver's 320 000 cells as three registers of at most
+    2^17 (one Tofino stage's SRAM each), in both builds; the defaults keep one register."""
+    sw = _build({"HOT_KEYS": "10000", "MAX_SERVERS": "32", "HP_STAGES": "4"}, program)
+    registers = {r.preamble.alias: r.size for r in sw.p4info.registers}
+    assert {r: n for r, n in registers.items() if r.startswith("valid_ver")} == {
+        "valid_ver": 1 << 17,
+        "valid_ver_1": 1 << 17,
+        "valid_ver_2": 320_000 - (2 << 17),
+    }
+    default = {r.preamble.alias: r.size for r in _build({}, program).p4info.registers}
+    assert [r for r in default if r.startswith("valid_ver")] == ["valid_ver"]
+    assert default["valid_ver"] == 1024 * 32
+
+
+def test_valid_ver_beyond_four_parts_is_refused() -> None:
+    from softswitch.errors import P4Error
+
+    with pytest.raises(P4Error, match="four parts"):
+        _build({"HOT_KEYS": "64", "MAX_SERVERS": "8", "VALID_VER_PART_BITS": "6"})

@@ -25,7 +25,7 @@ from .base import (
 )
 
 KEY = "synced-key"
-SLOT = 9
+SLOT = 25  # valid_ver part 1 (base.py)
 ORIGIN, R1 = SERVERS[0], SERVERS[1]
 
 

@@ -49,7 +49,10 @@ def tofino_compiler() -> list[str] | None:
     return [p4c] if probe.returncode == 0 else None
 
 
-def test_tofino_compiler_accepts_the_tna_build(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "defines", [{}, {"HOT_KEYS": "10000"}], ids=["defaults", "paper-K"]
+)  # the paper's K = 10 000: valid_ver in three parts (p4src/shared/sizes.p4)
+def test_tofino_compiler_accepts_the_tna_build(tmp_path: Path, defines: dict[str, str]) -> None:
     cmd = tofino_compiler()
     if cmd is None:
         pytest.skip(
@@ -60,6 +63,7 @@ def test_tofino_compiler_accepts_the_tna_build(tmp_path: Path) -> None:
     info_path = tmp_path / "kvswitch_tna.p4info.txtpb"
     done = subprocess.run(
         [*cmd, "--std", "p4-16", "--target", "tofino", "--arch", "tna", "-I", str(source.parent),
+         *(f"-D{k}={v}" for k, v in defines.items()),
          "--p4runtime-files", str(info_path), "--p4runtime-force-std-externs",
          "-o", str(tmp_path / "out"), str(source)],
         capture_output=True,
@@ -72,7 +76,7 @@ def test_tofino_compiler_accepts_the_tna_build(tmp_path: Path) -> None:
     compiled = text_format.Parse(info_path.read_text(), p4i.P4Info())
     from softswitch import Switch
 
-    ours = Switch.from_file(str(source), include_dirs=[str(source.parent)]).p4info
+    ours = Switch.from_file(str(source), defines=defines, include_dirs=[str(source.parent)]).p4info
     for kind in KINDS:
         assert {e.preamble.name for e in getattr(compiled, kind)} == {
             e.preamble.name for e in getattr(ours, kind)

@@ -18,7 +18,9 @@ from kvswitch.controller.rackfile import RackFile
 from kvswitch.paths import p4src_dir
 from softswitch.runtime.bundle import Bundle
 
-DEFINES = {"HOT_KEYS": "16", "MAX_SERVERS": "4", "HP_STAGES": "2"}
+# valid_ver's 64 cells in two parts of 32 (p4src/shared/sizes.p4): the driver reads and writes
+# them as one register
+DEFINES = {"HOT_KEYS": "16", "MAX_SERVERS": "4", "HP_STAGES": "2", "VALID_VER_PART_BITS": "5"}
 SERVERS = 3
 
 RACK_JSON = {

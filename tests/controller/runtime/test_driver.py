@@ -10,6 +10,7 @@ from scapy.layers.l2 import Ether
 
 from kvswitch import protocol as p
 from kvswitch.controller import names
+from kvswitch.controller.ops import RegisterWrite
 from kvswitch.controller.p4rt_driver import DriverError, P4RuntimeDriver, Program, SwitchAddress
 from kvswitch.controller.plan import Plan, build_plan, diff, rack_setup
 from kvswitch.controller.rackfile import Host, RackFile
@@ -61,6 +62,16 @@ def test_plan_on_the_switch(live_switch: LiveSwitch, program: Program, rackfile:
 
         assert drv.read_register(names.REG_EPOCH) == [7]
         assert drv.read_plan()[0].keys == plan.keys
+        # valid_ver in two parts of 32 cells (conftest's sizes): one register to the controller
+        sw = live_switch.device.pipeline.switch  # type: ignore[union-attr]
+        drv.apply([RegisterWrite(names.REG_VALID_VER, 30, 8, 4)])
+        assert len(drv.read_register(names.REG_VALID_VER)) == 64
+        assert drv.read_register(names.REG_VALID_VER)[29:35] == [0, 8, 8, 8, 8, 0]
+        assert drv.read_register_cells(names.REG_VALID_VER, [31, 32, 34]) == {31: 8, 32: 8, 34: 0}
+        parts = {r.preamble.alias: r.preamble.name for r in sw.p4info.registers}
+        assert sw.register_read(parts["valid_ver"])[30:] == [8, 8]
+        assert sw.register_read(parts["valid_ver_1"])[:3] == [8, 8, 0]
+        drv.apply([RegisterWrite(names.REG_VALID_VER, 30, 0, 4)])
         hot = drv.read_entries(names.HOTKEY_TABLE)
         assert {(m[0][1], h.action, h.params["slot"], h.params["n"]) for m, h in hot.items()} == {
             (int.from_bytes(HOT, "big"), "set_hot", 0, 3),

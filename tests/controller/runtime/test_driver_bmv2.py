@@ -71,6 +71,11 @@ def test_plan_on_bmv2(bmv2: SwitchAddress, bmv2_program: Program, rackfile: Rack
         assert drv.read_register(names.REG_ORIGIN_VER)[:3] == [0, 5, 0]
         assert drv.read_register(names.REG_VALID_VER)[2:7] == [0, 9, 9, 9, 0]
         assert drv.read_register_cells(names.REG_VALID_VER, [4, 6]) == {4: 9, 6: 0}
+        # a run across valid_ver's two parts (32 cells each at these sizes)
+        drv.apply([RegisterWrite(names.REG_VALID_VER, 30, 8, 4)])
+        assert len(drv.read_register(names.REG_VALID_VER)) == 64
+        assert drv.read_register(names.REG_VALID_VER)[29:35] == [0, 8, 8, 8, 8, 0]
+        assert drv.read_register_cells(names.REG_VALID_VER, [31, 32, 34]) == {31: 8, 32: 8, 34: 0}
 
         smaller = build_plan([(HOT, (1,))], plan, 3, drv.slots)
         drv.apply(diff(plan, smaller, rack))
