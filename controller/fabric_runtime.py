@@ -83,6 +83,7 @@ class FabricMetrics:
     write_ms: float = 0.0  # every switch's writes of the period, in order
     period_ms: float = 0.0
     errors: list[str] = field(default_factory=list)
+    rack_loads: list[float] = field(default_factory=list)  # what the plan started from
 
     def record(self) -> dict[str, Any]:
         return asdict(self)
@@ -91,6 +92,7 @@ class FabricMetrics:
         text = (
             f"fabric period {self.period}: {self.fabric_keys} keys, {self.holders} holders "
             f"(+{self.promoted} -{self.demoted}, {self.capped} capped), T_f {self.threshold:.1f}, "
+            f"racks {'/'.join(f'{x:.0f}' for x in self.rack_loads) or '-'}, "
             f"{self.updates} updates, {self.pushes} pushes in {self.write_ms:.1f} ms"
         )
         return text + (f"; errors: {'; '.join(self.errors)}" if self.errors else "")
@@ -367,6 +369,7 @@ class FabricRuntime:
         ]
         m.plan_ms = (time.perf_counter() - planned) * 1000.0
         m.threshold, m.promoted, m.demoted = report.threshold, report.promoted, report.demoted
+        m.rack_loads = [round(x, 1) for x in report.rack_loads]
         self.controller.plans = plans
         self.measured = measured
         self.expected = self.controller.fabric_load(dict(report.predicted), ratios)

@@ -145,6 +145,8 @@ class Runtime:
             if fabric is not None and len(report.cold) == len(fabric)
             else list(report.cold) or None
         )
+        if self.observe_only:  # it moves nothing: all of its servers' load stays where it is
+            cold = None
         replicas = [0] * self.ctx.servers
         for kp in report.plan.keys.values():
             for s in kp.replicas:
