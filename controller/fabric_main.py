@@ -124,6 +124,14 @@ def build_parser() -> t.Parser:
     )
     ap.add_argument("--timeout", type=t.positive_float, default=10.0, help="switch call timeout")
     ap.add_argument(
+        "--liveness",
+        type=t.positive_float,
+        default=0.5,
+        metavar="SECONDS",
+        help="a spine whose control port takes no connection within this at the start of a "
+        "period is lost for that period without a call to it (default 0.5)",
+    )
+    ap.add_argument(
         "--max-age",
         type=t.positive_float,
         metavar="SECONDS",
@@ -219,6 +227,7 @@ def main(argv: list[str] | None = None) -> int:
                 FabricConfig(k=fabric.k, level_inside=args.level_inside),
                 ring.origin,
                 Path(args.state) if args.state else None,
+                liveness=args.liveness,
             )
             stack.callback(runtime.close)
             runtime.announce = lambda: write_shares(runtime)  # before a period's pushes

@@ -108,10 +108,13 @@ class FabricRuntime:
         origin_of: Callable[[bytes], int],
         state_file: Path | None = None,
         drain: float = 0.005,
+        liveness: float | None = 0.5,
     ) -> None:
         """``drain``: seconds between a key's old serializer's break and its rebase (writes
         that serializer stamped reach the origin first; docs/fabric.md "Moving a key between
-        levels")."""
+        levels"). ``liveness``: seconds a spine's control port has to take a connection at the
+        start of each period (:meth:`SwitchDriver.reachable`); one that does not is lost for
+        that period without a call to it (None: no such check)."""
         if len(spines) != len(fabric.spines) or len(leaves) != len(fabric.racks):
             raise ValueError("one driver per spine and per leaf of the fabric file")
         if config.k > min(d.slots for d in spines):
@@ -121,6 +124,7 @@ class FabricRuntime:
         self.leaves = list(leaves)
         self.state_file = state_file
         self.drain = drain
+        self.liveness = liveness
         self.controller = FabricController(fabric.shape, config, origin_of)
         self.layouts = [SpineLayout(fabric, s) for s in range(len(spines))]
         self.epochs = [0] * len(spines)
@@ -639,6 +643,14 @@ class FabricRuntime:
         """Reconnect and start the switches that went away; reconcile leaves whose steering is
         unknown (the period writes them)."""
         for s, drv in enumerate(self.spines):
+            if self.liveness is not None and not drv.reachable(self.liveness):
+                # its process is gone: a call would wait for its timeout (seconds, while the
+                # leaves steer its keys into it), even while the stream has not noticed
+                self.spine_ok[s] = False
+                m.errors.append(
+                    f"spine {self._spine_name(s)}: its control port takes no connection"
+                )
+                continue
             if self.spine_ok[s] and drv.connected:
                 continue
             try:
