@@ -61,7 +61,7 @@ from kvswitch.controller.ops import (
 from kvswitch.controller.period import FabricShare, key_write_ratios
 from kvswitch.controller.plan import Plan
 from kvswitch.controller.repair import unconfirmed_pushes
-from kvswitch.controller.startup import EPOCH_MAX, next_epoch
+from kvswitch.controller.startup import EPOCH_MAX, SPINE_EPOCH_BASE, next_epoch
 
 LOG = logging.getLogger("kvswitch.fabric")
 T = TypeVar("T")
@@ -198,7 +198,11 @@ class FabricRuntime:
         self.spine_ok[s] = False
         on_switch = drv.read_register(names.REG_EPOCH)[0]
         saved = self.epochs[s]
-        epoch = on_switch if on_switch and on_switch == saved else next_epoch(on_switch, saved)
+        epoch = (
+            on_switch
+            if on_switch == saved and on_switch >= SPINE_EPOCH_BASE
+            else next_epoch(on_switch, saved, low=SPINE_EPOCH_BASE)
+        )
         self.epochs[s] = epoch
         self.save_state()  # before the switch has it: a crash after the write never reuses it
         drv.apply(drv.reconcile(spine_static(self.fabric, s, drv.has_liveness)))

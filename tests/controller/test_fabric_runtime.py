@@ -24,6 +24,7 @@ from kvswitch.controller.fabric_runtime import FabricRuntime, RackInput
 from kvswitch.controller.handoff import read_share
 from kvswitch.controller.ops import EntryOp, RegisterWrite, TableEntry
 from kvswitch.controller.p4rt_driver import P4RuntimeDriver, Program
+from kvswitch.controller.startup import SPINE_EPOCH_BASE
 from tests.controller.fabric_net import (
     LEAF_DEFINES,
     MAX_HOLDERS,
@@ -472,6 +473,32 @@ def test_a_dead_spines_keys_are_no_longer_steered(
         assert HOT not in rt.spine_of
         assert held(f.leaves, names.FABRIC_HOT_TABLE) == [{}] * RACKS
         assert f.agents.events == [("rebase", HOT, ORIGIN)]
+    finally:
+        f.close()
+
+
+def test_a_leaf_s_version_steered_to_its_spine_does_not_count_there(
+    net: Net, progs: tuple[Program, Program], tmp_path: Path
+) -> None:
+    """The origin answers a Get with the version its home leaf stamped before the key moved to
+    the spine (epoch 1: a fabric's rack controller gives its leaf 1 first); steered up, it must
+    not raise the spine's origin_ver (rule 2 counts its own epoch only), or no replica would
+    ever be valid again and every read would go to the origin (seen in the Mininet fabric with
+    the rack controllers balancing: spine and leaf both at epoch 1). Spines take their epochs
+    from SPINE_EPOCH_BASE up; with the spines' epochs from 1, as before, this fails."""
+    f = Fabric(net, progs, tmp_path / "state.json")
+    try:
+        rt = f.runtime
+        rt.start()
+        rt.period(inputs())
+        assert all(e >= SPINE_EPOCH_BASE for e in rt.epochs)
+        s = rt.spine_of[HOT]
+        slot = rt.plans[s].keys[HOT].slot
+        before = f.spines[s].read_register(names.REG_ORIGIN_VER)[slot]
+        leaf_version = p.Message(p.Op.GET_REPLY, HOT, b"v0", cid=9, seq=1, epoch=1, ver=before + 50)
+        net.from_host(net.server_name(ORIGIN), "10.3.1.1", leaf_version, p.KVS_PORT, 40000)
+        net.take()
+        assert f.spines[s].read_register(names.REG_ORIGIN_VER)[slot] == before
     finally:
         f.close()
 
