@@ -9,9 +9,8 @@ The rack controllers run ``--observe-only`` unless ``racks_balance`` (``--racks-
 measure their rack (loads, candidates) and hand it to the fabric controller, which places every
 replica. Every rack file names the fabric's ring (every server, in the fabric's order): the
 agents serve it and the rack controllers compute origins on it, as the clients and the fabric
-controller do. With the rack controllers balancing too, one of two ``make fabric`` runs kept its
-hottest key's reads on its origin for the whole run (rack-hot first, then fabric-hot: F4's order
-is not done; docs/fabric.md "Mininet fabric: histories and restarts").
+controller do. With the rack controllers balancing too, λ moves more from period to period (their
+own replica changes; docs/fabric.md "Mininet fabric: histories and restarts").
 
 Start-up, files and teardown are :class:`~kvsrack.deployment.Deployment`'s; each rack
 controller's files are in ``OUT/l<r>/`` (``metrics.jsonl``, its log, state, hand-off files).
