@@ -118,7 +118,7 @@ demo: $(STAMP) c
 FABRIC_OUT ?= results/fabric
 fabric: $(STAMP) c
 	$(PY) -m kvsrack --fabric --spines 2 --racks 4 --servers 4 --clients 1 --target $(TARGET) \
-		--zipf 1.2 --keys 100 --rate 500 --duration 20 --k 16 --out $(FABRIC_OUT)
+		--zipf 1.2 --keys 100 --rate 500 --duration 24 --period 2 --k 16 --out $(FABRIC_OUT)
 
 # The TNA build for Tofino hardware: bf-p4c (Intel's SDE) or p4c built with its open-source
 # backends/tofino (the `p4c --target tofino` driver). P4Info with standard externs, as Stratum

@@ -86,6 +86,14 @@ class SwitchDriver(Driver):
     def reconnect(self) -> None:
         """Drop the connections and open new ones (after the switch went away)."""
 
+    def reachable(self, timeout: float) -> bool:
+        """Whether the switch's control port takes a new connection within ``timeout``
+        seconds: False for a switch whose process is gone even while :attr:`connected` has not
+        noticed yet (its calls would wait for their timeout). A live switch that is slow to
+        answer still takes the connection (its kernel does). A driver that cannot tell says
+        True."""
+        return True
+
     @property
     @abstractmethod
     def has_liveness(self) -> bool:

@@ -104,6 +104,9 @@ class FabricConfig:
     # the write rotation (docs/protocol.md F7): a fabric-hot key whose writes alone exceed
     # holder_share of a server's mean load sends each write to one holder instead of all
     write_rotation: bool = True
+    # inside a rack, move fabric holders off servers whose unmovable load is above
+    # (1 + level_inside) x their rack's mean (None: the racks only; place_fabric)
+    level_inside: float | None = None
 
     def __post_init__(self) -> None:
         if self.k <= 0:
@@ -226,6 +229,8 @@ def place_fabric(
     home: Sequence[Sequence[int]] | None = None,
     rotate: Sequence[bool] | None = None,
     stepwise: bool = False,
+    level_inside: float | None = None,
+    slots: int | None = None,
 ) -> list[tuple[int, ...]]:
     """Holders (fabric server ids, origin first) of each of ``keys`` (key, predicted load);
     a single holder means the key stays in its home rack.
@@ -274,6 +279,7 @@ def place_fabric(
     prev = previous or {}
     server = [float(x) for x in base]
     stuck = [float(x) for x in (fixed if fixed is not None else base)]
+    hot = 0  # keys placed beyond their home rack (at most ``slots``: the spines' hot-key slots)
     if len(stuck) != total:
         raise ValueError("one fixed load per server of the fabric")
     homes = [tuple(h) for h in home] if home is not None else [(o,) for o in origins]
@@ -436,12 +442,14 @@ def place_fabric(
     def leave_home(i: int) -> None:
         """Key i becomes fabric-hot: its home replicas and their write copies go, the origin
         stays (as its only holder so far)."""
+        nonlocal hot
         load, w = keys[i][1], write_ratios[i]
         each = holder_load(load, len(homes[i]), home_w[i])
         for s in homes[i]:
             add(s, -each)
         add(origins[i], holder_load(load, 1, w))
         at_home[i] = False
+        hot += 1
 
     def grow(i: int, servers: Sequence[int]) -> None:
         if at_home[i]:
@@ -497,6 +505,9 @@ def place_fabric(
             if in_rack(i, top) == 0 or -neg != priority(i, len(holders[i])):
                 heapq.heappop(heap)  # stale
                 continue
+            if at_home[i] and slots is not None and hot >= slots:
+                heapq.heappop(heap)  # no spine has a slot left for it
+                continue
             racks = smallest(i, top)
             if racks is None:
                 heapq.heappop(heap)  # this key cannot lower the top rack any more
@@ -508,6 +519,59 @@ def place_fabric(
             moved = True
         if not moved:
             break
+
+    # inside each rack, while its most loaded server (by the load its rack controller cannot
+    # move) is above (1 + level_inside) x the rack's mean: a fabric holder on it moves to the
+    # rack's least loaded server, or a key it holds gets one more holder there, whichever lowers
+    # the pair's larger load most. The loop above levels racks only, and the warm start keeps
+    # the servers it once picked however the rack changed since.
+    def level(r: int) -> bool:
+        members = list(shape.servers_of(r))
+        hi = max(members, key=lambda s: (stuck[s], s))
+        lo = min(members, key=lambda s: (stuck[s], s))
+        mean_r = sum(stuck[s] for s in members) / len(members)
+        if stuck[hi] <= mean_r * (1.0 + level_inside) or free[lo] <= 0:
+            return False
+        best: tuple[float, int, int] | None = None  # (the pair's larger load after, grow?, key)
+        for i in range(len(keys)):
+            if hi not in holders[i] or lo in holders[i]:
+                continue
+            load, n = keys[i][1], len(holders[i])
+            x = holder_load(load, n, write_ratios[i])
+            options = []
+            if holders[i][0] != hi and not at_home[i]:  # move that holder
+                options.append((max(stuck[hi] - x, stuck[lo] + x), 0))
+            home_alone = at_home[i] and len(homes[i]) == 1
+            if (
+                load >= threshold
+                and n < most(i)
+                and (not at_home[i] or (home_alone and (slots is None or hot < slots)))
+            ):  # one more holder, on lo
+                y = holder_load(load, n + 1, write_ratios[i])
+                options.append((max(stuck[hi] - (x - y), stuck[lo] + y), 1))
+            for after, grows in options:
+                if after < stuck[hi] and (best is None or (after, grows, i) < best):
+                    best = (after, grows, i)
+        if best is None:
+            return False
+        _, grows, i = best
+        if grows:
+            grow(i, [lo])
+            return True
+        x = holder_load(keys[i][1], len(holders[i]), write_ratios[i])
+        holders[i][holders[i].index(hi)] = lo
+        with_room[r] += free[hi] == 0
+        free[hi] += 1
+        free[lo] -= 1
+        with_room[r] -= free[lo] == 0
+        add(hi, -x)
+        add(lo, x)
+        return True
+
+    for r in range(shape.racks) if level_inside is not None else ():
+        for _ in range(2 * shape.servers):
+            if not level(r):
+                break
 
     # no ratchet: a holder of a key with writes costs the fabric every write of that key, so
     # holders whose removal lifts no rack above the busiest one (or the tolerance), nor a
@@ -561,6 +625,9 @@ class FabricController:
         # spine and holders, a warm start for the next plan (then forgotten)
         self.restore: dict[bytes, tuple[int, tuple[int, ...]]] = {}
         self.rotated: frozenset[bytes] = frozenset()  # fabric-hot keys that rotate their writes
+        # the fabric's total load last period (None: unknown, after a restart)
+        self.last_total: float | None = None
+        self.last_base: list[float] = []  # each server's predicted load outside the candidates
 
     def holders(self) -> dict[bytes, tuple[int, ...]]:
         return {key: kp.holders for plan in self.plans for key, kp in plan.keys.items()}
@@ -607,7 +674,8 @@ class FabricController:
         # and no leaf's HashPipe sees a key it steers): its last count stands in
         lost = {k: int(self.predictor.prev[k]) for k in self.restore if k in self.predictor.prev}
         observed = {**lost, **observed}
-        predicted = self.predictor.update(observed)
+        scale = self._prev_scale(float(sum(loads)))
+        predicted = self.predictor.update(observed, scale)
         measured = key_write_ratios(observed, writes)
         default = overall_write_ratio(observed, writes, cfg.write_ratio)
         ratios = [measured.get(key, default) for key, _ in predicted]
@@ -630,6 +698,15 @@ class FabricController:
             for s in hs:
                 base[s] -= each
         base = [max(0.0, x) for x in base]
+        # the load outside the candidates is predicted as theirs is (alpha over two periods,
+        # last period's scaled to this one's total): planned from one period's counts, the
+        # servers' noise is chased, and every holder moved for it costs a push
+        if scale is not None and len(self.last_base) == len(base):
+            a = cfg.alpha
+            base = [
+                a * x + (1.0 - a) * y * scale for x, y in zip(base, self.last_base, strict=True)
+            ]
+        self.last_base = base
         room = None
         if cfg.max_replicas_per_server is not None:
             used = list(replicas) if replicas is not None else [0] * shape.total
@@ -649,6 +726,8 @@ class FabricController:
             fixed=fixed,
             home=[homes.get(key, (o,)) for (key, _), o in zip(predicted, origins, strict=True)],
             rotate=[key in rotated for key, _ in predicted],
+            level_inside=cfg.level_inside,
+            slots=cfg.k * shape.spines,
         )
         chosen = {key: hs for (key, _), hs in zip(predicted, placed, strict=True) if len(hs) > 1}
         spine_of = self._assign_spines(chosen, dict(predicted))
@@ -682,6 +761,19 @@ class FabricController:
             demoted,
             self.rotated,
         )
+
+    def _prev_scale(self, total: float) -> float | None:
+        """How last period's counts enter the prediction (:meth:`Predictor.update`): scaled to
+        this period's total load, or left out when last period carried less than half of it
+        (the load started or ramped up: a partial period's counts, weighted as a whole one,
+        halve every new key's prediction and the first plans place too little; measured in
+        the Mininet fabric, docs/fabric.md)."""
+        last, self.last_total = self.last_total, total
+        if last is None:
+            return 1.0
+        if total <= 0.0 or last < 0.5 * total:
+            return None
+        return total / last
 
     def _homes(self, rack_holders: Mapping[bytes, Sequence[int]]) -> dict[bytes, tuple[int, ...]]:
         """The rack-hot keys' in-rack holders that fit this fabric: the key's origin first, every

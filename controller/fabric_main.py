@@ -32,7 +32,14 @@ from kvswitch.controller.driver import DriverError
 from kvswitch.controller.fabric import FabricConfig
 from kvswitch.controller.fabric_runtime import FabricMetrics, FabricRuntime
 from kvswitch.controller.fabricfile import FabricFile, FabricFileError
-from kvswitch.controller.handoff import RackInput, read_inputs, stale_after, write_share
+from kvswitch.controller.handoff import (
+    RackInput,
+    fresh_since,
+    next_boundary,
+    read_inputs,
+    stale_after,
+    write_share,
+)
 from kvswitch.controller.main import stop_on_signals
 from kvswitch.controller.p4rt_driver import P4RuntimeDriver, Program, SwitchAddress
 from kvswitch.controller.program import compiled_for_bmv2, from_source
@@ -43,6 +50,8 @@ LOG = logging.getLogger("kvswitch.fabric")
 LEAF_ROLE = "fabric"
 #: seconds the start waits for a leaf's pipeline (its rack controller sets it)
 LEAF_WAIT = 60.0
+#: seconds between two looks at the racks' inputs after a period boundary
+FRESH_POLL = 0.01
 
 
 def write_shares(runtime: FabricRuntime) -> None:
@@ -105,7 +114,23 @@ def build_parser() -> t.Parser:
         action="store_true",
         help="do not set the spines' pipelines (a leaf's is always its rack controller's)",
     )
+    ap.add_argument(
+        "--level-inside",
+        type=t.nonneg_float,
+        default=0.1,
+        metavar="FRACTION",
+        help="inside a rack, move fabric holders off a server whose load its rack controller "
+        "cannot move is above (1 + FRACTION) x its rack's mean (default 0.1)",
+    )
     ap.add_argument("--timeout", type=t.positive_float, default=10.0, help="switch call timeout")
+    ap.add_argument(
+        "--liveness",
+        type=t.positive_float,
+        default=0.5,
+        metavar="SECONDS",
+        help="a spine whose control port takes no connection within this at the start of a "
+        "period is lost for that period without a call to it (default 0.5)",
+    )
     ap.add_argument(
         "--max-age",
         type=t.positive_float,
@@ -199,21 +224,29 @@ def main(argv: list[str] | None = None) -> int:
                 fabric,
                 spines,
                 leaves,
-                FabricConfig(k=fabric.k),
+                FabricConfig(k=fabric.k, level_inside=args.level_inside),
                 ring.origin,
                 Path(args.state) if args.state else None,
+                liveness=args.liveness,
             )
             stack.callback(runtime.close)
             runtime.announce = lambda: write_shares(runtime)  # before a period's pushes
             metrics = stack.enter_context(Path(args.metrics).open("a")) if args.metrics else None
             runtime.start()
             write_shares(runtime)
-            deadline = time.monotonic()
+            paths = [r.inputs for r in fabric.racks if r.inputs is not None]
             while args.periods is None or runtime.periods < args.periods:
-                deadline += args.period
-                if stop.wait(max(0.0, deadline - time.monotonic())):
+                # just after the racks' period boundary, once every rack wrote its inputs of the
+                # period that ended there (their controllers end theirs on the same boundaries),
+                # at most half a period later
+                boundary = next_boundary(args.period, time.time())
+                if stop.wait(max(0.0, boundary - time.time())):
                     break
-                deadline = max(deadline, time.monotonic() - args.period)
+                while not fresh_since(paths, boundary) and time.time() < boundary + args.period / 2:
+                    if stop.wait(FRESH_POLL):
+                        break
+                if stop.is_set():
+                    break
                 inputs = [
                     read_inputs(r.inputs, shape.servers, max_age)
                     or RackInput({}, [0.0] * shape.servers)

@@ -61,7 +61,7 @@ from kvswitch.controller.ops import (
 from kvswitch.controller.period import FabricShare, key_write_ratios
 from kvswitch.controller.plan import Plan
 from kvswitch.controller.repair import unconfirmed_pushes
-from kvswitch.controller.startup import EPOCH_MAX, next_epoch
+from kvswitch.controller.startup import EPOCH_MAX, SPINE_EPOCH_BASE, next_epoch
 
 LOG = logging.getLogger("kvswitch.fabric")
 T = TypeVar("T")
@@ -83,6 +83,7 @@ class FabricMetrics:
     write_ms: float = 0.0  # every switch's writes of the period, in order
     period_ms: float = 0.0
     errors: list[str] = field(default_factory=list)
+    rack_loads: list[float] = field(default_factory=list)  # what the plan started from
 
     def record(self) -> dict[str, Any]:
         return asdict(self)
@@ -91,6 +92,7 @@ class FabricMetrics:
         text = (
             f"fabric period {self.period}: {self.fabric_keys} keys, {self.holders} holders "
             f"(+{self.promoted} -{self.demoted}, {self.capped} capped), T_f {self.threshold:.1f}, "
+            f"racks {'/'.join(f'{x:.0f}' for x in self.rack_loads) or '-'}, "
             f"{self.updates} updates, {self.pushes} pushes in {self.write_ms:.1f} ms"
         )
         return text + (f"; errors: {'; '.join(self.errors)}" if self.errors else "")
@@ -106,10 +108,13 @@ class FabricRuntime:
         origin_of: Callable[[bytes], int],
         state_file: Path | None = None,
         drain: float = 0.005,
+        liveness: float | None = 0.5,
     ) -> None:
         """``drain``: seconds between a key's old serializer's break and its rebase (writes
         that serializer stamped reach the origin first; docs/fabric.md "Moving a key between
-        levels")."""
+        levels"). ``liveness``: seconds a spine's control port has to take a connection at the
+        start of each period (:meth:`SwitchDriver.reachable`); one that does not is lost for
+        that period without a call to it (None: no such check)."""
         if len(spines) != len(fabric.spines) or len(leaves) != len(fabric.racks):
             raise ValueError("one driver per spine and per leaf of the fabric file")
         if config.k > min(d.slots for d in spines):
@@ -119,6 +124,7 @@ class FabricRuntime:
         self.leaves = list(leaves)
         self.state_file = state_file
         self.drain = drain
+        self.liveness = liveness
         self.controller = FabricController(fabric.shape, config, origin_of)
         self.layouts = [SpineLayout(fabric, s) for s in range(len(spines))]
         self.epochs = [0] * len(spines)
@@ -192,7 +198,11 @@ class FabricRuntime:
         self.spine_ok[s] = False
         on_switch = drv.read_register(names.REG_EPOCH)[0]
         saved = self.epochs[s]
-        epoch = on_switch if on_switch and on_switch == saved else next_epoch(on_switch, saved)
+        epoch = (
+            on_switch
+            if on_switch == saved and on_switch >= SPINE_EPOCH_BASE
+            else next_epoch(on_switch, saved, low=SPINE_EPOCH_BASE)
+        )
         self.epochs[s] = epoch
         self.save_state()  # before the switch has it: a crash after the write never reuses it
         drv.apply(drv.reconcile(spine_static(self.fabric, s, drv.has_liveness)))
@@ -367,6 +377,7 @@ class FabricRuntime:
         ]
         m.plan_ms = (time.perf_counter() - planned) * 1000.0
         m.threshold, m.promoted, m.demoted = report.threshold, report.promoted, report.demoted
+        m.rack_loads = [round(x, 1) for x in report.rack_loads]
         self.controller.plans = plans
         self.measured = measured
         self.expected = self.controller.fabric_load(dict(report.predicted), ratios)
@@ -636,6 +647,14 @@ class FabricRuntime:
         """Reconnect and start the switches that went away; reconcile leaves whose steering is
         unknown (the period writes them)."""
         for s, drv in enumerate(self.spines):
+            if self.liveness is not None and not drv.reachable(self.liveness):
+                # its process is gone: a call would wait for its timeout (seconds, while the
+                # leaves steer its keys into it), even while the stream has not noticed
+                self.spine_ok[s] = False
+                m.errors.append(
+                    f"spine {self._spine_name(s)}: its control port takes no connection"
+                )
+                continue
             if self.spine_ok[s] and drv.connected:
                 continue
             try:

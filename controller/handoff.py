@@ -64,6 +64,23 @@ def stale_after(period: float) -> float:
     return max(3.0 * period, 5.0)
 
 
+def next_boundary(period: float, now: float) -> float:
+    """The first multiple of ``period`` seconds of the wall clock after ``now`` (Unix time). A rack
+    controller of a fabric ends its periods there, so that every rack's inputs count the same
+    second and the fabric controller, planning just after the boundary, reads them all fresh
+    (on free-running clocks it read some racks' inputs a whole period old, and its first plans
+    overshot: docs/fabric.md "Mininet fabric")."""
+    return (math.floor(now / period) + 1.0) * period
+
+
+def fresh_since(paths: list[str | Path], since: float) -> bool:
+    """Whether every file of ``paths`` was written at or after ``since`` (Unix time)."""
+    try:
+        return all(Path(x).stat().st_mtime >= since for x in paths)
+    except OSError:
+        return False
+
+
 class HandoffError(ValueError):
     """A hand-off file that does not say what its format says."""
 

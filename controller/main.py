@@ -29,7 +29,7 @@ from typing import TextIO
 from kvswitch import argtypes as t
 from kvswitch.controller.agents import AgentPool
 from kvswitch.controller.elastic import AdminServer
-from kvswitch.controller.handoff import stale_after
+from kvswitch.controller.handoff import next_boundary, stale_after
 from kvswitch.controller.p4rt_driver import DriverError, P4RuntimeDriver, Program, SwitchAddress
 from kvswitch.controller.period import ControllerConfig
 from kvswitch.controller.placement import POLICIES
@@ -253,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
                 admin = AdminServer(args.admin, runtime.handle_admin)
                 stack.callback(admin.close)
                 admin.start()
-            run_periods(runtime, args.period, args.periods, stop)
+            run_periods(runtime, args.period, args.periods, stop, aligned=bool(args.fabric_out))
     except (DriverError, ValueError, OSError) as exc:
         print(f"kvswitch controller: {exc}", file=sys.stderr)
         return 1
@@ -261,12 +261,21 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run_periods(
-    runtime: Runtime, period: float, periods: int | None, stop: threading.Event
+    runtime: Runtime,
+    period: float,
+    periods: int | None,
+    stop: threading.Event,
+    aligned: bool = False,
 ) -> None:
-    """One period every ``period`` seconds (on a fixed schedule; a late period is not repeated)."""
+    """One period every ``period`` seconds (on a fixed schedule; a late period is not repeated).
+    ``aligned`` (a rack of a fabric): the periods end on the wall clock's multiples of
+    ``period`` (:func:`~kvswitch.controller.handoff.next_boundary`), as every rack's do."""
     deadline = time.monotonic()
     while periods is None or runtime.periods < periods:
         deadline += period
+        if aligned:
+            now = time.time()
+            deadline = time.monotonic() + next_boundary(period, now) - now
         if stop.wait(max(0.0, deadline - time.monotonic())):
             return
         deadline = max(deadline, time.monotonic() - period)

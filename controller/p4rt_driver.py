@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 import threading
 from collections.abc import Coroutine, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -317,6 +318,16 @@ class P4RuntimeDriver(SwitchDriver):
     def connected(self) -> bool:
         """The P4Runtime stream is up and the Thrift connection did not fail."""
         return bool(self._switch.is_up) and not self._thrift_broken
+
+    def reachable(self, timeout: float) -> bool:
+        """The P4Runtime port takes a TCP connection within ``timeout`` seconds (closed at
+        once)."""
+        host, _, port = self.address.grpc_addr.rpartition(":")
+        try:
+            with socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)), timeout):
+                return True
+        except (OSError, ValueError):
+            return False
 
     def reconnect(self) -> None:
         """Drop both connections and open new ones (after the switch went away)."""

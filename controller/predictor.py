@@ -51,8 +51,20 @@ class Predictor:
     k: int = 10_000
     prev: dict = field(default_factory=dict)
 
-    def update(self, observed: Mapping[K, int]) -> list[tuple[K, float]]:
+    def update(
+        self, observed: Mapping[K, int], prev_scale: float | None = 1.0
+    ) -> list[tuple[K, float]]:
+        """``prev_scale``: last period's counts are multiplied by it (the ratio of this period's
+        total load to last period's, when the caller knows the load changed); None: last
+        period says nothing about the next one (a start), the prediction is this period's
+        counts alone."""
         now = {key: float(count) for key, count in observed.items()}
-        predicted = predict(now, self.prev, self.alpha, self.k)
+        if prev_scale is None:
+            predicted = predict(now, {}, 1.0, self.k)
+        elif prev_scale == 1.0:
+            predicted = predict(now, self.prev, self.alpha, self.k)
+        else:
+            prev = {key: v * prev_scale for key, v in self.prev.items()}
+            predicted = predict(now, prev, self.alpha, self.k)
         self.prev = now
         return predicted

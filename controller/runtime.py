@@ -50,6 +50,7 @@ from kvswitch.controller.ringchange import RingChange
 from kvswitch.controller.startup import (
     DYNAMIC_TABLES,
     EPOCH_MAX,
+    SPINE_EPOCH_BASE,
     broken_entries,
     implied_entries,
     missing_copies,
@@ -145,6 +146,8 @@ class Runtime:
             if fabric is not None and len(report.cold) == len(fabric)
             else list(report.cold) or None
         )
+        if self.observe_only:  # it moves nothing: all of its servers' load stays where it is
+            cold = None
         replicas = [0] * self.ctx.servers
         for kp in report.plan.keys.values():
             for s in kp.replicas:
@@ -181,7 +184,14 @@ class Runtime:
         ctx, driver = self.ctx, self.ctx.driver
         on_switch = driver.read_register(names.REG_EPOCH)[0]
         saved = statefile.load(ctx.state_file)
-        ctx.epoch = next_epoch(on_switch, statefile.saved_int(saved, "epoch", EPOCH_MAX), ctx.epoch)
+        # a fabric's leaf: below the spines' epochs (startup.SPINE_EPOCH_BASE)
+        fabric = self.fabric_out is not None or self.fabric_in is not None
+        ctx.epoch = next_epoch(
+            on_switch,
+            statefile.saved_int(saved, "epoch", EPOCH_MAX),
+            ctx.epoch,
+            high=SPINE_EPOCH_BASE - 1 if fabric else EPOCH_MAX,
+        )
         threshold = ctx.controller.threshold
         if threshold.value is None:  # a restarted controller carries on with its T
             threshold.value = statefile.saved_threshold(saved, threshold.floor)

@@ -24,10 +24,19 @@ EPOCH_MAX = 0xFFFF  # the epoch register is bit<16>; 0 is never used
 DYNAMIC_TABLES = (names.KEYINDEX_TABLE, names.SERVERMAP_TABLE, names.MULTIGROUP_TABLE)
 
 
-def next_epoch(*seen: int) -> int:
-    """One more than the largest epoch seen, wrapping from 65535 to 1."""
-    top = max(seen, default=0)
-    return top + 1 if top < EPOCH_MAX else 1
+#: A fabric's spines take their epochs from here up and its leaves' rack controllers below it,
+#: so that a version one serializer stamped never carries another's epoch (docs/fabric.md
+#: "Runtime"): a spine counts an origin's report only in its own epoch (rule 2), and a leaf's
+#: version of a key that has just moved to a spine, in an origin's reply steered up, raised the
+#: spine's origin_ver above every version it had stamped, so that no replica was ever valid.
+SPINE_EPOCH_BASE = 0x8000
+
+
+def next_epoch(*seen: int, low: int = 1, high: int = EPOCH_MAX) -> int:
+    """One more than the largest epoch seen within [low, high], wrapping from high to low (the
+    epochs seen outside it do not count)."""
+    top = max((e for e in seen if low <= e <= high), default=low - 1)
+    return top + 1 if top < high else low
 
 
 def forwarding_ops(rack: RackFile) -> list[Operation]:

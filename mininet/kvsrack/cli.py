@@ -121,6 +121,8 @@ def build_parser() -> t.Parser:
       help="a leaf-spine fabric instead of one rack: --racks leaves of --servers servers each, "
            "--spines spines, a rack controller per leaf, the fabric controller (docs/fabric.md)")  # fmt: skip
     a("--spines", type=t.positive_int, default=2, help="spines of the fabric (default 2)")
+    a("--racks-balance", action="store_true",
+      help="fabric: the rack controllers balance their racks too (default: they observe only)")  # fmt: skip
     a("--racks", type=t.positive_int, default=4, help="racks (leaves) of the fabric (default 4)")
     a("--no-spine-level", action="store_true",
       help="fabric: the fabric controller routes only, no key goes to a spine (the baseline)")  # fmt: skip
@@ -262,7 +264,8 @@ def run_fabric(args: argparse.Namespace, events: list[ServerEvent]) -> int:
     opts = fab.FabricOptions(
         spines=args.spines, racks=args.racks, servers=args.servers, clients=args.clients,
         backend=args.backend, target=args.target, period=args.period, k=args.k,
-        spine_level=not args.no_spine_level, agent_args=args.agent_arg,
+        spine_level=not args.no_spine_level, racks_balance=args.racks_balance,
+        agent_args=args.agent_arg,
         variant=args.test_fabric_variant,
     )  # fmt: skip
     work = Workload(

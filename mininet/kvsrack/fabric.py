@@ -5,12 +5,12 @@ inputs for the fabric and reading its share back) and the fabric controller
 (``kvswitch fabric-controller`` over the fabric file, which programs the spines and the leaves'
 steering). ``kvswitch rack --fabric`` runs it (:mod:`kvsrack.cli`).
 
-The rack controllers run ``--observe-only``: they measure their rack (loads, candidates) and hand
-it to the fabric controller, which places every replica. Every rack file names the fabric's ring
-(every server, in the fabric's order): the agents serve it and the rack controllers compute
-origins on it, as the clients and the fabric controller do. With the rack controllers balancing
-too (not ``--observe-only``) the test's fabric measured λ 0.10-0.16 per period instead of
-0.01-0.09: the two levels take and give back the same keys (docs/fabric.md, F4's order).
+The rack controllers run ``--observe-only`` unless ``racks_balance`` (``--racks-balance``): they
+measure their rack (loads, candidates) and hand it to the fabric controller, which places every
+replica. Every rack file names the fabric's ring (every server, in the fabric's order): the
+agents serve it and the rack controllers compute origins on it, as the clients and the fabric
+controller do. With the rack controllers balancing too, λ moves more from period to period (their
+own replica changes; docs/fabric.md "Mininet fabric: histories and restarts").
 
 Start-up, files and teardown are :class:`~kvsrack.deployment.Deployment`'s; each rack
 controller's files are in ``OUT/l<r>/`` (``metrics.jsonl``, its log, state, hand-off files).
@@ -50,6 +50,7 @@ class FabricOptions:
     period: float = 1.0
     k: int = 16  # hot-key slots of every switch (the fabric controller's k per spine)
     spine_level: bool = False  # False: the fabric controller only routes (the no-spine baseline)
+    racks_balance: bool = False  # the rack controllers balance too (default: they observe only)
     agent_args: list[str] = field(default_factory=list)
     variant: str = ""  # TESTS ONLY: a broken fabric controller (kvsrack.variants)
 
@@ -102,7 +103,7 @@ class Fabric(Deployment):
                 rack_file=rack_out / "rack.json", arch="v1model", target=o.target,
                 grpc_port=grpc, thrift_port=thrift, period=o.period, k=o.k, policy="balance",
                 out=rack_out, admin=self.run_dir / f"{self.layout.leaf(r)}.admin",
-                defines=self.leaf_defines(), observe_only=True,
+                defines=self.leaf_defines(), observe_only=not o.racks_balance,
                 program=p4src_dir() / "kvswitch_leaf.p4",
                 extra=["--fabric-out", str(rack_out / "inputs.json"),
                        "--fabric-in", str(rack_out / "share.json")],

@@ -308,3 +308,67 @@ def test_a_rack_hot_key_costs_its_rack_the_write_copies_of_its_replicas() -> Non
         fc.decide({key: 800}, {key: 200}, loads, floors=[0, 0], rack_holders=homes)
         moved[homes is not None] = key in fc.spine_of
     assert moved == {False: True, True: False}
+
+
+def test_servers_inside_a_level_rack_are_levelled_too() -> None:
+    """Racks level (each holds one hot key), but every hot key's origin carries it alone: only
+    the in-rack pass gives it holders beside its origin, until no server is above 1.1 x its
+    rack's mean (the Mininet fabric's rack controllers observe only: nobody else would)."""
+    base = [100.0] * SHAPE.total
+    keys = [(f"k{r}", 400.0) for r in range(SHAPE.racks)]
+    origins = [r * SHAPE.servers for r in range(SHAPE.racks)]
+
+    def servers(holders) -> list[float]:
+        out = list(base)
+        for (_, load), hs in zip(keys, holders, strict=True):
+            for s in hs:
+                out[s] += load / len(hs)
+        return out
+
+    flat = place_fabric(keys, origins, SHAPE, base, threshold=50.0)
+    assert max(servers(flat)) == 500.0  # the racks were level: nothing moved
+    levelled = place_fabric(keys, origins, SHAPE, base, threshold=50.0, level_inside=0.1)
+    loads = servers(levelled)
+    for r in range(SHAPE.racks):
+        mine = [loads[s] for s in SHAPE.servers_of(r)]
+        assert max(mine) <= 1.1 * sum(mine) / len(mine)
+    for hs, o in zip(levelled, origins, strict=True):
+        assert hs[0] == o and {SHAPE.rack_of(s) for s in hs} == {SHAPE.rack_of(o)}
+
+
+def test_a_holder_moves_off_a_loaded_server_inside_its_rack() -> None:
+    """Last period's holder sits on a server that has since become the rack's busiest: it
+    moves to the rack's least loaded server (the warm start alone would keep it there)."""
+    base = [100.0] * SHAPE.total
+    base[1] = 300.0  # its rack's busiest, by load the rack cannot move
+    keys = [("hot", 800.0)]
+    prev = {"hot": (4, 1, 8, 12)}
+    kept = place_fabric(keys, [4], SHAPE, base, threshold=10.0, previous=prev)
+    assert 1 in kept[0]
+    moved = place_fabric(keys, [4], SHAPE, base, threshold=10.0, previous=prev, level_inside=0.1)
+    assert 1 not in moved[0] and SHAPE.rack_of(moved[0][1]) == 0
+
+
+def test_no_more_keys_leave_their_racks_than_the_spines_have_slots() -> None:
+    base = [100.0] * SHAPE.total
+    keys = [("a", 600.0), ("b", 500.0), ("c", 400.0)]
+    origins = [0, 1, 2]  # all in rack 0
+    free = place_fabric(keys, origins, SHAPE, base, threshold=10.0)
+    assert sum(len(h) > 1 for h in free) > 1
+    held = place_fabric(keys, origins, SHAPE, base, threshold=10.0, slots=1)
+    assert [len(h) > 1 for h in held] == [True, False, False]  # the most lowering one
+
+
+def test_a_partial_first_period_does_not_halve_the_next_prediction() -> None:
+    """The load starts inside a period: that period's few counts are left out of the next
+    prediction (its total is under half of the next one's), which is the next period's counts
+    alone; then last period's counts are scaled to this period's total."""
+    origin = {b"hot": 0}
+    fc = FabricController(SHAPE, FabricConfig(k=4), lambda key: origin.get(key, 1))
+    loads = [0.0] * SHAPE.total
+    fc.decide({b"hot": 10}, {}, [10.0, *loads[1:]])
+    report = fc.decide({b"hot": 400}, {}, [400.0] + [40.0] * (SHAPE.total - 1))
+    assert dict(report.predicted)[b"hot"] == 400.0  # not (400 + 10) / 2
+    # the total halves: last period's 400 counts as 200, the prediction is their mean
+    report = fc.decide({b"hot": 200}, {}, [200.0] + [20.0] * (SHAPE.total - 1))
+    assert dict(report.predicted)[b"hot"] == pytest.approx(200.0)

@@ -25,6 +25,8 @@ from kvswitch.controller.fabric_runtime import FabricRuntime
 from kvswitch.controller.fabricfile import FabricFile
 from kvswitch.controller.handoff import (
     RackInput,
+    fresh_since,
+    next_boundary,
     read_inputs,
     read_share,
     write_inputs,
@@ -268,3 +270,19 @@ def test_a_copy_pushed_while_the_rack_reads_its_agents_is_not_dropped() -> None:
     ctx.refresh_fabric = lambda: setattr(ctx.controller, "foreign", share["keys"])
     ctx.drop_stale_copies()  # the rack's last share read named nothing (foreign is empty)
     assert agents.removed == []
+
+
+def test_the_racks_and_the_fabric_meet_on_the_wall_clock_s_period_boundaries(
+    tmp_path: Path,
+) -> None:
+    """Every rack controller of a fabric ends its periods on the multiples of the period, and
+    the fabric controller plans once every rack's inputs are newer than the boundary."""
+    assert next_boundary(2.0, 5.3) == 6.0
+    assert next_boundary(1.0, 7.0) == 8.0  # strictly after
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text("{}")
+    assert not fresh_since([a, b], 0.0)  # b absent
+    b.write_text("{}")
+    os.utime(a, (100.0, 100.0))
+    os.utime(b, (103.0, 103.0))
+    assert fresh_since([a, b], 100.0) and not fresh_since([a, b], 101.0)

@@ -18,11 +18,13 @@ import pytest
 
 from kvswitch import protocol as p
 from kvswitch.controller import names
+from kvswitch.controller.driver import DriverError
 from kvswitch.controller.fabric import FabricConfig
 from kvswitch.controller.fabric_runtime import FabricRuntime, RackInput
 from kvswitch.controller.handoff import read_share
 from kvswitch.controller.ops import EntryOp, RegisterWrite, TableEntry
 from kvswitch.controller.p4rt_driver import P4RuntimeDriver, Program
+from kvswitch.controller.startup import SPINE_EPOCH_BASE
 from tests.controller.fabric_net import (
     LEAF_DEFINES,
     MAX_HOLDERS,
@@ -76,9 +78,10 @@ class Fabric:
         state: Path,
         leaf_cls: type[P4RuntimeDriver] = P4RuntimeDriver,
         runtime_cls: type[FabricRuntime] = FabricRuntime,
+        spine_cls: type[P4RuntimeDriver] = P4RuntimeDriver,
     ):
         self.agents = PacketAgents(net)
-        self.spines = spine_drivers(net, progs[0], self.agents)
+        self.spines = spine_drivers(net, progs[0], self.agents, spine_cls)
         self.leaves = leaf_drivers(net, progs[1], leaf_cls)
         self.runtime = runtime_cls(net.fabric, self.spines, self.leaves, config(), origin_of, state)
 
@@ -471,6 +474,91 @@ def test_a_dead_spines_keys_are_no_longer_steered(
         assert held(f.leaves, names.FABRIC_HOT_TABLE) == [{}] * RACKS
         assert f.agents.events == [("rebase", HOT, ORIGIN)]
     finally:
+        f.close()
+
+
+def test_a_leaf_s_version_steered_to_its_spine_does_not_count_there(
+    net: Net, progs: tuple[Program, Program], tmp_path: Path
+) -> None:
+    """The origin answers a Get with the version its home leaf stamped before the key moved to
+    the spine (epoch 1: a fabric's rack controller gives its leaf 1 first); steered up, it must
+    not raise the spine's origin_ver (rule 2 counts its own epoch only), or no replica would
+    ever be valid again and every read would go to the origin (seen in the Mininet fabric with
+    the rack controllers balancing: spine and leaf both at epoch 1). Spines take their epochs
+    from SPINE_EPOCH_BASE up; with the spines' epochs from 1, as before, this fails."""
+    f = Fabric(net, progs, tmp_path / "state.json")
+    try:
+        rt = f.runtime
+        rt.start()
+        rt.period(inputs())
+        assert all(e >= SPINE_EPOCH_BASE for e in rt.epochs)
+        s = rt.spine_of[HOT]
+        slot = rt.plans[s].keys[HOT].slot
+        before = f.spines[s].read_register(names.REG_ORIGIN_VER)[slot]
+        leaf_version = p.Message(p.Op.GET_REPLY, HOT, b"v0", cid=9, seq=1, epoch=1, ver=before + 50)
+        net.from_host(net.server_name(ORIGIN), "10.3.1.1", leaf_version, p.KVS_PORT, 40000)
+        net.take()
+        assert f.spines[s].read_register(names.REG_ORIGIN_VER)[slot] == before
+    finally:
+        f.close()
+
+
+HANG = 3.0  # seconds a call to a dead spine waits while its stream has not noticed
+
+
+class Unnoticed(P4RuntimeDriver):
+    """A spine driver whose stream has not noticed its switch went away (``gone``): it says
+    it is connected and every call waits ``HANG`` seconds before it fails, as a period's calls
+    to a killed spine did in the Mininet fabric (4.5 s). ``slow``: seconds its counters'
+    read takes, a live switch slower than the liveness check."""
+
+    gone = False
+    slow = 0.0
+
+    @property
+    def connected(self) -> bool:
+        return True if self.gone else super().connected
+
+    def _run(self, coro):
+        if self.gone:
+            coro.close()
+            time.sleep(HANG)
+            raise DriverError("no answer from the switch")
+        return super()._run(coro)
+
+    def read_hot_counters(self) -> dict[bytes, int]:
+        time.sleep(self.slow)
+        return super().read_hot_counters()
+
+
+def test_a_dead_spine_is_noticed_without_waiting_for_a_call(
+    net: Net, progs: tuple[Program, Program], tmp_path: Path
+) -> None:
+    """A spine whose process is gone is lost at the next period's start by its closed control
+    port (``reachable``), with no call to it: its keys' steering goes from the leaves at once
+    instead of after the calls' timeouts. A live spine that answers slower than the check's
+    0.5 s is not lost. Without the check the period waits HANG s per call (fails)."""
+    f = Fabric(net, progs, tmp_path / "state.json", spine_cls=Unnoticed)
+    try:
+        rt = f.runtime
+        rt.start()
+        rt.period(inputs())
+        s = rt.spine_of[HOT]
+        f.spines[s].slow = 0.8
+        m = rt.period(inputs())
+        assert m.errors == [] and rt.spine_of.get(HOT) == s and all(rt.spine_ok)
+        f.spines[s].slow = 0.0
+        net.spines[s].stop()
+        f.spines[s].gone = True
+        began = time.monotonic()
+        m = rt.period(inputs())
+        took = time.monotonic() - began
+        assert took < HANG, f"the period waited {took:.1f} s on the dead spine"
+        assert m.errors[0] == f"spine {net.spines[s].name}: its control port takes no connection"
+        assert HOT not in rt.spine_of and not rt.spine_ok[s]
+        assert held(f.leaves, names.FABRIC_HOT_TABLE) == [{}] * RACKS
+    finally:
+        f.spines[s].gone = False
         f.close()
 
 
