@@ -27,7 +27,8 @@ help:
 	@echo "make sim      reproduce the paper's figures with the simulator (writes results/)"
 	@echo "make sim-racks  λ over all servers vs racks 1-32, spine level on and off (results/racks.*;"
 	@echo "              about 30 min on 2 cores; docs/results.md \"32 racks\")"
-	@echo "make tofino   compile p4src/kvswitch_tna.p4 for Tofino (needs a Tofino P4 compiler on PATH)"
+	@echo "make tofino   compile p4src/kvswitch_tna.p4 for Tofino (needs a Tofino P4 compiler on PATH;"
+	@echo "              TOFINO_DEFINES=-DHOT_KEYS=10000, TOFINO_PROGRAM=kvswitch_spine_tna)"
 
 # System packages (Debian/Ubuntu, as root). Skipped when everything is already there.
 deps:
@@ -126,6 +127,8 @@ fabric: $(STAMP) c
 # same compile when a compiler is on PATH and skips with a message otherwise.
 TOFINO_P4C ?= $(shell command -v bf-p4c 2>/dev/null || (command -v p4c >/dev/null 2>&1 && p4c --target tofino --arch tna --version >/dev/null 2>&1 && command -v p4c))
 TOFINO_OUT ?= build/tofino
+TOFINO_PROGRAM ?= kvswitch_tna# or kvswitch_spine_tna, kvswitch_leaf_tna
+TOFINO_DEFINES ?=# e.g. -DHOT_KEYS=10000 (the paper's K; p4src/shared/sizes.p4)
 tofino:
 	@if [ -z "$(TOFINO_P4C)" ]; then \
 		echo "make tofino: no Tofino P4 compiler found (bf-p4c, or p4c built with backends/tofino);"; \
@@ -133,9 +136,9 @@ tofino:
 		exit 2; \
 	fi
 	mkdir -p $(TOFINO_OUT)
-	$(TOFINO_P4C) --std p4-16 --target tofino --arch tna -I p4src \
-		--p4runtime-files $(TOFINO_OUT)/kvswitch_tna.p4info.txtpb --p4runtime-force-std-externs \
-		-o $(TOFINO_OUT) p4src/kvswitch_tna.p4
+	$(TOFINO_P4C) --std p4-16 --target tofino --arch tna -I p4src $(TOFINO_DEFINES) \
+		--p4runtime-files $(TOFINO_OUT)/$(TOFINO_PROGRAM).p4info.txtpb --p4runtime-force-std-externs \
+		-o $(TOFINO_OUT) p4src/$(TOFINO_PROGRAM).p4
 
 clean:
 	rm -rf build *.egg-info .pytest_cache results
