@@ -1,5 +1,6 @@
-"""The TNA build through a Tofino P4 compiler (bf-p4c, or p4c with its open-source backends/tofino),
-when one is on PATH: it compiles, and its P4Info has the control-plane names the software switch
+"""The TNA builds through a Tofino P4 compiler (bf-p4c, or p4c with its open-source backends/tofino),
+when one is on PATH: the ToR program at the defaults and at the paper's K = 10 000, a fabric's
+spine and leaf; each compiles, and its P4Info has the control-plane names the software switch
 gives the same program. Skipped with a message where no such compiler is installed (`make tofino`
 runs the same compile). p4c's open-source back end places tables in as many stages as the
 dependencies need and leaves the device's limit to the assembler (not part of it), so the test
@@ -50,17 +51,26 @@ def tofino_compiler() -> list[str] | None:
 
 
 @pytest.mark.parametrize(
-    "defines", [{}, {"HOT_KEYS": "10000"}], ids=["defaults", "paper-K"]
-)  # the paper's K = 10 000: valid_ver in three parts (p4src/shared/sizes.p4)
-def test_tofino_compiler_accepts_the_tna_build(tmp_path: Path, defines: dict[str, str]) -> None:
+    ("program", "defines"),
+    [
+        ("kvswitch_tna.p4", {}),
+        ("kvswitch_tna.p4", {"HOT_KEYS": "10000"}),  # the paper's K: valid_ver in three parts
+        ("kvswitch_spine_tna.p4", {}),
+        ("kvswitch_leaf_tna.p4", {}),
+    ],
+    ids=["defaults", "paper-K", "spine", "leaf"],
+)
+def test_tofino_compiler_accepts_the_tna_build(
+    tmp_path: Path, program: str, defines: dict[str, str]
+) -> None:
     cmd = tofino_compiler()
     if cmd is None:
         pytest.skip(
             "no Tofino P4 compiler on PATH (bf-p4c, or p4c built with backends/tofino): "
             "the TNA build is checked by the software switch only"
         )
-    source = p4src_dir() / "kvswitch_tna.p4"
-    info_path = tmp_path / "kvswitch_tna.p4info.txtpb"
+    source = p4src_dir() / program
+    info_path = tmp_path / "p4info.txtpb"
     done = subprocess.run(
         [*cmd, "--std", "p4-16", "--target", "tofino", "--arch", "tna", "-I", str(source.parent),
          *(f"-D{k}={v}" for k, v in defines.items()),
