@@ -25,6 +25,7 @@ from pathlib import Path
 from kvswitch import argtypes as t
 from kvswitch.agent.backend_procs import free_port
 from kvswitch.paths import repo_root
+from kvswitch.ports import port_offloads_off
 
 PROGRAM = (repo_root() or Path.cwd()) / "tests" / "softswitch" / "runtime" / "p4" / "runtime.p4"
 
@@ -100,7 +101,7 @@ class Topology:
         for ns_cmd, dev in ((self.exec_args(h), h.iface), ((), h.port_iface)):
             sh(*ns_cmd, "sysctl", "-qw", f"net.ipv6.conf.{dev}.disable_ipv6=1", check=False)
             if shutil.which("ethtool"):
-                sh(*ns_cmd, "ethtool", "--offload", dev, "rx", "off", "tx", "off", check=False)
+                sh(*ns_cmd, *port_offloads_off(dev), check=False)
         self.exec(h, "ip", "link", "set", h.iface, "up")
         self.exec(h, "ip", "link", "set", "lo", "up")
         sh("ip", "link", "set", h.port_iface, "up")

@@ -27,8 +27,8 @@ from pathlib import Path
 import pytest
 
 from kvsrack.procs import wait_tcp
-from kvsrack.switches import port_offloads_off
 from kvswitch.agent.backend_procs import free_port
+from kvswitch.ports import port_offloads_off
 
 pytestmark = [pytest.mark.netns, pytest.mark.bmv2]
 

@@ -1,0 +1,17 @@
+"""What the switch's side of a link needs, for every harness that builds links (the Mininet rack,
+the runtime benchmark's namespaces)."""
+
+from __future__ import annotations
+
+#: ethtool features off on the switch's side of every link: the switch reads and writes whole
+#: frames (no checksum offload), and BMv2 reads each port through libpcap, which sizes the
+#: port's receive ring by the largest frame the interface can hand it: 64 KiB while any
+#: segmentation or receive offload is on (veth's GSO is, by default), which leaves 32 frames
+#: in its 2 MiB ring, about 25 ms of the client port's packets in the rack; without, 1 311
+#: frames. A full ring drops what comes (docs/rack.md "BMv2's receive ring").
+PORT_OFFLOADS_OFF = ("rx", "tx", "sg", "tso", "gso", "gro")
+
+
+def port_offloads_off(intf: str) -> list[str]:
+    """The ethtool command that turns :data:`PORT_OFFLOADS_OFF` off on ``intf``."""
+    return ["ethtool", "--offload", intf, *(x for f in PORT_OFFLOADS_OFF for x in (f, "off"))]
