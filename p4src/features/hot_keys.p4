@@ -41,8 +41,7 @@ control HotKeys(in headers_t hdr, inout kvs_meta_t meta) {
         size = HOT_KEYS;
     }
 
-    apply {
-        meta.hot = false;
+    apply {  // meta.hot: false from the ingress's start (the top level), at most one lookup sets it
         hotkey_table.apply();
         if (meta.hot && hdr.kvs.op != KvsOp.GET) {
             hotkey_writes.count((bit<32>)meta.slot);

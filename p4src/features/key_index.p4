@@ -33,8 +33,7 @@ control KeyIndex(in headers_t hdr, inout kvs_meta_t meta) {
         size = HOT_KEYS;
     }
 
-    apply {
-        meta.hot = false;
+    apply {  // meta.hot: false from the ingress's start (the top level), at most one lookup sets it
         keyindex_table.apply();
     }
 }
