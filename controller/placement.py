@@ -12,9 +12,9 @@ Policies:
   every other hot key starts at its origin; then the largest share on the most loaded server gets
   the fewest extra replicas (on the least loaded servers) that lower the maximum, until the most
   loaded server is within ``tolerance`` of the mean or the per-server replica budget is spent.
-  In a first pass only moves that lower the top server by at least ``MIN_GAIN`` of the mean
-  load per replica count, and a top server no such move lowers is passed by; a second pass
-  spends what budget is left on the top servers as before. T only gates which keys may get
+  With a budget, a first pass makes only moves that lower the top server by at least
+  ``MIN_GAIN`` of the mean load per replica and passes by a top server no such move lowers; a
+  second pass spends what budget is left on the top servers. T only gates which keys may get
   replicas.
 """
 
@@ -91,7 +91,10 @@ def place(
         ]
     if policy == "least-loaded":
         return _least_loaded(predicted, origins, threshold, servers, base, cap)
-    return _balance(predicted, origins, threshold, servers, base, cap, tolerance, write_ratios)
+    bounded = max_replicas_per_server is not None
+    return _balance(
+        predicted, origins, threshold, servers, base, cap, tolerance, write_ratios, bounded
+    )
 
 
 def _least_loaded(
@@ -181,6 +184,7 @@ def _balance(
     cap: int,
     tolerance: float,
     write_ratios: Sequence[float],
+    bounded: bool = False,
 ) -> list[tuple[int, ...]]:
     members: list[list[int]] = [[o] for o in origins]
     costs = [_Cost(load, w) for (_, load), w in zip(predicted, write_ratios, strict=True)]
@@ -200,12 +204,14 @@ def _balance(
         n = len(members[i])
         for s in members[i]:
             loads[s] += costs[i].holder(n)
-    # first pass: only moves that lower the top server by at least min_gain per replica they
-    # add, and a top server no such move lowers is left as it is while the next one is levelled:
-    # a server whose unmovable load sits above the level would otherwise spend the whole budget
-    # on splinters of its smallest keys (each replica moving a few queries) before the others
-    # are reached. Second pass: what budget is left lowers the top servers as far as it goes.
-    for min_gain, go_past in ((MIN_GAIN * mean, True), (0.0, False)):
+    # with a replica budget (``bounded``), a first pass makes only moves that lower the top
+    # server by at least MIN_GAIN of the mean per replica they add, and a top server no such
+    # move lowers is left as it is while the next one is levelled: a server whose unmovable load
+    # sits above the level would otherwise spend the whole budget on splinters of its smallest
+    # keys (each replica moving a few queries) before the others are reached. Then (the only
+    # pass without a budget) what budget is left lowers the top servers as far as it goes.
+    passes = [(MIN_GAIN * mean, True)] if bounded else []
+    for min_gain, go_past in [*passes, (0.0, False)]:
         # per server: heap of (-priority, key index) of its keys that may take a replica (each
         # pass sees every key again: the first drops those it would not split)
         heaps: list[list[tuple[float, int]]] = [[] for _ in range(servers)]
