@@ -12,7 +12,10 @@ Policies:
   every other hot key starts at its origin; then the largest share on the most loaded server gets
   the fewest extra replicas (on the least loaded servers) that lower the maximum, until the most
   loaded server is within ``tolerance`` of the mean or the per-server replica budget is spent.
-  T only gates which keys may get replicas.
+  With a budget, a first pass makes only moves that lower the top server by at least
+  ``MIN_GAIN`` of the mean load per replica and passes by a top server no such move lowers; a
+  second pass spends what budget is left on the top servers. T only gates which keys may get
+  replicas.
 """
 
 from __future__ import annotations
@@ -26,6 +29,10 @@ from typing import TypeVar
 K = TypeVar("K", bound=Hashable)
 
 POLICIES = ("ring", "least-loaded", "balance")
+
+# balance's first pass: a move must lower the top server by at least this share of the mean
+# server load per replica it adds (see _balance)
+MIN_GAIN = 5e-4
 
 
 def replica_count(load: float, threshold: float, servers: int) -> int:
@@ -84,7 +91,10 @@ def place(
         ]
     if policy == "least-loaded":
         return _least_loaded(predicted, origins, threshold, servers, base, cap)
-    return _balance(predicted, origins, threshold, servers, base, cap, tolerance, write_ratios)
+    bounded = max_replicas_per_server is not None
+    return _balance(
+        predicted, origins, threshold, servers, base, cap, tolerance, write_ratios, bounded
+    )
 
 
 def _least_loaded(
@@ -174,14 +184,11 @@ def _balance(
     cap: int,
     tolerance: float,
     write_ratios: Sequence[float],
+    bounded: bool = False,
 ) -> list[tuple[int, ...]]:
     members: list[list[int]] = [[o] for o in origins]
     costs = [_Cost(load, w) for (_, load), w in zip(predicted, write_ratios, strict=True)]
     used = [0] * servers
-    # per server: heap of (-the reads of the key it serves, key index) of keys that may take a
-    # replica: the key whose reads weigh most on the top server is split first (its writes
-    # cannot be moved)
-    heaps: list[list[tuple[float, int]]] = [[] for _ in range(servers)]
     total = sum(loads) + sum(load for _, load in predicted)
     if total <= 0:
         return [tuple(m) for m in members]
@@ -197,13 +204,52 @@ def _balance(
         n = len(members[i])
         for s in members[i]:
             loads[s] += costs[i].holder(n)
-            if load >= threshold:
-                heaps[s].append((-costs[i].priority(n, unit), i))
-    for heap in heaps:
-        heapq.heapify(heap)
-    # every move adds at least one replica, so the budget bounds the number of moves
-    for _ in range(cap * servers):
-        top = max(range(servers), key=loads.__getitem__)
+    # with a replica budget (``bounded``), a first pass makes only moves that lower the top
+    # server by at least MIN_GAIN of the mean per replica they add, and a top server no such
+    # move lowers is left as it is while the next one is levelled: a server whose unmovable load
+    # sits above the level would otherwise spend the whole budget on splinters of its smallest
+    # keys (each replica moving a few queries) before the others are reached. Then (the only
+    # pass without a budget) what budget is left lowers the top servers as far as it goes.
+    passes = [(MIN_GAIN * mean, True)] if bounded else []
+    for min_gain, go_past in [*passes, (0.0, False)]:
+        # per server: heap of (-priority, key index) of its keys that may take a replica (each
+        # pass sees every key again: the first drops those it would not split)
+        heaps: list[list[tuple[float, int]]] = [[] for _ in range(servers)]
+        for i, m in enumerate(members):
+            if costs[i].load >= threshold:
+                for s in m:
+                    heaps[s].append((-costs[i].priority(len(m), unit), i))
+        for heap in heaps:
+            heapq.heapify(heap)
+        _fill_tops(members, costs, used, heaps, loads, cap, tolerance, unit, min_gain, go_past)
+    return [tuple(m) for m in members]
+
+
+def _fill_tops(
+    members: list[list[int]],
+    costs: Sequence[_Cost],
+    used: list[int],
+    heaps: list[list[tuple[float, int]]],
+    loads: list[float],
+    cap: int,
+    tolerance: float,
+    unit: float,
+    min_gain: float,
+    go_past: bool,
+) -> None:
+    """Water-filling from the top (see :func:`_balance`): the key on the most loaded server
+    whose next holder lowers it most per load added gets the fewest extra replicas that lower
+    it, until the top is within ``tolerance`` of the mean, the budget is spent, or no key lowers
+    the top by at least ``min_gain`` per replica; then the next server when ``go_past``, else
+    the end. Updates ``members``, ``used``, ``heaps`` and ``loads`` in place."""
+    servers = len(loads)
+    passed: set[int] = set()
+    # every move adds at least one replica and every pass-by sets a server aside: both bounded
+    for _ in range(cap * servers + servers):
+        rest = [s for s in range(servers) if s not in passed]
+        if not rest:
+            break
+        top = max(rest, key=loads.__getitem__)
         if loads[top] <= sum(loads) / servers * (1.0 + tolerance):
             break
         heap = heaps[top]
@@ -219,8 +265,8 @@ def _balance(
                 key=loads.__getitem__,
             )
             extra = _extra_replicas(costs[i], n, loads[top], [loads[s] for s in free])
-            if extra == 0:
-                heapq.heappop(heap)  # this key cannot help the top server any more
+            if extra == 0 or costs[i].holder(n) - costs[i].holder(n + extra) < min_gain * extra:
+                heapq.heappop(heap)  # this key cannot help the top server (enough) any more
                 continue
             for s in members[i]:
                 loads[s] += costs[i].holder(n + extra) - costs[i].holder(n)
@@ -232,5 +278,6 @@ def _balance(
                 heapq.heappush(heaps[s], (-costs[i].priority(n + extra, unit), i))
             moved = True
         if not moved:
-            break
-    return [tuple(m) for m in members]
+            if not go_past:
+                break
+            passed.add(top)

@@ -109,3 +109,35 @@ def test_balance_uses_each_keys_own_write_ratio() -> None:
     assert len(same[1]) > 1
     with pytest.raises(ValueError):
         place(predicted, [0, 0], 1.0, 8, "balance", write_ratios=[0.1])
+
+
+def _stuck_rack() -> tuple[list[tuple[str, float]], list[int], list[float]]:
+    """Server 0's cold load alone is above the mean and its hot keys are splinters (0.05 each);
+    server 1 is over the mean by one big key; servers 2 and 3 are below it."""
+    predicted = [(f"tiny{i}", 0.05) for i in range(400)] + [("big", 60.0)]
+    return predicted, [0] * 400 + [1], [130.0, 50.0, 80.0, 80.0]
+
+
+def test_balance_does_not_spend_the_budget_on_a_server_it_cannot_level() -> None:
+    predicted, origins, cold = _stuck_rack()
+    holders = place(
+        predicted, origins, 0.01, 4, "balance", cold_loads=cold, max_replicas_per_server=5
+    )
+    # splitting a splinter lowers server 0 by 0.025 a replica: the budget goes to the big key,
+    # which levels server 1 (before: 15 splinter replicas, the big key left whole at 110)
+    assert len(holders[-1]) > 1
+    loads = list(cold)
+    for (_, load), h in zip(predicted, holders, strict=True):
+        for s in h:
+            loads[s] += load / len(h)
+    assert max(loads[1:]) < 105.0
+
+
+def test_balance_spends_what_is_left_on_the_top_server() -> None:
+    predicted, origins, cold = _stuck_rack()
+    holders = place(
+        predicted, origins, 0.01, 4, "balance", cold_loads=cold, max_replicas_per_server=200
+    )
+    # with the others levelled, the budget left still lowers server 0 as far as it goes
+    assert sum(len(h) - 1 for h in holders[:400]) > 100
+    assert len(holders[-1]) > 1
