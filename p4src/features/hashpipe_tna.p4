@@ -25,7 +25,7 @@
 // hp_tag is the TNA build's only register that v1model has not (v1model hashes the stored key
 // words instead); the controller resets it with the stage's other registers.
 //
-// Tofino's stages (docs/tofino.md "Down to 28 stages"): a stage's index and tag are hashed from
+// Tofino's stages (docs/tofino.md "Down to 26 stages"): a stage's index and tag are hashed from
 // the carried key straight into PHV (the index is the hash unit's output, of the registers' index
 // type, no cast between), the decision's stateful ALU reads them one stage later, and the key
 // words and the count hang off the decision's gateway, with no bool between: four MAU stages a
