@@ -37,6 +37,20 @@
 #include "features/steering.p4"
 #endif
 
+#if __TARGET_TOFINO__ == 2
+// Tofino 2's PHV allocation (p4c-barefoot --target tofino2, docs/tofino.md message 23): without
+// these, it overlays three fields of exclusive branches in one container ("contains fields which
+// overlap"), then splits HashPipe's stateful-ALU outputs across containers the ALU cannot write
+// ("invalid container action"). Tofino 1 needs none of them.
+@pa_no_overlay("ingress", "replicas_sm_ip")
+@pa_no_overlay("ingress", "replicas_first")
+#ifndef KVS_SPINE
+@pa_no_overlay("ingress", "hashpipe_hp_stage0_same")
+@pa_container_size("ingress", "hashpipe_hp_stage0_w0", 32)
+@pa_container_size("ingress", "hashpipe_carry.key", 32, 32, 32, 32)
+@pa_container_size("ingress", "hashpipe_hp_stage1_decision", 32)
+#endif
+#endif
 control KvsIngress(inout kvs_tna_headers_t hdr, inout kvs_tna_meta_t meta,
                    in ingress_intrinsic_metadata_t ig_intr_md,
                    in ingress_intrinsic_metadata_from_parser_t ig_prsr_md,
