@@ -95,6 +95,23 @@ class Program:
     device_config: bytes
 
 
+class _TaskFailures(logging.Handler):
+    """The exceptions of one finsy switch's tasks that failed while it connected. finsy logs such
+    an exception (CRITICAL, "Switch task %r failed") and raises only ``SwitchFailFastError``; kept
+    here, the driver's error says what the switch answered (e.g. a refused pipeline)."""
+
+    def __init__(self, switch_name: str) -> None:
+        super().__init__(logging.CRITICAL)
+        self.prefix = f"fy:{switch_name}|"
+        self.errors: list[BaseException] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        exc = record.exc_info[1] if record.exc_info else None
+        task = record.args[0] if isinstance(record.args, tuple) and record.args else None
+        if exc is not None and isinstance(task, str) and task.startswith(self.prefix):
+            self.errors.append(exc)
+
+
 class _Loop:
     """An asyncio event loop in a thread: finsy is asynchronous, the Driver interface is not."""
 
@@ -283,12 +300,22 @@ class P4RuntimeDriver(SwitchDriver):
             role_name=self.address.role or "",
             role_config=Empty() if self.address.role else None,
         )
-        switch = fy.Switch("kvswitch", self.address.grpc_addr, options)
+        name = f"kvswitch@{self.address.grpc_addr}" + (
+            f"/{self.address.role}" if self.address.role else ""
+        )
+        switch = fy.Switch(name, self.address.grpc_addr, options)
+        failures = _TaskFailures(name)
+        finsy_log = logging.getLogger("finsy")
+        finsy_log.addHandler(failures)
         try:
             self._loop.run(switch.__aenter__(), self.address.timeout)
         except (Exception, SwitchFailFastError) as exc:
             self._loop.close()
-            raise DriverError(f"P4Runtime at {self.address.grpc_addr}: {exc!r}") from exc
+            cause = failures.errors[0] if failures.errors else exc
+            said = str(cause) or repr(cause)  # finsy's P4ClientError has an empty repr
+            raise DriverError(f"P4Runtime at {self.address.grpc_addr}: {said}") from cause
+        finally:
+            finsy_log.removeHandler(failures)
         self._switch = switch
         try:
             self._transport, self._thrift = _thrift_client(self.address)

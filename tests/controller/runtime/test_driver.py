@@ -159,6 +159,17 @@ def test_unreachable_switch(program: Program, rackfile: RackFile) -> None:
         P4RuntimeDriver(address, program, rackfile.rack())
 
 
+def test_a_refused_pipeline_is_an_error_naming_the_switchs_answer(
+    live_switch: LiveSwitch, program: Program, rackfile: RackFile
+) -> None:
+    """finsy raises only SwitchFailFastError when the pipeline is refused; the driver's error
+    carries what the switch answered, and nothing is installed."""
+    other = Bundle.from_file(p4src_dir() / "kvswitch_tna.p4", DEFINES).compile().p4info
+    with pytest.raises(DriverError, match=r"INVALID_ARGUMENT.*p4info does not match"):
+        P4RuntimeDriver(live_switch.address, Program(other, program.device_config), rackfile.rack())
+    assert live_switch.device.pipeline is None
+
+
 def test_rack_too_large_for_program(program: Program, live_switch: LiveSwitch) -> None:
     servers = [
         {
