@@ -25,7 +25,7 @@ from pathlib import Path
 from kvswitch import argtypes as t
 from kvswitch.agent.backend_procs import free_port
 from kvswitch.paths import repo_root
-from kvswitch.ports import port_offloads_off
+from kvswitch.ports import listens, port_offloads_off
 
 PROGRAM = (repo_root() or Path.cwd()) / "tests" / "softswitch" / "runtime" / "p4" / "runtime.p4"
 
@@ -233,7 +233,6 @@ def switch_process(
     interfaces: list[str], program: Path, log_level: str = "warn", extra: list[str] | None = None
 ) -> Iterator[tuple[subprocess.Popen[bytes], int, int]]:
     """``kvswitch switch`` on the given ports; yields (process, thrift port, grpc port)."""
-    import socket
 
     thrift, grpc_port = free_port(), free_port()
     cmd = [
@@ -258,10 +257,7 @@ def switch_process(
                 raise RuntimeError(
                     f"switch exited: {proc.stderr.read().decode() if proc.stderr else ''}"
                 )
-            with (
-                contextlib.suppress(OSError),
-                socket.create_connection(("127.0.0.1", grpc_port), timeout=0.2),
-            ):
+            if listens("127.0.0.1", grpc_port, 0.2):
                 break
             if time.monotonic() > deadline:
                 raise TimeoutError("switch did not start")

@@ -26,8 +26,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import socket
 import threading
+import time
 from collections.abc import Coroutine, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -36,6 +36,7 @@ from typing import Any, Literal, Protocol, TypeVar
 
 import finsy as fy
 from bm_runtime.standard import Standard
+from finsy.p4client import P4ClientError
 from finsy.proto import p4i
 from finsy.switch import SwitchFailFastError
 from google.protobuf.empty_pb2 import Empty
@@ -62,6 +63,7 @@ from kvswitch.controller.ops import (
 )
 from kvswitch.controller.plan import Plan, assemble
 from kvswitch.controller.rack import Rack
+from kvswitch.ports import listens
 
 AgentOp = PushRequest | RemoveRequest | RebaseRequest  # what the agents' control API carries
 #: Keys whose agent operations run at once, per server of the rack. A push mostly waits (for its
@@ -93,6 +95,16 @@ class Program:
 
     p4info: p4i.P4Info
     device_config: bytes
+
+
+def _election_id_in_use(exc: BaseException | None) -> bool:
+    """The switch refused the stream's election id as another stream's of the same role
+    (P4Runtime: INVALID_ARGUMENT)."""
+    return (
+        isinstance(exc, P4ClientError)
+        and exc.code == fy.GRPCStatusCode.INVALID_ARGUMENT
+        and "election id" in exc.message.lower()
+    )
 
 
 class _TaskFailures(logging.Handler):
@@ -303,19 +315,20 @@ class P4RuntimeDriver(SwitchDriver):
         name = f"kvswitch@{self.address.grpc_addr}" + (
             f"/{self.address.role}" if self.address.role else ""
         )
-        switch = fy.Switch(name, self.address.grpc_addr, options)
-        failures = _TaskFailures(name)
-        finsy_log = logging.getLogger("finsy")
-        finsy_log.addHandler(failures)
-        try:
-            self._loop.run(switch.__aenter__(), self.address.timeout)
-        except (Exception, SwitchFailFastError) as exc:
-            self._loop.close()
-            cause = failures.errors[0] if failures.errors else exc
-            said = str(cause) or repr(cause)  # finsy's P4ClientError has an empty repr
-            raise DriverError(f"P4Runtime at {self.address.grpc_addr}: {said}") from cause
-        finally:
-            finsy_log.removeHandler(failures)
+        deadline = time.monotonic() + self.address.timeout
+        while True:
+            switch = fy.Switch(name, self.address.grpc_addr, options)
+            try:
+                self._open(switch, name, deadline - time.monotonic())
+                break
+            except DriverError as exc:
+                # A controller that closed its stream just before (a restart) may still hold
+                # the election id until the switch notices: that id is free a moment later.
+                if not _election_id_in_use(exc.__cause__) or time.monotonic() + 0.1 > deadline:
+                    self._loop.close()
+                    raise
+                LOG.info("%s: the election id is still held by a closed stream; again", name)
+                time.sleep(0.1)
         self._switch = switch
         try:
             self._transport, self._thrift = _thrift_client(self.address)
@@ -325,6 +338,21 @@ class P4RuntimeDriver(SwitchDriver):
             self.close()
             raise
         return switch
+
+    def _open(self, switch: fy.Switch, name: str, timeout: float) -> None:
+        """``switch``'s stream, arbitration and pipeline within ``timeout`` seconds, or
+        :class:`DriverError` caused by what the switch answered."""
+        failures = _TaskFailures(name)
+        finsy_log = logging.getLogger("finsy")
+        finsy_log.addHandler(failures)
+        try:
+            self._loop.run(switch.__aenter__(), max(timeout, 0.1))
+        except (Exception, SwitchFailFastError) as exc:
+            cause = failures.errors[0] if failures.errors else exc
+            said = str(cause) or repr(cause)  # finsy's P4ClientError has an empty repr
+            raise DriverError(f"P4Runtime at {self.address.grpc_addr}: {said}") from cause
+        finally:
+            finsy_log.removeHandler(failures)
 
     def _register_path(self) -> RegisterPath:
         """P4Runtime when the switch reads the epoch cell over P4Runtime and takes a MODIFY of
@@ -351,9 +379,8 @@ class P4RuntimeDriver(SwitchDriver):
         once)."""
         host, _, port = self.address.grpc_addr.rpartition(":")
         try:
-            with socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)), timeout):
-                return True
-        except (OSError, ValueError):
+            return listens(host.strip("[]") or "127.0.0.1", int(port), timeout)
+        except ValueError:
             return False
 
     def reconnect(self) -> None:

@@ -1,7 +1,9 @@
 """What the switch's side of a link needs, for every harness that builds links (the Mininet rack,
-the runtime benchmark's namespaces)."""
+the runtime benchmark's namespaces), and whether a switch's control port listens yet."""
 
 from __future__ import annotations
+
+import socket
 
 #: ethtool features off on the switch's side of every link: the switch reads and writes whole
 #: frames (no checksum offload), and BMv2 reads each port through libpcap, which sizes the
@@ -15,3 +17,15 @@ PORT_OFFLOADS_OFF = ("rx", "tx", "sg", "tso", "gso", "gro")
 def port_offloads_off(intf: str) -> list[str]:
     """The ethtool command that turns :data:`PORT_OFFLOADS_OFF` off on ``intf``."""
     return ["ethtool", "--offload", intf, *(x for f in PORT_OFFLOADS_OFF for x in (f, "off"))]
+
+
+def listens(host: str, port: int, timeout: float) -> bool:
+    """Something listens on TCP ``host``:``port`` (a connection made within ``timeout`` seconds
+    and closed at once). A loopback connection whose source port the kernel picked equal to
+    ``port`` connects to itself while nothing listens (TCP simultaneous open); that is not
+    counted."""
+    try:
+        with socket.create_connection((host, port), timeout) as conn:
+            return conn.getsockname() != conn.getpeername()
+    except (OSError, ValueError):
+        return False

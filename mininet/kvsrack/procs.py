@@ -7,13 +7,14 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
+
+from kvswitch.ports import listens
 
 
 class InHost(Protocol):
@@ -101,7 +102,7 @@ def wait_tcp(port: int, proc: subprocess.Popen[Any], what: str, timeout: float =
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"{what} exited with status {proc.returncode} (see its log)")
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+        if listens("127.0.0.1", port, 0.2):
             return
         time.sleep(0.1)
     raise RuntimeError(f"{what}: nothing listens on port {port} after {timeout:.0f} s")

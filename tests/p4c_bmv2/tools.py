@@ -9,7 +9,6 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ import pytest
 
 from kvswitch.agent.backend_procs import free_port
 from kvswitch.controller.program import cached_p4c_bm2_ss, from_p4c_files
+from kvswitch.ports import listens
 
 
 def need(tool: str) -> str:
@@ -68,9 +68,8 @@ def wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 20) -> 
     while time.monotonic() < end:
         if proc.poll() is not None:
             raise RuntimeError(f"switch exited with {proc.returncode}")
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
+        if listens("127.0.0.1", port, 0.2):
+            return
         time.sleep(0.05)
     raise TimeoutError(f"nothing listens on {port}")
 

@@ -7,7 +7,6 @@ import contextlib
 import os
 import queue
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ from finsy.proto import p4r, p4r_grpc
 from google.protobuf import text_format
 
 from kvswitch.agent.backend_procs import free_port
+from kvswitch.ports import listens
 from softswitch.runtime.bundle import Bundle
 from softswitch.runtime.device import Device
 from softswitch.runtime.p4runtime_server import P4RuntimeServer
@@ -38,10 +38,7 @@ def wait_port(port: int, proc: subprocess.Popen[bytes] | None = None, timeout: f
             raise RuntimeError(
                 f"switch exited with {proc.returncode}: {proc.stderr.read().decode() if proc.stderr else ''}"
             )
-        with (
-            contextlib.suppress(OSError),
-            socket.create_connection(("127.0.0.1", port), timeout=0.2),
-        ):
+        if listens("127.0.0.1", port, 0.2):
             return
         time.sleep(0.05)
     raise TimeoutError(f"nothing listens on port {port}")
