@@ -92,7 +92,10 @@ class TnaRules:
     applying: list[Any]
     exec_stmts: dict[int, Tree]
     computed_bools: set[str]  # locals assigned a comparison, &&, ||, ! or ?: (or a copy of one)
-    defs: dict[str, tuple[Any, int]]  # code -> (the assigned expression, or its ALU operations)
+    # code -> (the assigned expression, or its ALU operations; the action body's scope that
+    # assigned it, None for the control's own statements). The scope itself, not its id(): a
+    # finished body's Scope is freed and a later one could reuse its address.
+    defs: dict[str, tuple[Any, Scope | None]]
     assigned: dict[str, int]  # code -> times assigned in the blocks built so far
     salu_inputs: dict[str, dict[str, Tree]]  # Register -> the PHV inputs its actions read
 
@@ -199,7 +202,7 @@ class TnaRules:
         computed = kind in COMPUTED_BOOL or rhs.code in self.computed_bools
         if computed and local:
             self.computed_bools.add(lhs.code)
-            self.defs[lhs.code + "?"] = (src, 0)
+            self.defs[lhs.code + "?"] = (src, None)
         elif computed and lhs.code.split(".")[0] in tr.block_params:
             raise self.err(
                 node,
@@ -216,7 +219,7 @@ class TnaRules:
         n = self._ops(tr, src, scope)
         self._define(tr, lhs.code, n, scope)
         if self._mask(tr, src, scope):
-            self.defs[lhs.code + "&"] = (True, 0)
+            self.defs[lhs.code + "&"] = (True, None)
         if n > 1:
             raise self.err(
                 node,
@@ -232,7 +235,7 @@ class TnaRules:
         assigned in an action body (a field too) only in the rest of that body."""
         self.assigned[code] = self.assigned.get(code, 0) + 1
         if LOCAL.fullmatch(code) or tr.in_action:
-            self.defs[code] = (ops, id(scope) if tr.in_action else 0)
+            self.defs[code] = (ops, scope if tr.in_action else None)
 
     def _folded(self, tr: Translator, node: Tree, scope: Scope) -> int | None:
         """The ALU operations (-1: a constant) the compiler folds in for a local or field."""
@@ -240,9 +243,9 @@ class TnaRules:
         got = self.defs.get(code or "")
         if code is None or got is None:
             return None
-        if got[1] == 0:
+        if got[1] is None:
             return int(got[0]) if self.assigned.get(code) == 1 else None
-        return int(got[0]) if got[1] == id(scope) else None
+        return int(got[0]) if got[1] is scope else None
 
     def _ops(self, tr: Translator, node: Any, scope: Scope) -> int:
         """The ALU operations an expression takes, those of the locals it reads included."""
