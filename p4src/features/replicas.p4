@@ -52,7 +52,7 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout standard_meta
     @name("rr") register<bit<ORDINAL_W>>(HOT_KEYS) rr;
 #ifdef KVS_SPINE
     @name("done_by") register<bit<ORDINAL_W>>(HOT_KEYS) done_by;
-    @name("rotated") register<bit<1>>(HOT_KEYS) rotated;
+    @name("rotated") register<bit<8>>(HOT_KEYS) rotated;
     ipv4_addr_t so_ip = 0;  // ServeroffsetTable's address: a write's destination, else its source
 #endif
 
@@ -149,7 +149,7 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout standard_meta
 #ifdef KVS_SPINE
         // F7: whether the key's writes rotate. A request carries HotkeyTable's flag and records it
         // in `rotated`; a reply, CONFIRM or SYNC (KeyindexTable: no flag) reads the record.
-        bit<1> rot = meta.rotate;
+        bit<8> rot = (bit<8>)meta.rotate;
         if (op == KvsOp.GET || op == KvsOp.SET || op == KvsOp.DEL) {
             rotated.write(slot, rot);
         } else {

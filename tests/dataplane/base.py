@@ -279,8 +279,9 @@ class Dataplane:
         return self._named("counters", suffix)
 
     def reset(self) -> None:
-        for table in self.names("tables"):
-            self.sw.table_clear(table)
+        for table in self.sw.p4info.tables:
+            if not table.is_const_table:  # a const table's entries are the program's
+                self.sw.table_clear(table.preamble.name)
         for reg in self.names("registers"):
             self.sw.register_reset(reg)
         for ctr in self.names("counters"):
