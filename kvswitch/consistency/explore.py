@@ -775,6 +775,10 @@ class Explorer:
 
     # -- the switch -------------------------------------------------------------------------------
 
+    def _ids(self, c: int, idx: int) -> tuple[int, int]:
+        """Client ``c``'s request ``idx``'s id (cid, seq)."""
+        return c + 1, idx + 1
+
     def _request(
         self, sw: Switch, c: int, idx: int, attempt: int
     ) -> Iterator[tuple[Switch, list[Msg], int]]:
@@ -782,7 +786,7 @@ class Explorer:
         messages, Get's server)."""
         gver, slot_ver, origin_ver, valid, epoch, floor, holders = sw
         value = self.sc.programs[c][idx]
-        me, cid, seq = CLIENT0 + c, c + 1, idx + 1
+        me, (cid, seq) = CLIENT0 + c, self._ids(c, idx)
         att = attempt if self.sc.latest_reply_only else 0
         set_op = int(p.Op.SET)
         if value is not None and attempt > 1 and self.sc.unstamped_repeats:
@@ -913,7 +917,7 @@ class Explorer:
             c = msg[1] - CLIENT0
             invoked, waiting, attempt = self._cl.values[cl][c]
             # the pending request's reply (latest_reply_only: to its latest attempt)
-            if waiting and (msg[4], msg[5], msg[11]) == (c + 1, invoked, attempt):
+            if waiting and (msg[4], msg[5], msg[11]) == (*self._ids(c, invoked - 1), attempt):
                 cl = self._client[cl, c, (invoked, False, attempt)]
                 hist = self._hist(self._returned(self._hist.values[hist], c, invoked - 1, msg))
         return self._sw(sw2), out_ids, cl, hist

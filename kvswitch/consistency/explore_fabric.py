@@ -126,9 +126,15 @@ PRESETS: dict[str, FabricScenario] = {
     ),
 }
 
-# The rotation's presets. Writers by rules.rotated_write over 2 holders: (cid 1, seq 1) and
-# (cid 2, seq 1) -> the replica, (cid 1, seq 2), (cid 2, seq 2) and (cid 3, seq 1) -> the
-# origin; over 3 holders (cid 1, seq 1) -> r1, (cid 3, seq 1) -> r2.
+# The rotation's request ids: client c's request idx is (ROTATION_CIDS[c], ROTATION_SEQ0 + idx),
+# chosen so that rules.rotated_write (a CRC's low bits mod n) spreads the presets' writes: over 2
+# holders c0's and c1's first writes -> the replica, their second writes and c2's first -> the
+# origin; over 3 holders c0's first write -> r1, c2's first -> r2
+# (test_explore_rotation.py checks it).
+ROTATION_CIDS = (1, 2, 12)
+ROTATION_SEQ0 = 19
+
+# The rotation's presets (writers as above).
 _ROTATION_PRESETS: dict[str, FabricScenario] = {
     # c0's two writes taken by different holders, reads under them
     "rotation": FabricScenario(_scenario(((b"a1", b"a2"), (_G, _G)), replicas=1), rotation="by-id"),
@@ -185,6 +191,11 @@ class FabricExplorer(Explorer):
     def _bypass(self, c: int) -> bool:
         return c in self.fabric.local and not self.fabric.steering
 
+    def _ids(self, c: int, idx: int) -> tuple[int, int]:
+        if self.fabric.rotation:
+            return ROTATION_CIDS[c], ROTATION_SEQ0 + idx
+        return super()._ids(c, idx)
+
     def initial(self) -> State:
         s = super().initial()
         if not self.fabric.rotation:
@@ -205,7 +216,7 @@ class FabricExplorer(Explorer):
         # the home leaf forwards it as plain IP: to the origin, unstamped, no copies
         value = self.sc.programs[c][idx]
         op = p.Op.GET if value is None else p.Op.SET
-        me, cid, seq = CLIENT0 + c, c + 1, idx + 1
+        me, (cid, seq) = CLIENT0 + c, self._ids(c, idx)
         att = attempt if self.sc.latest_reply_only else 0
         yield sw, [(1, ORIGIN, me, int(op), cid, seq, value or b"", 0, 0, 0, 0, att)], ORIGIN
 
@@ -215,7 +226,7 @@ class FabricExplorer(Explorer):
         """A client's request of a rotated key crossing the spine (F7)."""
         gver, slot_ver, origin_ver, valid, epoch, floor, holders = sw
         value = self.sc.programs[c][idx]
-        me, cid, seq = CLIENT0 + c, c + 1, idx + 1
+        me, (cid, seq) = CLIENT0 + c, self._ids(c, idx)
         att = attempt if self.sc.latest_reply_only else 0
         if value is not None:  # rule 1 of the rotation: one writer, no copies
             g, sv = [gver], [slot_ver]

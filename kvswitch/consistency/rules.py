@@ -83,18 +83,27 @@ def replica_reply_passes(slot, current, ver, origin_ver) -> bool:
 def rotated_write(slot, gver, slot_ver, cid, seq, n) -> tuple[int, int]:
     """Rule 1 for a rotated key: a Set/Delete takes a fresh version (global_ver += 1, slot_ver
     follows it) and goes to **one** holder, its *writer*, and to no other: ordinal
-    ``hash(cid, seq) mod n`` over the key's ``n`` holders (the origin is ordinal 0). A function of
-    the request id, so that a repeat reaches the holder that applied the first attempt and
-    remembers its id (a repeat sent to another holder would be applied twice, around a second
-    writer's write). Never flagged ``F_SETTLED``: no writer adopts a repeat's version (the writer
-    may not hold the latest completed version, so the adoption's argument does not hold).
-    Returns (version, writer ordinal)."""
+    ``(crc32(cid, seq) mod 256) mod n`` over the key's ``n`` holders (the origin is ordinal 0).
+    A function of the request id, so that a repeat reaches the holder that applied the first
+    attempt and remembers its id (a repeat sent to another holder would be applied twice, around
+    a second writer's write). Never flagged ``F_SETTLED``: no writer adopts a repeat's version
+    (the writer may not hold the latest completed version, so the adoption's argument does not
+    hold). Returns (version, writer ordinal).
+
+    The hash is the spine's (p4src/features/replicas*.p4, docs/protocol.md F7): CRC-32 (zlib's,
+    v1model's ``crc32``) of ``cid`` and ``seq`` as two big-endian 32-bit words, its low 8 bits, then
+    mod n (v1model ``hash(..., max = n)``; TNA, which has no modulo, a constant table on (n, those
+    8 bits)). Written out bit by bit: numba compiles this function, zlib is not available there."""
     g = gver[0] + 1
     gver[0] = g
     slot_ver[slot] = g
-    h = (cid * 0x9E3779B1 + seq * 0x85EBCA77) & 0xFFFFFFFF
-    h = h ^ (h >> 16)
-    return g, h % n
+    c = 0xFFFFFFFF
+    for i in range(8):
+        word = cid if i < 4 else seq
+        c ^= (word >> (8 * (3 - i % 4))) & 0xFF
+        for _ in range(8):
+            c = (c >> 1) ^ (0xEDB88320 if c & 1 else 0)
+    return g, ((c ^ 0xFFFFFFFF) & 0xFF) % n
 
 
 def holder_report(slot, cell, current, ver, floor, slot_ver, origin_ver, valid_ver) -> bool:
@@ -102,9 +111,11 @@ def holder_report(slot, cell, current, ver, floor, slot_ver, origin_ver, valid_v
     a SYNC_DONE from one of the key's holders, the origin or any other (its address and port named
     by ServeroffsetTable), in the current epoch. The latest completed version rises,
     origin_ver = max(origin_ver, ver), and the holder's own cell records what it holds, as a
-    CONFIRM would (rule 3's test: floor < ver <= slot_ver). Returns whether this holder now holds
-    the latest completed version after raising it: the switch then keeps its ordinal
-    (``done_by``) as where a Get goes when its round-robin turn is not in the read set."""
+    CONFIRM would (rule 3's test: floor < ver <= slot_ver). Returns whether this report raised
+    origin_ver: the switch then keeps the holder's ordinal (``done_by``), a holder that holds the
+    latest completed version, where a Get goes if its cell is in the read set (R4) and the only
+    holder whose SYNC is stamped (R5). (Not "and its cell holds it": the spine writes done_by
+    before it reaches valid_ver, as one pass through Tofino's stages must; R4 tests the cell.)"""
     if not current:
         return False
     raised = ver > origin_ver[slot]
@@ -112,4 +123,4 @@ def holder_report(slot, cell, current, ver, floor, slot_ver, origin_ver, valid_v
         origin_ver[slot] = ver
     if floor < ver <= slot_ver[slot] and ver > valid_ver[cell]:
         valid_ver[cell] = ver
-    return raised and valid_ver[cell] >= ver
+    return raised

@@ -37,11 +37,6 @@
 
 #include "hashpipe_carry.p4"
 
-// a CRC-32 hash unit with the parameters of v1model's crc32, W bits out (its low W bits)
-#define HP_CRC32(W) \
-    Hash<W>(HashAlgorithm_t.CUSTOM, CRCPolynomial<bit<32>>(32w0x04C11DB7, true, false, false, \
-                                                           32w0xFFFFFFFF, 32w0xFFFFFFFF))
-
 // a slot's index: the hash unit's log2(w) low bits, the registers' index type (no cast between)
 #define HP_INDEX_T bit<HP_SLOT_BITS>
 #if HP_SLOTS < 2
@@ -122,7 +117,7 @@ control HashPipeFirst(inout hp_carry_t carry, in HP_INDEX_T idx) {
 control HashPipeStage(inout hp_carry_t carry, in HP_INDEX_T idx) {
     HP_SLOT_REGISTERS
     @name("hp_tag") Register<hp_tag_t, HP_INDEX_T>(HP_SLOTS) hp_tag;
-    HP_CRC32(bit<32>) tag_hash;
+    KVS_CRC32(bit<32>) tag_hash;
     // the decision: one stateful ALU in paired mode, two conditions, the predicate out
     RegisterAction<hp_tag_t, HP_INDEX_T, bit<32>>(hp_tag) tag_decide = {
         void apply(inout hp_tag_t value, out bit<32> rv) {
@@ -158,7 +153,7 @@ control HashPipeStage(inout hp_carry_t carry, in HP_INDEX_T idx) {
 
 #define HP_FIRST_STAGE HashPipeFirst()
 #define HP_LATER_STAGE HashPipeStage()
-#define HP_INDEX_HASH(name) HP_CRC32(HP_INDEX_T) name;
+#define HP_INDEX_HASH(name) KVS_CRC32(HP_INDEX_T) name;
 #define HP_INDEX(name, idx, ...) idx = name.get({__VA_ARGS__})
 #include "hashpipe_stages.p4"
 

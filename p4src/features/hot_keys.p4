@@ -5,7 +5,8 @@
 // ServermapTable, ordinal 0 = origin). Its direct counter counts the queries of each hot key (the
 // controller reads and resets it every period); `hotkey_writes[slot]` counts the SETs and DELs
 // among them, so the controller knows each hot key's own write ratio. A miss sends the request to
-// HashPipe.
+// HashPipe. A spine's action is `set_hot(slot, n, rotate)`: rotate = 1 when the key's writes
+// rotate over its holders (docs/protocol.md F7; replicas.p4), 0 for rule 1.
 //
 // KeyindexTable, the same keys for replies and maintenance, is in key_index.p4.
 //
@@ -21,7 +22,12 @@ control HotKeys(in headers_t hdr, inout kvs_meta_t meta) {
     counter(HOT_KEYS, CounterType.packets) hotkey_writes;
 
     @name("set_hot")
+#ifdef KVS_SPINE
+    action set_hot(slot_t slot, ordinal_t n, bit<1> rotate) {
+        meta.rotate = rotate;  // a spine's: the key's writes rotate (F7, replicas.p4)
+#else
     action set_hot(slot_t slot, ordinal_t n) {
+#endif
         meta.hot = true;
         meta.slot = slot;
         meta.n = n;
@@ -42,6 +48,9 @@ control HotKeys(in headers_t hdr, inout kvs_meta_t meta) {
     }
 
     apply {  // meta.hot: false from the ingress's start (the top level), at most one lookup sets it
+#ifdef KVS_SPINE
+        meta.rotate = 0;
+#endif
         hotkey_table.apply();
         if (meta.hot && hdr.kvs.op != KvsOp.GET) {
             hotkey_writes.count((bit<32>)meta.slot);

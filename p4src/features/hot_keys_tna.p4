@@ -11,7 +11,12 @@ control HotKeys(in headers_t hdr, inout kvs_meta_t meta) {
     Counter<bit<64>, slot_t>(HOT_KEYS, CounterType_t.PACKETS) hotkey_writes;
 
     @name("set_hot")
+#ifdef KVS_SPINE
+    action set_hot(slot_t slot, ordinal_t n, bit<1> rotate) {
+        meta.rotate = rotate;  // a spine's: the key's writes rotate (F7, replicas.p4)
+#else
     action set_hot(slot_t slot, ordinal_t n) {
+#endif
         hotkey_counter.count();
         meta.hot = true;
         meta.slot = slot;
@@ -33,6 +38,9 @@ control HotKeys(in headers_t hdr, inout kvs_meta_t meta) {
     }
 
     apply {  // meta.hot: false from the ingress's start (the top level), at most one lookup sets it
+#ifdef KVS_SPINE
+        meta.rotate = 0;
+#endif
         hotkey_table.apply();
         if (meta.hot && hdr.kvs.op != KvsOp.GET) {
             hotkey_writes.count(meta.slot);

@@ -42,7 +42,14 @@ control MulticastIngress(in headers_t hdr, inout kvs_meta_t meta, inout standard
     }
 
     apply {
+#ifdef KVS_SPINE
+        // a rotated key's write goes to one holder, no copies (docs/protocol.md F7 R1, replicas.p4)
+        if (meta.rotate == 0) {
+            multigroup_table.apply();
+        }
+#else
         multigroup_table.apply();
+#endif
     }
 }
 

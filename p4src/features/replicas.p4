@@ -50,6 +50,11 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout standard_meta
     @name("origin_ver") register<bit<32>>(HOT_KEYS) origin_ver;
     VALID_VER_REGISTERS(VALID_VER_DECLARE)
     @name("rr") register<bit<ORDINAL_W>>(HOT_KEYS) rr;
+#ifdef KVS_SPINE
+    @name("done_by") register<bit<ORDINAL_W>>(HOT_KEYS) done_by;
+    @name("rotated") register<bit<8>>(HOT_KEYS) rotated;
+    ipv4_addr_t so_ip = 0;  // ServeroffsetTable's address: a write's destination, else its source
+#endif
 
     bool sm_hit = false;
     bit<32> sm_vidx = 0;
@@ -117,7 +122,11 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout standard_meta
 #ifdef KVS_SPINE
             meta.slot: exact @name("slot");  // a spine names the holders of each key
 #endif
+#ifdef KVS_SPINE
+            so_ip: exact @name("server_ip");
+#else
             hdr.ipv4.src_addr: exact @name("server_ip");
+#endif
         }
         actions = {
             set_server_offset;
@@ -137,6 +146,29 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout standard_meta
         // TNA build's stateful ALU has two comparison units). A t beyond n'-1 (n, or the origin's
         // liveness, changed) counts as turn 0 and restarts the rotation: one extra turn for the
         // first ordinal, then exact again.
+#ifdef KVS_SPINE
+        // F7: whether the key's writes rotate. A request carries HotkeyTable's flag and records it
+        // in `rotated`; a reply, CONFIRM or SYNC (KeyindexTable: no flag) reads the record.
+        bit<8> rot = (bit<8>)meta.rotate;
+        if (op == KvsOp.GET || op == KvsOp.SET || op == KvsOp.DEL) {
+            rotated.write(slot, rot);
+        } else {
+            rotated.read(rot, slot);
+        }
+        bool rotated_key = rot == 1;
+        if (rotated_key && op == KvsOp.GET) {
+            // R4: the holder whose report last raised origin_ver (no round robin)
+            done_by.read(ordinal, slot);
+        } else if (rotated_key && (op == KvsOp.SET || op == KvsOp.DEL)) {
+            // R1: the writer, ordinal (crc32(cid, seq) mod 256) mod n (rules.rotated_write), a
+            // function of the request id; a TCP write stays with the origin (ordinal 0)
+            if (hdr.udp.isValid() && meta.n != 0) {
+                bit<8> h8;
+                hash(h8, HashAlgorithm.crc32, 8w0, {hdr.kvs.cid, hdr.kvs.seq}, 16w256);
+                hash(ordinal, HashAlgorithm.identity, (ordinal_t)0, {h8}, meta.n);
+            }
+        } else
+#endif
         if (op == KvsOp.GET) {
             bool skip = meta.origin_down && meta.n > 1;
             ordinal_t first = skip ? (ordinal_t)1 : 0;
@@ -148,16 +180,32 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout standard_meta
             ordinal = (t > last ? (ordinal_t)0 : t) + first;
         }
         servermap_table.apply();
+#ifdef KVS_SPINE
+        // A spine names the holders of each key with their ordinals: the reports' sender by its
+        // source address, and the origin a write is addressed to (ordinal 0) by its destination.
+        so_ip = hdr.ipv4.src_addr;
+        if (op == KvsOp.SET || op == KvsOp.DEL) {
+            so_ip = hdr.ipv4.dst_addr;
+        }
+        if (op != KvsOp.GET) {
+            serveroffset_table.apply();
+        }
+#else
         if (op != KvsOp.GET && op != KvsOp.SET && op != KvsOp.DEL) {
             serveroffset_table.apply();
         }
+#endif
 
         bit<16> cur_epoch;
         epoch.read(cur_epoch, 0);
         bool current = hdr.kvs.epoch == cur_epoch;
         // The sender is a server of the rack, on its own port; `from_origin`: and the key's origin.
         bool sender_ok = so_hit && so_port == std.ingress_port;
+#ifdef KVS_SPINE
+        bool from_origin = sender_ok && so_offset == 0;  // ordinal 0
+#else
         bool from_origin = sender_ok && sm_hit && sm_ip == hdr.ipv4.src_addr;
+#endif
         // Rule 6 judges a read reply from a server the table names. A leaf's names every server of
         // its rack; a spine's only each key's holders, and a replica that left the key may still
         // answer a Get redirected to it before: a spine judges every read reply but the origin's.
@@ -169,9 +217,12 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout standard_meta
         // Rule 1 applies to a write addressed to the key's origin (ServermapTable's ordinal 0 for
         // a write); one addressed elsewhere goes there as it is, and that server answers MOVED.
         bool any_write = op == KvsOp.SET || op == KvsOp.DEL;
+#ifdef KVS_SPINE
+        bool write = any_write && so_hit && so_offset == 0;  // addressed to the origin
+#else
         bool write = any_write && sm_hit && sm_ip == hdr.ipv4.dst_addr;
+#endif
         meta.misaddressed = any_write && !write;
-        bool sync = op == KvsOp.SYNC && from_origin && hdr.udp.isValid();
         // Rule 2 input: the origin says it holds the key at (epoch, ver): a write's OK reply (a
         // repeated request id's too: it carries the version the origin holds, flag F_DUP) or
         // STALE reply (a newer write got there first; it carries the version the origin holds),
@@ -181,6 +232,46 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout standard_meta
                                       || hdr.kvs.status == KvsStatus.STALE))
                      || (op == KvsOp.SYNC_DONE && hdr.kvs.status == KvsStatus.OK);
         bool origin_report = from_origin && current && (acked || op == KvsOp.GET_REPLY);
+#ifdef KVS_SPINE
+        // R2: a rotated key's write replies and SYNC_DONE from ANY holder of it (its address and
+        // leaf port as ServeroffsetTable names them) report; no read reply does.
+        if (rotated_key) {
+            origin_report = sender_ok && current && acked;
+        }
+#endif
+
+        // origin_ver, rule 2: max(origin_ver, ver) on an origin report; read otherwise.
+        ov = 0;
+        origin_ver.read(ov, slot);
+        bool raised = false;
+        if (origin_report && hdr.kvs.ver > ov) {
+            ov = hdr.kvs.ver;
+            origin_ver.write(slot, ov);
+            raised = true;
+        }
+
+#ifdef KVS_SPINE
+        // done_by: the ordinal of the holder whose report last raised origin_ver (it holds that
+        // version; rules.holder_report), read by a rotated key's Gets (above) and SYNCs (R5).
+        // R5: a rotated key's SYNC is stamped only from that holder, or from the origin while
+        // origin_ver is 0 (the key's make); anyone else's is dropped. Else rule 5's origin.
+        bool sync = false;
+        if (raised) {
+            done_by.write(slot, (ordinal_t)so_offset);
+        } else if (rotated_key && op == KvsOp.SYNC && sender_ok && hdr.udp.isValid()) {
+            ordinal_t db;
+            done_by.read(db, slot);
+            if (ov == 0) {
+                sync = so_offset == 0;
+            } else {
+                sync = (ordinal_t)so_offset == db;
+            }
+        } else {
+            sync = !rotated_key && op == KvsOp.SYNC && from_origin && hdr.udp.isValid();
+        }
+#else
+        bool sync = op == KvsOp.SYNC && from_origin && hdr.udp.isValid();
+#endif
 
         // global_ver: a fresh version for a write (rule 1) or the origin's SYNC (rule 5).
         bit<32> gv = 0;
@@ -188,14 +279,6 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout standard_meta
             global_ver.read(gv, 0);
             gv = gv + 1;
             global_ver.write(0, gv);
-        }
-
-        // origin_ver, rule 2: max(origin_ver, ver) on an origin report; read otherwise.
-        ov = 0;
-        origin_ver.read(ov, slot);
-        if (origin_report && hdr.kvs.ver > ov) {
-            ov = hdr.kvs.ver;
-            origin_ver.write(slot, ov);
         }
 
         // slot_ver, rules 1 and 5: a write always takes the fresh version; a SYNC only when no
@@ -243,6 +326,19 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout standard_meta
                 VALID_VER_AT(idx, VALID_VER_MAX)
             }
             mark_to_drop(std);
+#ifdef KVS_SPINE
+        } else if (rotated_key && origin_report) {
+            // R2: the reporting holder's own cell, as its CONFIRM would (rule 3's test)
+            confirm_diffs();
+            if (floor_ver[31:31] == 1 && sv_ver[31:31] == 0) {
+                bit<32> idx = meta.base + so_offset;
+                bit<32> cur;
+                VALID_VER_AT(idx, VALID_VER_MAX)
+            }
+            if (op == KvsOp.SYNC_DONE) {
+                mark_to_drop(std);
+            }
+#endif
         } else if (op == KvsOp.GET_REPLY) {
             // Rule 6: a replica's read reply must carry exactly the version the origin last
             // reported (current epoch, ver == origin_ver): a newer one is of a write still in
@@ -253,7 +349,13 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout standard_meta
             // client with another ring must get it, so it passes.
             bool no_result = hdr.kvs.status == KvsStatus.MOVED
                              || hdr.kvs.status == KvsStatus.RETRY;
-            if (replier && !from_origin && !no_result
+#ifdef KVS_SPINE
+            // R6: a rotated key's read replies are all judged, the origin's included
+            bool judged = !from_origin || rotated_key;
+#else
+            bool judged = !from_origin;
+#endif
+            if (replier && judged && !no_result
                 && (!current || hdr.kvs.ver != ov || hdr.kvs.ver == 0)) {
                 mark_to_drop(std);
             }
@@ -292,9 +394,24 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout standard_meta
             hdr.kvs.ver = gv;
             meta.l4_dirty = true;
         }
+#ifdef KVS_SPINE
+        if (write && rotated_key) {
+            // R1: to the writer only (MultigroupTable skipped, multicast.p4), flagged F_REDIRECT
+            // (served by a holder that is not the origin), never F_SETTLED
+            hdr.kvs.flags = hdr.kvs.flags | KVS_F_REDIRECT;
+            if (ordinal != 0 && sm_hit) {
+                std.egress_spec = sm_port;
+                hdr.ethernet.dst_addr = sm_mac;
+                hdr.ipv4.dst_addr = sm_ip;
+            }
+        } else if (write && settled) {
+            hdr.kvs.flags = hdr.kvs.flags | KVS_F_SETTLED;  // copied into the UPDATEs too
+        }
+#else
         if (write && settled) {
             hdr.kvs.flags = hdr.kvs.flags | KVS_F_SETTLED;  // copied into the UPDATEs too
         }
+#endif
     }
 }
 

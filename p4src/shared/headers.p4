@@ -115,6 +115,11 @@ struct kvs_meta_t {
     // older ring, or a forged write). It takes no version and makes no copy; the server it names
     // answers MOVED (docs/protocol.md rule 1).
     bool misaddressed;
+#ifdef KVS_SPINE
+    // HotkeyTable (a spine's, requests): 1 = the key's writes rotate over its holders
+    // (docs/protocol.md F7); MultigroupTable then makes no copies (multicast.p4).
+    bit<1> rotate;
+#endif
 }
 
 #endif  // KVSWITCH_HEADERS_P4

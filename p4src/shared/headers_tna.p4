@@ -44,4 +44,10 @@ struct kvs_tna_meta_t {
     kvs_fwd_t fwd;
 }
 
+// a CRC-32 hash unit with the parameters of v1model's crc32 (zlib's), W bits out (its low W bits):
+// HashPipe's indices and tags (hashpipe_tna.p4), the rotation's writer (writer_table_tna.p4)
+#define KVS_CRC32(W) \
+    Hash<W>(HashAlgorithm_t.CUSTOM, CRCPolynomial<bit<32>>(32w0x04C11DB7, true, false, false, \
+                                                           32w0xFFFFFFFF, 32w0xFFFFFFFF))
+
 #endif  // KVSWITCH_HEADERS_TNA_P4

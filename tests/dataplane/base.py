@@ -82,6 +82,7 @@ class P4Protocol:
     kvs_port: int
     f_tcp: int
     f_settled: int
+    f_redirect: int
     hp_seeds: tuple[int, ...]
     hp_tag_seed: int
 
@@ -94,6 +95,7 @@ def proto() -> P4Protocol:
         kvs_port=_p4_const("KVS_PORT"),
         f_tcp=_p4_const("KVS_F_TCP"),
         f_settled=_p4_const("KVS_F_SETTLED"),
+        f_redirect=_p4_const("KVS_F_REDIRECT"),
         hp_seeds=tuple(_p4_const(f"HP_SEED_{s}") for s in range(8)),
         hp_tag_seed=_p4_const("HP_TAG_SEED"),
     )
@@ -277,8 +279,9 @@ class Dataplane:
         return self._named("counters", suffix)
 
     def reset(self) -> None:
-        for table in self.names("tables"):
-            self.sw.table_clear(table)
+        for table in self.sw.p4info.tables:
+            if not table.is_const_table:  # a const table's entries are the program's
+                self.sw.table_clear(table.preamble.name)
         for reg in self.names("registers"):
             self.sw.register_reset(reg)
         for ctr in self.names("counters"):

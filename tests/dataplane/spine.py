@@ -34,6 +34,12 @@ SPINE_DEFINES = {
     "MAX_HOLDERS": str(MAX_HOLDERS),
 }
 
+# a spine's names beyond the rack switch's (controller/names.py PARAM_ROTATE, REG_DONE_BY and
+# REG_ROTATED on the controller's side of docs/protocol.md F7)
+PARAM_ROTATE = "rotate"
+REG_DONE_BY = "done_by"
+REG_ROTATED = "rotated"
+
 RACKS = (1, 2, 3)  # rack r hangs off the spine's port r
 
 
@@ -107,10 +113,17 @@ class SpinePlane(Dataplane):
         self.sw.register_write(self.register(names.REG_EPOCH), 0, EPOCH)
 
     def make_hot(
-        self, key: bytes | str, slot: int, holders: Sequence[Host], floor: int = 0
+        self,
+        key: bytes | str,
+        slot: int,
+        holders: Sequence[Host],
+        floor: int = 0,
+        *,
+        rotate: bool = False,
     ) -> None:
         """A fabric-hot key as the fabric controller installs it: ``holders[0]`` the origin;
-        valid_ver row ``slot * MAX_HOLDERS``, one cell per ordinal."""
+        valid_ver row ``slot * MAX_HOLDERS``, one cell per ordinal; ``rotate``: its writes
+        rotate over its holders (docs/protocol.md F7)."""
         k = int.from_bytes(key16(key), "big")
         base = slot * MAX_HOLDERS
         self.holders[slot] = list(holders)
@@ -118,7 +131,7 @@ class SpinePlane(Dataplane):
             names.HOTKEY_TABLE,
             {names.MATCH_KEY: k},
             names.ACT_SET_HOT,
-            {names.PARAM_SLOT: slot, names.PARAM_HOLDERS: len(holders)},
+            {names.PARAM_SLOT: slot, names.PARAM_HOLDERS: len(holders), PARAM_ROTATE: int(rotate)},
         )
         self.sw.table_add(
             names.KEYINDEX_TABLE,

@@ -60,12 +60,19 @@ def planes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Dataplane]:
 def _tna_only(kind: str, name: str) -> bool:
     """What the TNA build has more: a later HashPipe stage's register hp_tag, the pair {tag,
     count} its stateful ALU decides on before the key words are written (hashpipe_tna.p4;
-    v1model reads the stored key words and needs no such register); and the action of
+    v1model reads the stored key words and needs no such register); the action of
     KvsResidual that takes the pseudo-header length out of the L4 residual (checksums_tna.p4;
-    v1model's deparser sums the payload itself and has no residual)."""
+    v1model's deparser sums the payload itself and has no residual); and a spine's constant
+    WriterTable and its action, the rotation's writer without a modulo (writer_table_tna.p4;
+    v1model's hash(..., max = n) computes it)."""
     if kind == "registers":
         return re.fullmatch(r".*\.hp_stage[1-7]\.hp_tag", name) is not None
-    return kind == "actions" and name == "KvsIngress.kvs_residual.saturated"
+    if kind == "tables":
+        return name == "KvsIngress.replicas.writer_ordinal.WriterTable"
+    return kind == "actions" and name in (
+        "KvsIngress.kvs_residual.saturated",
+        "KvsIngress.replicas.writer_ordinal.set_writer",
+    )
 
 
 def _same_entities(twins: dict[str, Dataplane]) -> tuple[Any, Any]:
@@ -323,12 +330,13 @@ def test_spine_same_packets_registers_and_counters_on_one_trace(
     spines: dict[str, Dataplane],
 ) -> None:
     """The spine's two builds on a trace of the fabric (spine.py): the client behind leaf 3, the
-    holders of four fabric-hot keys behind leaves 1-3; a dead origin's rack for the last third."""
+    holders of four fabric-hot keys behind leaves 1-3, two of them rotated (docs/protocol.md F7);
+    a dead origin's rack for the last third."""
     for plane in spines.values():
         plane.make_hot("hot-0", 1, [A, C, D])
         plane.make_hot("hot-1", 2, [A, E])
-        plane.make_hot("hot-2", 3, [C, B, E, A])
-        plane.make_hot("hot-3", 4, [C])
+        plane.make_hot("hot-2", 3, [C, B, E, A], rotate=True)
+        plane.make_hot("hot-3", 4, [C], rotate=True)
         plane.make_valid(1, [A, C], ver=5)
         plane.make_valid(3, [C, E], ver=9)
     v1, tna = spines["v1model"], spines["tna"]
@@ -345,6 +353,7 @@ def test_spine_same_packets_registers_and_counters_on_one_trace(
     assert tna.sw.internal_errors == v1.sw.internal_errors == 0  # type: ignore[attr-defined]
     assert v1.snapshot() == tna.snapshot()
     assert any(x for r, cells in v1.snapshot().items() if "valid_ver" in r for x in cells)
+    assert any(x for r, cells in v1.snapshot().items() if r.endswith("done_by") for x in cells)
     name = v1.counter("hotkey_writes")
     assert [v1.sw.counter_read(name, i) for i in range(8)] == [
         tna.sw.counter_read(name, i) for i in range(8)

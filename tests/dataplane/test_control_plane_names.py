@@ -92,14 +92,23 @@ SPINE_TABLE_ACTIONS = {
     names.RIDTOSERVER_TABLE: (names.ACT_SET_REPLICA, [names.PARAM_IP, names.PARAM_MAC]),
     names.REPLYCOUNT_TABLE: (names.ACT_COUNT_REPLY, []),
     names.DOWN_TABLE: (names.ACT_SET_DOWN, []),
+    # a spine's HotkeyTable says whether the key's writes rotate (docs/protocol.md F7)
+    names.HOTKEY_TABLE: (
+        names.ACT_SET_HOT,
+        [names.PARAM_SLOT, names.PARAM_HOLDERS, spine.PARAM_ROTATE],
+    ),
 }
+# the TNA spine's constant table of the rotation's writer ordinals (replicas_tna.p4: no modulo on
+# Tofino); its entries are the program's, the controller writes none
+SPINE_TNA_TABLES = {"WriterTable"}
 
 
 def test_spine_tables_registers_and_sizes(spine_target: SwitchTarget) -> None:
     p4info = spine_target.p4info
     tables = {t.preamble.alias: t for t in p4info.tables}
     actions = {a.preamble.id: a for a in p4info.actions}
-    assert set(tables) == {*SPINE_TABLE_KEYS, "ipv4_lpm"}
+    tna = SPINE_TNA_TABLES if p4info.pkg_info.arch == "tna" else set()
+    assert set(tables) == {*SPINE_TABLE_KEYS, "ipv4_lpm", *tna}
     for table, keys in SPINE_TABLE_KEYS.items():
         assert [m.name for m in tables[table].match_fields] == keys, table
         action, params = SPINE_TABLE_ACTIONS[table]
@@ -115,6 +124,8 @@ def test_spine_tables_registers_and_sizes(spine_target: SwitchTarget) -> None:
         names.REG_VALID_VER: spine.HOT_KEYS * spine.MAX_HOLDERS,  # (slot, ordinal)
         names.REG_GLOBAL_VER: 1,
         names.REG_EPOCH: 1,
+        spine.REG_DONE_BY: spine.HOT_KEYS,  # F7: the holder whose report last raised origin_ver
+        spine.REG_ROTATED: spine.HOT_KEYS,  # F7: the last request's rotate flag, for replies
     }
     assert tables[names.SERVEROFFSET_TABLE].size == spine.HOT_KEYS * spine.MAX_HOLDERS
     assert tables[names.SERVERMAP_TABLE].size == spine.HOT_KEYS * spine.MAX_HOLDERS

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from scapy.packet import Packet
 
+from kvswitch.consistency import rules
 from kvswitch.controller import names
 
 from .base import EPOCH, SWITCH_IP, Host, kvs, proto, routed, udp_packet, with_kvs
-from .spine import FAR_CLIENT, MAX_HOLDERS, A, B, C, D, E, SpinePlane
+from .spine import FAR_CLIENT, MAX_HOLDERS, REG_DONE_BY, A, B, C, D, E, SpinePlane
 
 KEY = "fabric-hot"
 SLOT = 3
@@ -164,3 +165,165 @@ def test_cold_traffic_routed_by_rack_and_no_candidate_state(sp: SpinePlane) -> N
     assert sp.snapshot() == before  # a spine has no HashPipe: cold keys leave no trace
     spoofed = udp_packet(C, A.ip, kvs(op.GET, "cold-0"))  # rack 2's address from rack 1's leaf
     sp.send_expect(A.port, spoofed, [])
+
+
+# -- the write rotation (docs/protocol.md F7, rules R1-R6) ---------------------------------------
+
+CID = 0x1234  # base.kvs's default client id
+
+
+def _seq_for(writer: int, n: int = len(HOLDERS), start: int = 1) -> int:
+    """A request sequence number whose rotated write goes to ordinal ``writer`` of ``n`` holders
+    (rules.rotated_write: the Python side of the spine's hash)."""
+    seq = start
+    while rules.rotated_write(0, [0], [0], CID, seq, n)[1] != writer:
+        seq += 1
+    return seq
+
+
+def _passes(sp: SpinePlane, sender: Host, reply: Packet) -> None:
+    """``sender``'s reply goes on to the client's rack."""
+    sp.send_expect(sender.port, reply, [(FAR_CLIENT.port, routed(reply, FAR_CLIENT))])
+
+
+def _rotated_write(sp: SpinePlane, writer: Host, ver: int, seq: int) -> Packet:
+    """A client's SET addressed to the origin: stamped ``ver``, flagged F_REDIRECT (never
+    F_SETTLED) and sent to ``writer`` alone (R1); returns the packet the spine sent."""
+    op = proto().op
+    pkt = udp_packet(FAR_CLIENT, A.ip, kvs(op.SET, KEY, VALUE, seq=seq, epoch=3, ver=99))
+    stamped = kvs(op.SET, KEY, VALUE, seq=seq, epoch=EPOCH, ver=ver, flags=proto().f_redirect)
+    out = with_kvs(routed(pkt, writer, redirect=writer != A), stamped)
+    sp.send_expect(FAR_CLIENT.port, pkt, [(writer.port, out)])
+    return out
+
+
+def test_rotated_write_goes_to_one_holder_chosen_by_its_request_id(sp: SpinePlane) -> None:
+    """R1: a fresh version, slot_ver follows, origin_ver does not; one packet, to ordinal
+    crc32(cid, seq) mod 256 mod n, no UPDATE copies; a repeat of the id reaches the same holder."""
+    sp.make_hot(KEY, SLOT, HOLDERS, rotate=True)
+    sp.make_valid(SLOT, HOLDERS, ver=5)
+    ver = 5
+    for ordinal in (1, 2, 0, 2):
+        seq = _seq_for(ordinal, start=ver * 10)
+        for _attempt in range(2):  # the repeat: a new version, the same writer
+            ver += 1
+            _rotated_write(sp, HOLDERS[ordinal], ver, seq)
+            assert sp.reg(names.REG_GLOBAL_VER) == ver
+            assert sp.reg(names.REG_SLOT_VER, SLOT) == ver
+    assert sp.reg(names.REG_ORIGIN_VER, SLOT) == 5
+    assert sp.sw.counter_read(sp.counter(names.HOTKEY_WRITES), SLOT)[1] == 8
+    # a write addressed to another holder than the origin is not the spine's: as rule 1
+    pkt = udp_packet(FAR_CLIENT, C.ip, kvs(proto().op.SET, KEY, VALUE, seq=3))
+    sp.send_expect(FAR_CLIENT.port, pkt, [(C.port, routed(pkt, C))])
+    assert sp.reg(names.REG_GLOBAL_VER) == ver
+
+
+def test_rotated_write_reply_from_any_holder_completes_and_gets_follow_it(sp: SpinePlane) -> None:
+    """R2 and R4: the writer's reply raises origin_ver and its own cell and names it done_by;
+    Gets then go to it alone (no round robin), the origin until then."""
+    op, status = proto().op, proto().status
+    sp.make_hot(KEY, SLOT, HOLDERS, rotate=True)
+    sp.make_valid(SLOT, HOLDERS, ver=5)
+    _gets_reach(sp, [A, A, A])  # done_by 0: the origin
+    assert sp.reg(names.REG_RR, SLOT) == 0
+    _rotated_write(sp, D, 6, _seq_for(2))
+    _gets_reach(sp, [A, A], first_seq=10)  # in flight: nothing completed yet
+    # a report from d's address off another leaf, or of another epoch: nothing
+    sp.send_expect(A.port, _reply(D, op.SET_REPLY, 6), [])  # spoofed (rule S, F5)
+    stale_epoch = _reply(D, op.SET_REPLY, 6, epoch=EPOCH + 1)
+    sp.send_expect(D.port, stale_epoch, [(FAR_CLIENT.port, routed(stale_epoch, FAR_CLIENT))])
+    assert sp.reg(names.REG_ORIGIN_VER, SLOT) == 5
+    reply = _reply(D, op.SET_REPLY, 6)
+    sp.send_expect(D.port, reply, [(FAR_CLIENT.port, routed(reply, FAR_CLIENT))])
+    assert sp.reg(names.REG_ORIGIN_VER, SLOT) == 6
+    assert sp.reg(names.REG_VALID_VER, BASE + 2) == 6
+    assert sp.reg(REG_DONE_BY, SLOT) == 2
+    _gets_reach(sp, [D, D, D], first_seq=20)
+    # c's STALE reply of an older version raises nothing; c's newer write moves the reads to c
+    stale = _reply(C, op.SET_REPLY, 4, status=status.STALE)
+    sp.send_expect(C.port, stale, [(FAR_CLIENT.port, routed(stale, FAR_CLIENT))])
+    assert sp.reg(REG_DONE_BY, SLOT) == 2
+    _rotated_write(sp, C, 7, _seq_for(1))
+    done = _reply(C, op.DEL_REPLY, 7)
+    sp.send_expect(C.port, done, [(FAR_CLIENT.port, routed(done, FAR_CLIENT))])
+    assert (sp.reg(names.REG_ORIGIN_VER, SLOT), sp.reg(REG_DONE_BY, SLOT)) == (7, 1)
+    _gets_reach(sp, [C, C], first_seq=30)
+    # the origin's reply completes too (it is a holder like the others): reads back at the origin
+    _rotated_write(sp, A, 8, _seq_for(0))
+    _passes(sp, A, _reply(A, op.SET_REPLY, 8))
+    assert (sp.reg(names.REG_ORIGIN_VER, SLOT), sp.reg(REG_DONE_BY, SLOT)) == (8, 0)
+    assert sp.reg(names.REG_VALID_VER, BASE + 0) == 8
+    _gets_reach(sp, [A, A], first_seq=40)
+
+
+def test_rotated_get_goes_to_the_origin_when_done_by_is_not_in_the_read_set(
+    sp: SpinePlane,
+) -> None:
+    """R2's cell takes rule 3's test (a version after the holders last changed): a report of an
+    older one raises origin_ver but not the cell, and R4 then sends Gets to the origin."""
+    op = proto().op
+    sp.make_hot(KEY, SLOT, HOLDERS, floor=6, rotate=True)
+    sp.make_valid(SLOT, HOLDERS, ver=5)
+    _rotated_write(sp, C, 6, _seq_for(1))
+    _passes(sp, C, _reply(C, op.SET_REPLY, 6))
+    assert sp.reg(names.REG_ORIGIN_VER, SLOT) == 6
+    assert sp.reg(names.REG_VALID_VER, BASE + 1) == 5  # 6 <= floor
+    _gets_reach(sp, [A, A])
+    # c confirms a newer version (a push): in the read set again
+    sp.sw.register_write(sp.register(names.REG_SLOT_VER), SLOT, 7)
+    confirm = udp_packet(C, SWITCH_IP, kvs(op.CONFIRM, KEY, epoch=EPOCH, ver=7, cid=0))
+    sp.send_expect(C.port, confirm, [])
+    _gets_reach(sp, [C, C], first_seq=10)
+
+
+def test_rotated_read_replies_pass_only_at_origin_ver_the_origins_too(sp: SpinePlane) -> None:
+    """R6: every holder's read reply, the origin's included, passes only at exactly origin_ver in
+    the current epoch, and none raises origin_ver (R2: no GET_REPLY reports)."""
+    op, status = proto().op, proto().status
+    sp.make_hot(KEY, SLOT, HOLDERS, rotate=True)
+    sp.make_valid(SLOT, HOLDERS, ver=5)
+    _gets_reach(sp, [A])  # a request records the key's flag for its replies
+    for sender in (A, C):
+        reply = _reply(sender, op.GET_REPLY, 5)
+        sp.send_expect(sender.port, reply, [(FAR_CLIENT.port, routed(reply, FAR_CLIENT))])
+    cases = ((A, 4, EPOCH), (A, 6, EPOCH), (A, 0, EPOCH), (A, 5, EPOCH + 1), (D, 6, EPOCH))
+    for sender, ver, epoch in cases:
+        sp.send_expect(sender.port, _reply(sender, op.GET_REPLY, ver, epoch=epoch), [])
+    assert sp.reg(names.REG_ORIGIN_VER, SLOT) == 5
+    moved = _reply(A, op.GET_REPLY, 0, status=status.MOVED)  # no read result: passes
+    sp.send_expect(A.port, moved, [(FAR_CLIENT.port, routed(moved, FAR_CLIENT))])
+
+
+def _sync(sp: SpinePlane, sender: Host, ver: int | None) -> None:
+    """``sender``'s SYNC: reflected stamped ``ver``, or dropped (None)."""
+    op, kport = proto().op, proto().kvs_port
+    sync = udp_packet(sender, SWITCH_IP, kvs(op.SYNC, KEY, epoch=EPOCH, seq=3), sport=kport)
+    if ver is None:
+        sp.send_expect(sender.port, sync, [])
+        return
+    back = sync.copy()
+    back["Ether"].src, back["Ether"].dst = sync["Ether"].dst, sync["Ether"].src
+    back["IP"].src, back["IP"].dst = SWITCH_IP, sender.ip
+    back["UDP"].sport, back["UDP"].dport = sync["UDP"].dport, sync["UDP"].sport
+    synced = with_kvs(back, kvs(op.SYNC, KEY, epoch=EPOCH, ver=ver, seq=3))
+    sp.send_expect(sender.port, sync, [(sender.port, synced)])
+
+
+def test_rotated_sync_stamped_only_from_done_by_or_the_origin_at_make(sp: SpinePlane) -> None:
+    """R5: while origin_ver is 0 (the key's make) only the origin's SYNC is stamped; after that
+    only done_by's, the holder that holds the latest completed version."""
+    op = proto().op
+    sp.make_hot(KEY, SLOT, HOLDERS, rotate=True)
+    _gets_reach(sp, [A])  # the key's first request records its flag
+    _sync(sp, C, None)
+    _sync(sp, A, 1)
+    done = udp_packet(A, SWITCH_IP, kvs(op.SYNC_DONE, KEY, epoch=EPOCH, ver=1, cid=0))
+    sp.send_expect(A.port, done, [])  # R2, consumed
+    assert (sp.reg(names.REG_ORIGIN_VER, SLOT), sp.reg(names.REG_VALID_VER, BASE)) == (1, 1)
+    _rotated_write(sp, C, 2, _seq_for(1))
+    _passes(sp, C, _reply(C, op.SET_REPLY, 2))
+    assert sp.reg(REG_DONE_BY, SLOT) == 1
+    _sync(sp, A, None)  # the origin may hold an older value than version 2 now
+    _sync(sp, D, None)
+    _sync(sp, C, 3)
+    assert (sp.reg(names.REG_GLOBAL_VER), sp.reg(names.REG_SLOT_VER, SLOT)) == (3, 3)

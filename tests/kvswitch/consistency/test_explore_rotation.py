@@ -39,14 +39,29 @@ def test_a_broken_rotation_rule_is_caught(name: str) -> None:
 
 def test_the_rotation_writes_to_one_holder_and_no_other() -> None:
     """What the presets rest on: the rotation's writes of one request id reach one holder, and
-    two writers reach different ones (else the presets would not rotate anything)."""
+    the presets' ids reach the holders explore_fabric.py's comment says (else the presets would
+    not rotate anything)."""
+    from kvswitch.consistency import rules
+    from kvswitch.consistency.explore_fabric import ROTATION_CIDS, ROTATION_SEQ0
+
+    def writer(c: int, idx: int, n: int) -> int:
+        return rules.rotated_write(0, [0], [0], ROTATION_CIDS[c], ROTATION_SEQ0 + idx, n)[1]
+
+    assert [writer(0, 0, 2), writer(1, 0, 2)] == [1, 1]
+    assert [writer(0, 1, 2), writer(1, 1, 2), writer(2, 0, 2)] == [0, 0, 0]
+    assert [writer(0, 0, 3), writer(2, 0, 3)] == [1, 2]
+
+
+def test_the_writer_hash_is_crc32_low_byte_mod_n() -> None:
+    """rules.rotated_write's writer is the spine's (docs/protocol.md F7): zlib's CRC-32 of (cid,
+    seq) as big-endian words, its low 8 bits, mod n."""
+    import zlib
+
     from kvswitch.consistency import rules
 
-    assert rules.rotated_write(0, [0], [0], 1, 1, 2)[1] == 1
-    assert rules.rotated_write(0, [0], [0], 3, 1, 2)[1] == 0
-    assert (
-        rules.rotated_write(0, [0], [0], 1, 1, 3)[1] != rules.rotated_write(0, [0], [0], 3, 1, 3)[1]
-    )
+    for cid, seq, n in ((1, 1, 2), (0xDEADBEEF, 77, 5), (12345, 678, 7), (2**32 - 1, 0, 64)):
+        crc = zlib.crc32(cid.to_bytes(4, "big") + seq.to_bytes(4, "big"))
+        assert rules.rotated_write(0, [0], [0], cid, seq, n)[1] == (crc & 0xFF) % n
 
 
 def test_the_command_runs_a_preset_and_a_broken_rule(capsys: pytest.CaptureFixture[str]) -> None:
