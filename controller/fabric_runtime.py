@@ -46,6 +46,7 @@ from kvswitch.controller.fabric_ops import (
     steering_diff,
     steering_of,
     steering_ready,
+    unrotated,
 )
 from kvswitch.controller.fabricfile import FabricFile
 from kvswitch.controller.handoff import RackInput
@@ -205,6 +206,7 @@ class FabricRuntime:
         )
         self.epochs[s] = epoch
         self.save_state()  # before the switch has it: a crash after the write never reuses it
+        self.layouts[s].rotation = _has_rotation(drv)
         drv.apply(drv.reconcile(spine_static(self.fabric, s, drv.has_liveness)))
         if epoch != on_switch:
             drv.apply([RegisterWrite(names.REG_EPOCH, 0, epoch)])
@@ -287,6 +289,9 @@ class FabricRuntime:
             for key in plan.keys:
                 spine_of.setdefault(key, s)
         self.controller.spine_of = spine_of
+        self.controller.rotated = frozenset(
+            key for plan in self.plans for key, kp in plan.keys.items() if kp.rotate
+        )
 
     def _start_leaf(self, r: int) -> None:
         drv = self.leaves[r]
@@ -368,6 +373,10 @@ class FabricRuntime:
         planned = time.perf_counter()
         report = self.controller.decide(observed, writes, loads, replicas, floors, cold)
         plans, m.capped = cap_plans(before, report.plans, self.fabric.max_holders)
+        plans = [pl if self.layouts[s].rotation else unrotated(pl) for s, pl in enumerate(plans)]
+        self.controller.rotated = frozenset(
+            key for pl in plans for key, kp in pl.keys.items() if kp.rotate
+        )
         if m.capped:
             LOG.warning(
                 "%d keys had more holders than a spine's %d: cut", m.capped, self.fabric.max_holders
@@ -725,6 +734,19 @@ def _joined(parts: Sequence[Sequence[Any] | None]) -> list[Any] | None:
     if any(x is None for x in parts):
         return None
     return [v for x in parts if x is not None for v in x]
+
+
+def _has_rotation(drv: SwitchDriver) -> bool:
+    """Whether the spine's program has the write rotation (docs/protocol.md F7): its
+    ``done_by`` register, which comes with ``set_hot``'s ``rotate`` parameter. A program
+    without it is driven as before (no key of that spine rotates)."""
+    try:
+        drv.read_register_cells(names.REG_DONE_BY, [0])
+    except DriverError as exc:
+        if f"named {names.REG_DONE_BY!r}" in str(exc):
+            return False
+        raise
+    return True
 
 
 def _switch_op(op: Operation) -> bool:
