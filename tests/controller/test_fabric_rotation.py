@@ -203,7 +203,8 @@ def test_a_refused_freeze_is_reported_and_the_change_put_off(
 ) -> None:
     """The third holder's agent refuses: the holders frozen before it are released, the error
     is reported, and HOT is made without rotation (its writes all to its origin, which knows
-    every id); the next period, the agent answering, it rotates inside a freeze."""
+    every id); the next period, the agent answering, its rotation is turned on inside a
+    freeze."""
     f = Fabric(net, progs, tmp_path / "state.json")
     try:
         rt = f.runtime
@@ -216,15 +217,17 @@ def test_a_refused_freeze_is_reported_and_the_change_put_off(
         assert f.freezes.frozen == set()
         assert [e for e in f.agents.events if e[0] == "spine"] == [("spine", EntryOp.ADD, 0)]
         f.freezes.refuse = set()
+        # the spine counts HOT's Gets and Sets itself now (what it counts wins over the racks')
         for seq in range(1000):
-            net.from_host("c3", net.server_ip(ORIGIN), p.Message(p.Op.GET, HOT, cid=9, seq=seq))
+            op = p.Message(p.Op.SET, HOT, b"w", cid=9, seq=seq) if seq % 3 == 0 else None
+            get = p.Message(p.Op.GET, HOT, cid=9, seq=seq)
+            net.from_host("c3", net.server_ip(ORIGIN), op or get)
         net.take()
         f.agents.events.clear()
-        rt.spines[s].reset_counters()
         m = rt.period(inputs())
-        # the spine counted HOT's Gets and no Sets this time: what it counts wins over the
-        # racks' (its per-slot writes), so HOT is read-only there and stays unrotated
-        assert m.errors == [] and not rt.plans[s].keys[HOT].rotate
+        assert m.errors == [] and rt.plans[s].keys[HOT].rotate
+        assert kinds(f.agents.events)[:4] == ["freeze", "export", "import", "spine"]
+        assert f.freezes.frozen == set()
     finally:
         f.close()
 
