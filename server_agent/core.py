@@ -69,6 +69,7 @@ _NOT_FOUND = int(p.Status.NOT_FOUND)
 _DELETES = frozenset({p.Op.DEL, p.Op.UPDATE_DEL})
 #: Ops that write the store bypassing a client request: the control channel's, never the network's.
 _CONTROL_ONLY = frozenset({int(p.Op.PUSH), int(p.Op.REMOVE)})
+_STATUSES = frozenset(int(s) for s in p.Status)
 
 
 @dataclass(frozen=True, slots=True)
@@ -682,7 +683,7 @@ def _check_key(key: bytes) -> None:
 def make_result(status: int, epoch: int, ver: int) -> _Result:
     """A request id's result as an import carries it (checked: a known status, versions in
     range)."""
-    if status not in {int(x) for x in p.Status}:
+    if status not in _STATUSES:
         raise p.ProtocolError(f"unknown status {status}")
     if not (0 <= epoch <= 0xFFFF and 0 <= ver <= 0xFFFFFFFF):
         raise p.ProtocolError("epoch/ver out of range")

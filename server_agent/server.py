@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import ipaddress
 import json
 import os
@@ -410,6 +411,7 @@ def _row_id(row: Any) -> Any:
     return ((ip, cid), seq), result
 
 
+@functools.lru_cache(maxsize=4096)
 def _is_ip(text: str) -> bool:
     try:
         ipaddress.ip_address(text)
