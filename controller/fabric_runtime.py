@@ -15,7 +15,11 @@ rack controllers' candidates and loads (:class:`RackInput`), plan, cut every key
 batch (break, make, HotkeyTable last; :func:`~kvswitch.controller.fabric_ops.spine_diff`); the
 leaves' steering (deletes after the spines' break, adds after their make); the pushes and
 removals, a new key's push only once every leaf steers it (the origin's SYNC must cross its
-spine). A write a switch refuses is reported in the period's metrics and never counted as done:
+spine). A key whose writer map the plans change (docs/protocol.md F7: rotation on or off,
+holders, the key leaving or moving) is frozen at the holders of both maps, exported and
+imported (controller/rotation.py) before any of these writes, and released after the switches'
+writes and the rebases, before the pushes; a key whose freeze fails keeps its map this period.
+A write a switch refuses is reported in the period's metrics and never counted as done:
 the spine's plan is read back from it, a leaf's steering table is reconciled whole the next
 period, and a switch that went away is reconnected and started again.
 """
