@@ -275,3 +275,26 @@ def test_a_rotated_keys_push_is_asked_of_its_done_by_holder(
         assert rt._sync_sources(s, [push]) == []
     finally:
         f.close()
+
+
+def test_a_lost_spines_rotated_key_is_gathered_into_its_origin(
+    net: Net, progs: tuple[Program, Program], tmp_path: Path
+) -> None:
+    """docs/fabric.md "Write rotation", "Failures": HOT's spine goes away; before the leaves
+    stop steering HOT (its writes then reach its origin alone) every holder is frozen and its
+    ids and newest item imported into the origin; the holders are released after the steering
+    is gone and the origin rebased."""
+    f = Fabric(net, progs, tmp_path / "state.json")
+    try:
+        rt, s, kp = made(f)
+        assert kp.rotate
+        net.spines[s].stop()
+        f.agents.events.clear()
+        rt.period(inputs())
+        assert HOT not in rt.spine_of
+        ev = [e for e in f.agents.events if e[0] != "spine"]
+        assert kinds(ev) == ["freeze", "export", "import", "steer", "rebase", "release"]
+        assert sorted(e[1] for e in ev if e[0] == "import") == sorted(kp.holders)
+        assert f.freezes.frozen == set()
+    finally:
+        f.close()
