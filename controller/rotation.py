@@ -171,17 +171,18 @@ def put_off(before: Sequence[Plan], after: Sequence[Plan], keys: Iterable[bytes]
 
 
 def sync_source(kp: KeyPlan, origin_ver: int, done_by: int, valid: Sequence[int]) -> int | None:
-    """The ordinal of the holder a rotated key's SYNC is asked of (docs/protocol.md F7, R5): the
-    origin while ``origin_ver`` is 0 (the key's make); else ``done_by`` if its cell is in the
-    read set, else the first holder whose cell is; None if no holder is (the spine would
-    refuse the SYNC: the key's next write makes a holder valid). ``valid``: the key's
-    ``valid_ver`` cells by ordinal."""
+    """The ordinal of the holder a rotated key's SYNC is asked of (docs/protocol.md F7, R5: the
+    spine stamps a rotated key's SYNC only from the origin while ``origin_ver`` is 0, the key's
+    make, else only from the ``done_by`` holder): the origin at 0; else ``done_by`` if its cell is
+    in the read set (a holder that took that ordinal since holds no such copy); else None, no
+    SYNC the spine would take from a holder known to hold the latest completed value (the key's
+    next write makes its writer ``done_by``). ``valid``: the key's ``valid_ver`` cells by
+    ordinal."""
     if origin_ver == 0:
         return 0
-    n = len(kp.holders)
-    if 0 <= done_by < n and valid[done_by] >= origin_ver:
+    if 0 <= done_by < len(kp.holders) and valid[done_by] >= origin_ver:
         return done_by
-    return next((j for j in range(n) if valid[j] >= origin_ver), None)
+    return None
 
 
 def _first_line(exc: Exception) -> str:

@@ -74,8 +74,9 @@ def test_the_sync_source_of_a_rotated_key() -> None:
     kp = KeyPlan(0, (0, 2, 3), True)
     assert sync_source(kp, 0, 2, [0, 0, 0]) == 0  # the make: the origin (R5)
     assert sync_source(kp, 7, 2, [5, 0, 7]) == 2  # done_by in the read set
-    assert sync_source(kp, 7, 1, [5, 0, 7]) == 2  # done_by is not: a holder that is
-    assert sync_source(kp, 7, 1, [5, 0, 6]) is None  # none is: no SYNC the spine would take
+    # done_by not in the read set: no SYNC (the spine takes one from done_by's holder only)
+    assert sync_source(kp, 7, 1, [5, 0, 7]) is None
+    assert sync_source(kp, 7, 3, [7, 7, 7]) is None  # an ordinal the key no longer has
 
 
 def test_merge_keeps_every_id_once_and_the_newest_item() -> None:
