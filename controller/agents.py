@@ -9,7 +9,7 @@ import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
-from kvswitch.agent.control import AgentControl, ControlError, KeyVersion
+from kvswitch.agent.control import AgentControl, ControlError, KeyExport, KeyVersion
 from kvswitch.controller.membership import NO_PROBE, Probe
 from kvswitch.controller.rackfile import RackFile
 
@@ -123,6 +123,24 @@ class AgentPool:
         with self.lease(origin) as control:
             control.push(key, item)
         return True
+
+    # -- the write freeze of one key (docs/protocol.md F7; controller/rotation.py) ------------
+
+    def key_freeze(self, key: bytes, server: int) -> None:
+        with self.lease(server) as control:
+            control.key_freeze(key)
+
+    def key_export(self, key: bytes, server: int) -> KeyExport:
+        with self.lease(server) as control:
+            return control.key_export(key)
+
+    def key_import(self, key: bytes, server: int, export: KeyExport) -> None:
+        with self.lease(server) as control:
+            control.key_import(key, export)
+
+    def key_release(self, key: bytes, server: int) -> None:
+        with self.lease(server) as control:
+            control.key_release(key)
 
     def ping(self) -> list[Probe]:
         """Every server's incarnation (None: no answer within the probe timeout; NO_PROBE: no

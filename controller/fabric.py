@@ -737,7 +737,7 @@ class FabricController:
                 per_spine[spine_of[key]].append((key, hs))
         plans, ops = [], []
         for s, old in enumerate(self.plans):
-            new = build_plan(per_spine[s], old, shape.total, cfg.k)
+            new = build_plan(per_spine[s], old, shape.total, cfg.k, rotated)
             floor = floors[s] if floors is not None else 0
             ops.append(diff(old, new, self.addresses, floor))
             plans.append(new)

@@ -228,6 +228,7 @@ def main(argv: list[str] | None = None) -> int:
                 ring.origin,
                 Path(args.state) if args.state else None,
                 liveness=args.liveness,
+                freeze=agents,
             )
             stack.callback(runtime.close)
             runtime.announce = lambda: write_shares(runtime)  # before a period's pushes

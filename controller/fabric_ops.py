@@ -182,9 +182,18 @@ def cap_plans(
                 before,
                 plan.servers,
                 plan.slots,
+                {key for key, kp in held if kp.rotate},
             )
         )
     return out, cut
+
+
+def unrotated(plan: Plan) -> Plan:
+    """``plan`` with no key rotating its writes (a spine whose program has no rotation)."""
+    if not any(kp.rotate for kp in plan.keys.values()):
+        return plan
+    keys = {key: KeyPlan(kp.slot, kp.holders) for key, kp in plan.keys.items()}
+    return Plan(plan.servers, plan.slots, keys)
 
 
 # -- the spine's layout ---------------------------------------------------------------------------
@@ -192,11 +201,14 @@ def cap_plans(
 
 class SpineLayout:
     """One spine's view of the fabric's servers: address, its leaf's MAC, its port to that
-    leaf; ``valid_ver`` rows of ``max_holders`` cells (one per ordinal)."""
+    leaf; ``valid_ver`` rows of ``max_holders`` cells (one per ordinal). ``rotation``: the
+    spine's program has the write rotation (docs/protocol.md F7: ``set_hot``'s ``rotate``
+    parameter, the ``done_by`` register); without it no key of this spine may rotate."""
 
-    def __init__(self, fabric: FabricFile, spine: int) -> None:
+    def __init__(self, fabric: FabricFile, spine: int, rotation: bool = True) -> None:
         self.fabric = fabric
         self.spine = spine
+        self.rotation = rotation
         self.row = fabric.max_holders
         self.total = fabric.total
         # plan.diff's view of the same servers (FabricController.addresses)
@@ -249,8 +261,13 @@ def spine_batch(
        cells (a cell belongs to an ordinal: a confirm of the old holder must not validate the
        new one); a staying replica moved to another ordinal is pushed again (its cell restarts
        at 0);
-    3. multicast groups: (holder's leaf port, 0 for the origin, ``names.spine_rid`` else).
+    3. multicast groups: (holder's leaf port, 0 for the origin, ``names.spine_rid`` else);
+    4. with ``layout.rotation``: every HotkeyTable ``set_hot`` gets its ``rotate`` parameter
+       (the key's flag in ``new``), and a new key's slot reset zeroes its ``done_by`` cell.
+    A plan that rotates a key on a spine without the rotation is refused (ValueError).
     """
+    if not layout.rotation and any(kp.rotate for kp in new.keys.values()):
+        raise ValueError(f"spine {layout.spine} has no write rotation: no key of it may rotate")
     total, row = layout.total, layout.row
     at_old = {kp.slot: key for key, kp in old.keys.items()}
     at_new = {kp.slot: key for key, kp in new.keys.items()}
@@ -260,7 +277,10 @@ def spine_batch(
     for op in ops:
         if isinstance(op, RegisterWrite) and op.name == names.REG_VALID_VER:
             if op.count == total:  # a new key's slot reset
-                out.append(RegisterWrite(names.REG_VALID_VER, (op.index // total) * row, 0, row))
+                slot = op.index // total
+                out.append(RegisterWrite(names.REG_VALID_VER, slot * row, 0, row))
+                if layout.rotation:
+                    out.append(RegisterWrite(names.REG_DONE_BY, slot, 0))
             continue  # single cells of a changing key: at its rr reset below, by ordinal
         if isinstance(op, RegisterWrite) and op.name == names.REG_RR and op.count == 1:
             key = at_new.get(op.index)
@@ -303,6 +323,16 @@ def spine_batch(
             continue
         if isinstance(op, MulticastGroupSet):
             out.append(layout.group(op.group, new.keys[at_new[names.slot_of_group(op.group)]]))
+            continue
+        if (
+            isinstance(op, TableEntry)
+            and op.table == names.HOTKEY_TABLE
+            and op.op is not EntryOp.DELETE
+            and layout.rotation
+        ):
+            kp = new.keys[_key_bytes(op.match_dict()[names.MATCH_KEY])]  # type: ignore[arg-type]
+            params = (*op.params, (names.PARAM_ROTATE, int(kp.rotate)))
+            out.append(TableEntry(op.op, op.table, op.match, op.action, params))
             continue
         if isinstance(op, RemoveRequest) and repush:
             out += repush
@@ -373,7 +403,12 @@ def spine_plan(
         )
         for e in hot_entries.values()
     ]
-    return assemble(hot, ordinals, layout.total, slots, layout.row)
+    rotated = {
+        _key_bytes(dict(e.raw_match)[names.MATCH_KEY])
+        for e in hot_entries.values()
+        if layout.rotation and e.params.get(names.PARAM_ROTATE, 0)
+    }
+    return assemble(hot, ordinals, layout.total, slots, layout.row, rotated)
 
 
 def steering_of(held: Mapping[Match, HeldEntry], fabric: FabricFile, rack: int) -> dict[bytes, int]:

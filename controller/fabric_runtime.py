@@ -15,7 +15,11 @@ rack controllers' candidates and loads (:class:`RackInput`), plan, cut every key
 batch (break, make, HotkeyTable last; :func:`~kvswitch.controller.fabric_ops.spine_diff`); the
 leaves' steering (deletes after the spines' break, adds after their make); the pushes and
 removals, a new key's push only once every leaf steers it (the origin's SYNC must cross its
-spine). A write a switch refuses is reported in the period's metrics and never counted as done:
+spine). A key whose writer map the plans change (docs/protocol.md F7: rotation on or off,
+holders, the key leaving or moving) is frozen at the holders of both maps, exported and
+imported (controller/rotation.py) before any of these writes, and released after the switches'
+writes and the rebases, before the pushes; a key whose freeze fails keeps its map this period.
+A write a switch refuses is reported in the period's metrics and never counted as done:
 the spine's plan is read back from it, a leaf's steering table is reconciled whole the next
 period, and a switch that went away is reconnected and started again.
 """
@@ -46,6 +50,7 @@ from kvswitch.controller.fabric_ops import (
     steering_diff,
     steering_of,
     steering_ready,
+    unrotated,
 )
 from kvswitch.controller.fabricfile import FabricFile
 from kvswitch.controller.handoff import RackInput
@@ -61,6 +66,14 @@ from kvswitch.controller.ops import (
 from kvswitch.controller.period import FabricShare, key_write_ratios
 from kvswitch.controller.plan import Plan
 from kvswitch.controller.repair import unconfirmed_pushes
+from kvswitch.controller.rotation import (
+    FreezeHooks,
+    MapChange,
+    WriteFreeze,
+    map_changes,
+    put_off,
+    sync_source,
+)
 from kvswitch.controller.startup import EPOCH_MAX, SPINE_EPOCH_BASE, next_epoch
 
 LOG = logging.getLogger("kvswitch.fabric")
@@ -109,12 +122,15 @@ class FabricRuntime:
         state_file: Path | None = None,
         drain: float = 0.005,
         liveness: float | None = 0.5,
+        freeze: FreezeHooks | None = None,
     ) -> None:
         """``drain``: seconds between a key's old serializer's break and its rebase (writes
         that serializer stamped reach the origin first; docs/fabric.md "Moving a key between
         levels"). ``liveness``: seconds a spine's control port has to take a connection at the
         start of each period (:meth:`SwitchDriver.reachable`); one that does not is lost for
-        that period without a call to it (None: no such check)."""
+        that period without a call to it (None: no such check). ``freeze``: the agents' write
+        freeze of one key (docs/protocol.md F7); without it no writer map changes (a key that
+        would rotate is made without rotation, a rotated one keeps its map)."""
         if len(spines) != len(fabric.spines) or len(leaves) != len(fabric.racks):
             raise ValueError("one driver per spine and per leaf of the fabric file")
         if config.k > min(d.slots for d in spines):
@@ -134,6 +150,8 @@ class FabricRuntime:
         self.clean = [False] * len(leaves)
         self.spine_ok = [False] * len(spines)
         self.withheld: dict[bytes, PushRequest] = {}  # pushes waiting for every leaf's steering
+        # the write freeze of the keys whose writer map a period changes (controller/rotation.py)
+        self.freezer = WriteFreeze(freeze) if freeze is not None else None
         self.periods = 0
         # for the rack controllers (share()): keys that left the spines in the last period (their
         # removals run with the next batch), and per server of the fabric the load the spines
@@ -205,6 +223,7 @@ class FabricRuntime:
         )
         self.epochs[s] = epoch
         self.save_state()  # before the switch has it: a crash after the write never reuses it
+        self.layouts[s].rotation = _has_rotation(drv)
         drv.apply(drv.reconcile(spine_static(self.fabric, s, drv.has_liveness)))
         if epoch != on_switch:
             drv.apply([RegisterWrite(names.REG_EPOCH, 0, epoch)])
@@ -258,6 +277,7 @@ class FabricRuntime:
                     drv.read_register(names.REG_VALID_VER),
                     self.fabric.max_holders,
                 )
+                pushes = self._sync_sources(s, pushes)
                 if pushes:
                     LOG.info(
                         "spine %s: pushing %d recovered keys", self._spine_name(s), len(pushes)
@@ -287,6 +307,9 @@ class FabricRuntime:
             for key in plan.keys:
                 spine_of.setdefault(key, s)
         self.controller.spine_of = spine_of
+        self.controller.rotated = frozenset(
+            key for plan in self.plans for key, kp in plan.keys.items() if kp.rotate
+        )
 
     def _start_leaf(self, r: int) -> None:
         drv = self.leaves[r]
@@ -312,6 +335,7 @@ class FabricRuntime:
         self.periods += 1
         m = FabricMetrics(self.periods)
         self.measured, self.expected = [], []  # until this period has planned
+        self._release(m)  # holders a release failed for last period
         self._repair(m)
         if not all(self.spine_ok):
             self._lose_spines(m)
@@ -368,6 +392,12 @@ class FabricRuntime:
         planned = time.perf_counter()
         report = self.controller.decide(observed, writes, loads, replicas, floors, cold)
         plans, m.capped = cap_plans(before, report.plans, self.fabric.max_holders)
+        plans = [pl if self.layouts[s].rotation else unrotated(pl) for s, pl in enumerate(plans)]
+        plans = self._freeze_changes(m, before, plans)
+        self.controller.rotated = frozenset(
+            key for pl in plans for key, kp in pl.keys.items() if kp.rotate
+        )
+        self.controller.spine_of = {key: s for s, pl in enumerate(plans) for key in pl.keys}
         if m.capped:
             LOG.warning(
                 "%d keys had more holders than a spine's %d: cut", m.capped, self.fabric.max_holders
@@ -397,12 +427,132 @@ class FabricRuntime:
         level, then the agents' part (module docstring); ``before``: the fabric-hot keys the
         switches held before this period's writes."""
         planned = {key for plan in self.plans for key in plan.keys}
-        self._write_spines(m, batches)
-        self._write_steering(m)
-        if any(held is None for held in self.steered):
-            self._unsteered(m)
-        self._rebase(m, before, planned)
+        try:
+            self._write_spines(m, batches)
+            self._write_steering(m)
+            if any(held is None for held in self.steered):
+                self._unsteered(m)
+            self._rebase(m, before, planned)
+        finally:  # the write freeze of the keys whose map changed ends with the switches' writes
+            self._release(m)
         self._write_agents(m, batches)
+
+    # -- the write freeze of writer map changes (docs/protocol.md F7) ---------------------------
+
+    def _freeze_changes(
+        self, m: FabricMetrics, before: Sequence[Plan], plans: list[Plan]
+    ) -> list[Plan]:
+        """Freeze, export and import every key whose writer map ``plans`` change (controller/
+        rotation.py); a key whose freeze fails is reported and its change put off (which may
+        change another key's map: frozen in turn). If that does not settle, no plan changes."""
+        done: dict[bytes, set[int]] = {}
+        for _ in range(4):
+            changes = {
+                key: change
+                for key, change in map_changes(before, plans, self.controller.origin_of).items()
+                if not set(change.servers) <= done.get(key, set())
+            }
+            if not changes:
+                return plans
+            if self.freezer is None:
+                m.errors.append(
+                    f"{len(changes)} writer map changes put off: no agent control to freeze them"
+                )
+                plans = put_off(before, plans, changes)
+                continue
+            self.freezer.freeze(changes)
+            failed = self._frozen(m, changes)
+            for key, change in changes.items():
+                if key not in failed:
+                    done.setdefault(key, set()).update(change.servers)
+            if failed:
+                plans = put_off(before, plans, failed)
+        m.errors.append("writer map changes did not settle: no plan change this period")
+        return [Plan(pl.servers, pl.slots, dict(pl.keys)) for pl in before]
+
+    def _frozen(self, m: FabricMetrics, changes: dict[bytes, MapChange]) -> set[bytes]:
+        """The keys of ``changes`` whose freeze failed, reported (their holders released)."""
+        assert self.freezer is not None
+        failed = {key: self.freezer.failed.pop(key) for key in list(self.freezer.failed)}
+        for key, why in failed.items():
+            m.errors.append(f"write freeze of key {key.hex()}: {why}; its map change put off")
+            LOG.error("write freeze of key %s failed: %s", key.hex(), why)
+        for key, change in changes.items():
+            if key not in failed:
+                LOG.info(
+                    "key %s: writers %s%s -> %s%s (frozen)",
+                    key.hex(),
+                    change.before,
+                    " rotated" if change.rotated_before else "",
+                    change.after,
+                    " rotated" if change.rotated_after else "",
+                )
+        return set(failed)
+
+    def _release(self, m: FabricMetrics, keys: set[bytes] | None = None) -> None:
+        """Release every frozen holder (of ``keys`` only, if given); one whose release fails is
+        reported and released again by the next period (its writes of the key answer RETRY
+        meanwhile)."""
+        if self.freezer is None or not self.freezer.frozen:
+            return
+        for (key, server), why in self.freezer.release(keys).items():
+            m.errors.append(f"release of key {key.hex()} at server {server}: {why}")
+            LOG.error("release of key %s at server %d failed: %s", key.hex(), server, why)
+
+    def _gather(
+        self, m: FabricMetrics, before: list[Plan], after: list[Plan] | None = None
+    ) -> None:
+        """The rotated keys that leave ``before`` outside a plan (a spine lost, restarted or a
+        leaf that does not steer; ``after``: the plans now, default :attr:`plans`) frozen, their
+        ids and newest item gathered into their origins (docs/fabric.md "Write rotation",
+        "Failures"); the caller releases them once the keys' steering or entries are gone. A
+        holder that does not answer is reported: its ids are lost, as a dead origin's."""
+        changes = map_changes(before, after or list(self.plans), self.controller.origin_of)
+        if not changes:
+            return
+        if self.freezer is None:
+            m.errors.append(f"{len(changes)} rotated keys left their spine without a write freeze")
+            return
+        self.freezer.freeze(changes)
+        for key, why in self.freezer.failed.items():
+            m.errors.append(f"write freeze of key {key.hex()} (gathered into its origin): {why}")
+        self.freezer.failed.clear()
+
+    def _sync_sources(self, s: int, ops: list[Operation]) -> list[Operation]:
+        """``ops`` with each push of a rotated key asked of the holder R5 lets SYNC
+        (docs/protocol.md F7: the ``done_by`` holder when its cell is in the read set;
+        :func:`~kvswitch.controller.rotation.sync_source`), pushed to every other holder, the
+        origin included; a push no holder can SYNC is left out (the key's next write validates
+        its writer)."""
+        plan, row = self.plans[s], self.fabric.max_holders
+        rotated = {
+            op.key: plan.keys[op.key]
+            for op in ops
+            if isinstance(op, PushRequest) and op.key in plan.keys and plan.keys[op.key].rotate
+        }
+        if not rotated:
+            return ops
+        drv = self.spines[s]
+        slots = sorted({kp.slot for kp in rotated.values()})
+        origin_ver = drv.read_register_cells(names.REG_ORIGIN_VER, slots)
+        done_by = drv.read_register_cells(names.REG_DONE_BY, slots)
+        valid = drv.read_register_cells(
+            names.REG_VALID_VER, [slot * row + o for slot in slots for o in range(row)]
+        )
+        out: list[Operation] = []
+        for op in ops:
+            kp = rotated.get(op.key) if isinstance(op, PushRequest) else None
+            if kp is None:
+                out.append(op)
+                continue
+            cells = [valid[kp.slot * row + o] for o in range(len(kp.holders))]
+            j = sync_source(kp, origin_ver[kp.slot], done_by[kp.slot], cells)
+            if j is None:
+                LOG.info("push of rotated key %s: no holder in its read set", op.key.hex())
+                continue
+            source = kp.holders[j]
+            out.append(PushRequest(op.key, source, tuple(h for h in kp.holders if h != source)))
+        return out
 
     def _parallel(self, count: int, step: Callable[[int], T]) -> list[T | DriverError]:
         """``step(i)`` for i in range(count), one switch each, at the same time (each driver has
@@ -476,6 +626,19 @@ class FabricRuntime:
         LOG.warning(
             "%d fabric-hot keys not steered by every leaf: broken at their spines", len(bad)
         )
+        kept = [
+            Plan(p.servers, p.slots, {k: v for k, v in p.keys.items() if k not in bad})
+            for p in self.plans
+        ]
+        self._gather(m, list(self.plans), kept)
+        try:
+            self._break_unsteered(m, bad, held)
+        finally:
+            self._release(m, bad)
+
+    def _break_unsteered(
+        self, m: FabricMetrics, bad: set[bytes], held: list[dict[bytes, int]]
+    ) -> None:
         for s, plan in enumerate(self.plans):
             kept = Plan(
                 plan.servers, plan.slots, {k: v for k, v in plan.keys.items() if k not in bad}
@@ -552,8 +715,9 @@ class FabricRuntime:
                     agents.append(op)
             if steered_everywhere:
                 agents += self._retries(s, {op.key for op in agents if isinstance(op, PushRequest)})
-            m.pushes += sum(1 for op in agents if isinstance(op, PushRequest))
             try:
+                agents = self._sync_sources(s, agents)
+                m.pushes += sum(1 for op in agents if isinstance(op, PushRequest))
                 self.spines[s].apply(agents)
             except DriverError as exc:
                 self._spine_error(m, s, exc)
@@ -597,6 +761,7 @@ class FabricRuntime:
         lost = [s for s, ok in enumerate(self.spine_ok) if not ok and self.plans[s].keys]
         if not lost:
             return
+        held = list(self.plans)
         for s in lost:
             LOG.warning(
                 "spine %s is down: its %d keys are cold",
@@ -605,12 +770,16 @@ class FabricRuntime:
             )
             self._remember(s, self.plans[s])
             self.controller.plans[s] = Plan(self.plans[s].servers, self.plans[s].slots)
+        self._gather(m, held)  # its rotated keys into their origins, before the steering goes
         before = dict(self.spine_of)
         self.controller.spine_of = {
             key: s for s, plan in enumerate(self.plans) for key in plan.keys
         }
-        self._write_steering(m)
-        self._rebase_origins(m, set(before) - set(self.spine_of))
+        try:
+            self._write_steering(m)
+            self._rebase_origins(m, set(before) - set(self.spine_of))
+        finally:
+            self._release(m)
 
     def _rebase_origins(self, m: FabricMetrics, gone: set[bytes]) -> None:
         """The origins of keys that left the spines outside a plan: their next serializer's
@@ -663,6 +832,9 @@ class FabricRuntime:
                 held = self.plans[s]
                 self._start_spine(s)
                 self._remember(s, held, self.plans[s])  # it restarted empty
+                after = list(self.plans)
+                self._gather(m, [held if x == s else pl for x, pl in enumerate(after)], after)
+                self._release(m)  # the restarted spine has no map of them: the origin writes
             except DriverError as exc:
                 self.spine_ok[s] = False
                 m.errors.append(f"spine {self._spine_name(s)}: {_first_line(exc)}")
@@ -725,6 +897,19 @@ def _joined(parts: Sequence[Sequence[Any] | None]) -> list[Any] | None:
     if any(x is None for x in parts):
         return None
     return [v for x in parts if x is not None for v in x]
+
+
+def _has_rotation(drv: SwitchDriver) -> bool:
+    """Whether the spine's program has the write rotation (docs/protocol.md F7): its
+    ``done_by`` register, which comes with ``set_hot``'s ``rotate`` parameter. A program
+    without it is driven as before (no key of that spine rotates)."""
+    try:
+        drv.read_register_cells(names.REG_DONE_BY, [0])
+    except DriverError as exc:
+        if f"named {names.REG_DONE_BY!r}" in str(exc):
+            return False
+        raise
+    return True
 
 
 def _switch_op(op: Operation) -> bool:

@@ -37,9 +37,10 @@ HOTKEY_WRITES: Final = "hotkey_writes"  # [K] Sets and Deletes per hot-key slot
 LOAD_COUNTER: Final = "load_counter"
 
 # Actions and their parameters (docs/dataplane.md "Tables and what the controller installs").
-ACT_SET_HOT: Final = "set_hot"  # (slot, n)
+ACT_SET_HOT: Final = "set_hot"  # (slot, n); a spine's (slot, n, rotate)
 PARAM_SLOT: Final = "slot"
 PARAM_HOLDERS: Final = "n"  # holders including the origin
+PARAM_ROTATE: Final = "rotate"  # a spine's: 1 = the key's writes rotate (docs/protocol.md F7)
 ACT_SET_BASE: Final = "set_key_index"  # (slot, base, floor)
 PARAM_BASE: Final = "base"
 PARAM_FLOOR: Final = "floor"  # confirms of versions <= floor are ignored (rule 3)
@@ -80,6 +81,8 @@ REG_SLOT_VER: Final = "slot_ver"  # [K] version of the newest write of the slot'
 REG_ORIGIN_VER: Final = "origin_ver"  # [K] newest version the origin acknowledged
 REG_VALID_VER: Final = "valid_ver"  # [K*M] version each replica confirmed
 REG_GLOBAL_VER: Final = "global_ver"  # [1]
+# a spine's (docs/protocol.md F7): [K] ordinal of the holder whose report last raised origin_ver
+REG_DONE_BY: Final = "done_by"
 REG_EPOCH: Final = "epoch"  # [1]
 
 

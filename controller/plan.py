@@ -19,7 +19,7 @@ replica sent during an earlier membership, however late it arrives, cannot valid
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from kvswitch.controller import names
@@ -40,6 +40,9 @@ from kvswitch.controller.rack import Rack
 class KeyPlan:
     slot: int
     holders: tuple[int, ...]  # origin first
+    # the key's writes rotate over its holders (docs/protocol.md F7): a spine's HotkeyTable
+    # ``set_hot``'s third parameter; never set for a rack (its switches have no such parameter)
+    rotate: bool = False
 
     @property
     def origin(self) -> int:
@@ -72,9 +75,10 @@ def build_plan(
     previous: Plan | None,
     servers: int,
     slots: int,
+    rotated: Collection[bytes] = (),
 ) -> Plan:
     """A plan for ``holders`` that keeps the slot of every key already hot; new keys take the lowest
-    free slots. At most ``slots`` keys."""
+    free slots. At most ``slots`` keys. ``rotated``: the keys whose writes rotate (a spine's)."""
     if len(holders) > slots:
         raise ValueError(f"{len(holders)} hot keys do not fit in {slots} slots")
     old = previous.keys if previous is not None else {}
@@ -88,7 +92,7 @@ def build_plan(
         if len(set(members)) != len(members):
             raise ValueError(f"duplicate holder in {members} for key {key!r}")
         slot = old[key].slot if key in old else next(free)
-        keys[key] = KeyPlan(slot, tuple(members))
+        keys[key] = KeyPlan(slot, tuple(members), key in rotated)
     return Plan(servers, slots, keys)
 
 
@@ -98,11 +102,13 @@ def assemble(
     servers: int,
     slots: int,
     most: int,
+    rotated: Collection[bytes] = (),
 ) -> tuple[Plan, list[bytes]]:
     """The plan a switch holds, from its HotkeyTable entries (key, slot, n) and what its
     ServermapTable's (slot, ordinal) entries name (a server, or -1 for an entry that names no
     server of the layout); and the keys that cannot be in one: an ordinal missing or -1, a
-    holder twice, more than ``most`` holders, a slot out of range or taken by an earlier key."""
+    holder twice, more than ``most`` holders, a slot out of range or taken by an earlier key.
+    ``rotated``: the keys whose entry says their writes rotate (a spine's)."""
     plan = Plan(servers, slots)
     broken: list[bytes] = []
     taken: set[int] = set()
@@ -118,7 +124,7 @@ def assemble(
             broken.append(key)
             continue
         taken.add(slot)
-        plan.keys[key] = KeyPlan(slot, holders)
+        plan.keys[key] = KeyPlan(slot, holders, key in rotated)
     return plan, broken
 
 
@@ -276,6 +282,8 @@ def diff(old: Plan, new: Plan, rack: Rack, floor: int = 0) -> list[Operation]:
             hot_last.append(_hot_entry(EntryOp.ADD, key, kp))
             continue
         if before.holders == kp.holders:
+            if before.rotate != kp.rotate:  # the writer map alone (docs/protocol.md F7)
+                make.append(_hot_entry(EntryOp.MODIFY, key, kp))
             continue
         gone = tuple(s for s in before.replicas if s not in kp.holders)
         added = tuple(s for s in kp.replicas if s not in before.holders)
@@ -305,7 +313,9 @@ def diff(old: Plan, new: Plan, rack: Rack, floor: int = 0) -> list[Operation]:
         else:
             make.append(_deletes([_group_entry(EntryOp.ADD, key, kp)])[0])
             make.append(MulticastGroupDelete(group))
-        if len(kp.holders) > len(before.holders):  # more holders: entries exist before use
+        # more holders: entries exist before use; as many: the rotation flag may change
+        growing = len(kp.holders) > len(before.holders)
+        if growing or (not shrinking and before.rotate != kp.rotate):
             make.append(_hot_entry(EntryOp.MODIFY, key, kp))
         if added:  # the SYNC makes a new version: every replica is pushed it, not only new ones
             agents.append(PushRequest(key, kp.origin, kp.replicas))

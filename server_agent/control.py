@@ -44,6 +44,16 @@ class SyncedItem:
 
 
 @dataclass(frozen=True, slots=True)
+class KeyExport:
+    """A frozen key's state at one holder (``key_export``): its remembered request ids (rows
+    with ip, cid, seq, status, epoch, ver) and its item (a row with value_hex, epoch, ver, live;
+    None: nothing held)."""
+
+    ids: list[dict[str, Any]]
+    item: dict[str, Any] | None
+
+
+@dataclass(frozen=True, slots=True)
 class KeyVersion:
     epoch: int
     ver: int
@@ -155,6 +165,32 @@ class AgentControl:
         """Forget the (epoch, version) of the agent's copy of ``key``, keep its value (the key
         changes serializer); True if it had a live copy."""
         return bool(self.request(cmd="rebase", key_hex=p.pad_key(key).hex())["found"])
+
+    # -- the write freeze of one key (docs/protocol.md F7, "Changing the writer map") -----------
+
+    def key_freeze(self, key: bytes | str) -> bool:
+        """The key's writes answer RETRY here until :meth:`key_release`; True if it was frozen
+        already."""
+        return bool(self.request(cmd="key_freeze", key_hex=p.pad_key(key).hex())["was_frozen"])
+
+    def key_release(self, key: bytes | str) -> bool:
+        """The key's writes are served again; True if it was frozen."""
+        return bool(self.request(cmd="key_release", key_hex=p.pad_key(key).hex())["was_frozen"])
+
+    def key_export(self, key: bytes | str) -> KeyExport:
+        """A frozen key's request ids and item."""
+        answer = self.request(cmd="key_export", key_hex=p.pad_key(key).hex())
+        ids, item = answer.get("ids"), answer.get("item")
+        if not isinstance(ids, list) or not (item is None or isinstance(item, dict)):
+            raise ControlError(f"agent {self.addr}: a malformed key_export answer")
+        return KeyExport(ids, item)
+
+    def key_import(self, key: bytes | str, export: KeyExport) -> tuple[bool, int]:
+        """Another holder's export into this frozen key: (its item stored, ids added)."""
+        answer = self.request(
+            cmd="key_import", key_hex=p.pad_key(key).hex(), ids=export.ids, item=export.item
+        )
+        return bool(answer["stored"]), int(answer["added"])
 
     # -- membership (docs/protocol.md "Membership": the handoff's steps, in this order) ---------
 

@@ -69,6 +69,7 @@ _NOT_FOUND = int(p.Status.NOT_FOUND)
 _DELETES = frozenset({p.Op.DEL, p.Op.UPDATE_DEL})
 #: Ops that write the store bypassing a client request: the control channel's, never the network's.
 _CONTROL_ONLY = frozenset({int(p.Op.PUSH), int(p.Op.REMOVE)})
+_STATUSES = frozenset(int(s) for s in p.Status)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,30 +84,66 @@ class _Result:
 ClientId = tuple[str, int]
 
 
+#: One remembered request id: (client, seq).
+RequestId = tuple[ClientId, int]
+
+
 class RecentIds:
     """Bounded memory of applied request ids: per client the last ``per_client`` seqs, and at most
-    ``clients`` clients (least recently seen forgotten first)."""
+    ``clients`` clients (least recently seen forgotten first); with the key each one wrote, so
+    that a key's ids can be handed to another holder (:meth:`of_key`, docs/protocol.md F7)."""
 
     def __init__(self, per_client: int = 1024, clients: int = 1024) -> None:
         self.per_client = per_client
         self.clients = clients
         self._by_cid: OrderedDict[ClientId, OrderedDict[int, _Result]] = OrderedDict()
+        self._key_of: dict[RequestId, bytes] = {}
+        self._by_key: dict[bytes, dict[RequestId, None]] = {}
 
     def get(self, cid: ClientId, seq: int) -> _Result | None:
         seqs = self._by_cid.get(cid)
         return None if seqs is None else seqs.get(seq)
 
-    def add(self, cid: ClientId, seq: int, result: _Result) -> None:
+    def add(self, cid: ClientId, seq: int, result: _Result, key: bytes = b"") -> None:
         seqs = self._by_cid.get(cid)
         if seqs is None:
             seqs = self._by_cid[cid] = OrderedDict()
             while len(self._by_cid) > self.clients:
-                self._by_cid.popitem(last=False)
+                gone, old = self._by_cid.popitem(last=False)
+                for s in old:
+                    self._unindex((gone, s))
         else:
             self._by_cid.move_to_end(cid)
         seqs[seq] = result
+        if key:
+            rid = (cid, seq)
+            self._unindex(rid)
+            self._key_of[rid] = key
+            self._by_key.setdefault(key, {})[rid] = None
         while len(seqs) > self.per_client:
-            seqs.popitem(last=False)
+            s, _ = seqs.popitem(last=False)
+            self._unindex((cid, s))
+
+    def _unindex(self, rid: RequestId) -> None:
+        key = self._key_of.pop(rid, None)
+        if key is not None:
+            ids = self._by_key[key]
+            del ids[rid]
+            if not ids:
+                del self._by_key[key]
+
+    def of_key(self, key: bytes) -> list[tuple[RequestId, _Result]]:
+        """The remembered ids that wrote ``key``, with their results (oldest first per client)."""
+        out = []
+        for cid, seq in self._by_key.get(key, ()):
+            result = self.get(cid, seq)
+            if result is not None:
+                out.append(((cid, seq), result))
+        return out
+
+    def indexed(self) -> int:
+        """Ids remembered with their key (each also counted by ``len``)."""
+        return len(self._key_of)
 
     def __len__(self) -> int:
         return sum(len(s) for s in self._by_cid.values())
@@ -158,6 +195,9 @@ class AgentCore:
         self.frozen = False
         self.released = False
         self.prev_ring: p.Ring | None = None  # the ring before the last activation
+        # keys whose writes are frozen (docs/protocol.md F7, a rotated key's writer map changes):
+        # their SET/DEL answer RETRY, their UPDATE copies are dropped; Gets are served
+        self.frozen_keys: set[bytes] = set()
 
     # -- entry point ----------------------------------------------------------------------------
 
@@ -202,6 +242,11 @@ class AgentCore:
             if route is not None:
                 assert reply_op is not None
                 return [(route.encode(), src)]
+        if self.frozen_keys and op in _WRITES and msg.key in self.frozen_keys:
+            self.stats["key_frozen"] += 1
+            if reply_op is None:  # an UPDATE copy: dropped, nothing applied, no CONFIRM
+                return []
+            return [(msg.reply(reply_op, p.Status.RETRY, epoch=0, ver=0).encode(), src)]
         try:
             if op == _GET:
                 return [(self._get(msg), src)]
@@ -264,7 +309,7 @@ class AgentCore:
             return self._duplicate(msg, seen, client)
         result = self._apply_write(msg)
         if msg.cid:
-            self.ids.add(client, msg.seq, result)
+            self.ids.add(client, msg.seq, result, msg.key)
         return result
 
     def _duplicate(self, msg: p.Message, seen: _Result, client: ClientId) -> _Result:
@@ -283,7 +328,7 @@ class AgentCore:
             if stored is not None and self.adopts(msg, seen, stored):
                 self.backend.put(msg.key, Item(stored.value, *msg.version, live=stored.live))
                 seen = _Result(seen.status, msg.epoch, msg.ver)
-                self.ids.add(client, msg.seq, seen)
+                self.ids.add(client, msg.seq, seen, msg.key)
                 self.stats["duplicate_version_adopted"] += 1
         return _Result(seen.status, seen.epoch, seen.ver, dup=True)
 
@@ -429,6 +474,58 @@ class AgentCore:
 
     def snapshot(self) -> list[tuple[bytes, Item]]:
         return list(self.backend.items())
+
+    # -- the write freeze of one key (docs/protocol.md F7, "Changing the writer map") -----------
+
+    def freeze_key(self, key: bytes) -> bool:
+        """The key's writes answer RETRY (its UPDATE copies are dropped) until
+        :meth:`release_key`; its Gets are served. False if it was frozen already."""
+        _check_key(key)
+        if key in self.frozen_keys:
+            return False
+        self.frozen_keys.add(key)
+        return True
+
+    def release_key(self, key: bytes) -> bool:
+        """The key's writes are served again; False if it was not frozen."""
+        _check_key(key)
+        if key not in self.frozen_keys:
+            return False
+        self.frozen_keys.discard(key)
+        return True
+
+    def export_key(self, key: bytes) -> tuple[list[tuple[RequestId, _Result]], Item | None]:
+        """A frozen key's remembered request ids with their results, and the item held (a
+        tombstone too; None: nothing held)."""
+        self._need_frozen(key, "export")
+        return self.ids.of_key(key), self.backend.get(key)
+
+    def import_key(
+        self, key: bytes, ids: list[tuple[RequestId, _Result]], item: Item | None
+    ) -> tuple[bool, int]:
+        """Another holder's export into this frozen key: ``item`` stored only if its version is
+        newer than the one held (an unversioned item only where nothing is held), the ids this
+        agent does not remember added with their results. Returns (item stored, ids added)."""
+        self._need_frozen(key, "import")
+        if item is not None and len(item.value) > self.max_value:
+            raise p.ProtocolError("import: the value exceeds --max-value")
+        stored = False
+        if item is not None:
+            held = self.backend.get(key)
+            if held is None or item.version > held.version:
+                self.backend.put(key, item)
+                stored = True
+        added = 0
+        for (client, seq), result in ids:
+            if self.ids.get(client, seq) is None:
+                self.ids.add(client, seq, result, key)
+                added += 1
+        return stored, added
+
+    def _need_frozen(self, key: bytes, what: str) -> None:
+        _check_key(key)
+        if key not in self.frozen_keys:
+            raise p.ProtocolError(f"{what}: key {key.hex()} is not frozen here")
 
     # -- membership: ownership, RING_GET, the handoff (docs/protocol.md "Membership") -------------
 
@@ -576,3 +673,18 @@ class AgentCore:
         for key in gone:
             self.backend.drop(key)
         return len(gone)
+
+
+def _check_key(key: bytes) -> None:
+    if len(key) != p.KEY_LEN:
+        raise p.ProtocolError(f"a key is {p.KEY_LEN} bytes")
+
+
+def make_result(status: int, epoch: int, ver: int) -> _Result:
+    """A request id's result as an import carries it (checked: a known status, versions in
+    range)."""
+    if status not in _STATUSES:
+        raise p.ProtocolError(f"unknown status {status}")
+    if not (0 <= epoch <= 0xFFFF and 0 <= ver <= 0xFFFFFFFF):
+        raise p.ProtocolError("epoch/ver out of range")
+    return _Result(status, epoch, ver)

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
+import ipaddress
 import json
 import os
 import secrets
@@ -31,7 +33,7 @@ from kvswitch import protocol as p
 from kvswitch.agent.backends import BackendError, Item
 from kvswitch.agent.capacity import ServiceQueue
 from kvswitch.agent.control import NOT_HELD
-from kvswitch.agent.core import Addr, AgentCore, Output
+from kvswitch.agent.core import Addr, AgentCore, Output, make_result
 
 _TCP_READ_LIMIT = p.HEADER_LEN + 0xFFFF
 #: Ops that cost a bounded server one service time (the first byte of a message is its op).
@@ -273,6 +275,8 @@ class AgentServer:
                 return self._push_item(_key_of(request), request)
             if isinstance(cmd, str) and cmd.startswith("ring"):
                 return self._ring_command(cmd, request)
+            if cmd in ("key_freeze", "key_release", "key_export", "key_import"):
+                return self._key_command(cmd, _key_of(request), request)
         except (KeyError, ValueError, TypeError, p.ProtocolError) as exc:
             return {"ok": False, "error": f"bad request: {exc}"}
         except BackendError as exc:
@@ -358,6 +362,62 @@ class AgentServer:
             if cmd == "ring_drop":
                 return {"ok": True, "dropped": core.drop_moved()}
         return {"ok": False, "error": f"unknown cmd {cmd!r}"}
+
+    def _key_command(self, cmd: str, key: bytes, request: dict[str, Any]) -> dict[str, Any]:
+        """The write freeze of one key (docs/agent.md, docs/protocol.md F7): ``key_freeze``,
+        ``key_export`` (its request ids and item), ``key_import`` (``ids``, ``item``: another
+        holder's export; checked whole before anything is stored), ``key_release``."""
+        core = self.core
+        if cmd == "key_import":  # parsed before the lock: a bad row changes nothing
+            rows = request["ids"]
+            if not isinstance(rows, list):
+                raise TypeError("ids must be a list")
+            ids = [_row_id(r) for r in rows]
+            raw = request.get("item")
+            item = None if raw is None else _row_item({**_dict(raw), "key_hex": key.hex()})[1]
+        with self.lock:
+            if cmd == "key_freeze":
+                return {"ok": True, "was_frozen": not core.freeze_key(key)}
+            if cmd == "key_release":
+                return {"ok": True, "was_frozen": core.release_key(key)}
+            if cmd == "key_export":
+                held, it = core.export_key(key)
+                rows = [
+                    {"ip": ip, "cid": cid, "seq": seq, "status": r.status}
+                    | {"epoch": r.epoch, "ver": r.ver}
+                    for ((ip, cid), seq), r in held
+                ]
+                return {"ok": True, "ids": rows, "item": None if it is None else _item_row(key, it)}
+            stored, added = core.import_key(key, ids, item)
+        return {"ok": True, "stored": stored, "added": added}
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise TypeError("an item is an object")
+    return value
+
+
+def _row_id(row: Any) -> Any:
+    """One exported request id: ((source address, cid), seq) and its result."""
+    row = _dict(row)
+    ip = row["ip"]
+    if not isinstance(ip, str) or (ip and not _is_ip(ip)):
+        raise ValueError(f"ip {ip!r} is not an address")
+    cid, seq = _int_of(row, "cid"), _int_of(row, "seq")
+    if not (0 < cid <= 0xFFFFFFFF and 0 <= seq <= 0xFFFFFFFF):
+        raise ValueError("cid/seq out of range")
+    result = make_result(_int_of(row, "status"), _int_of(row, "epoch"), _int_of(row, "ver"))
+    return ((ip, cid), seq), result
+
+
+@functools.lru_cache(maxsize=4096)
+def _is_ip(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _int_of(request: dict[str, Any], name: str) -> int:

@@ -454,8 +454,8 @@ class _Ids(RecentIds):
         super().__init__()
         self.seen: dict[tuple[int, int], Any] = {}
 
-    def add(self, cid: int, seq: int, result: Any) -> None:
-        super().add(cid, seq, result)
+    def add(self, cid: Any, seq: int, result: Any, key: bytes = b"") -> None:
+        super().add(cid, seq, result, key)
         self.seen[(cid, seq)] = result
 
 

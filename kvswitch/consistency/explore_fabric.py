@@ -42,6 +42,21 @@ variants must be caught:
   replies pass whatever their version): it misses the writes other holders took, and serves
   the value from before them (preset ``rotation``).
 
+A change of the key's writer map (docs/protocol.md F7, "Changing the writer map") is modelled by
+``map_change``: once, while no write of the key is on its way to a server (the drain the
+controller's round trips give, as F4's), the controller takes the last holder out of the map.
+With ``"frozen"`` (the rule) it does so inside the write freeze, as one step: every holder's
+request ids and newest item imported into every holder (items only if newer, ids merged), then
+the spine's map (the holder's cell zeroed, n - 1 holders), then the release; no write is applied
+in between, which is what the freeze's RETRY guarantees. ``"unfrozen"`` (broken) changes the
+map without the export and import, which the explorer catches on preset ``rotation-map-change``
+(1 171 states): the replica took c0's write, the map loses it, its reply (no longer a holder's
+report) acknowledges the write, and the origin, now the only writer and never given the value,
+answers a read at origin_ver with the value from before it. ``"items-only"`` (broken) imports
+the newest item but not the ids: c0's repeat, its first reply lost, meets the origin, which never
+saw its id, and is applied a second time after c2's write (105 874 states): c1 read a1, c2's a2
+completed, c2 then reads a1.
+
 Not modelled for the rotation: hot-set changes, a switch restart, the controller's repair of a
 replica above origin_ver and SYNCs (the presets turn them off); docs/fabric.md "Write rotation"
 says what they need.
@@ -52,12 +67,15 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from kvswitch import protocol as p
+from kvswitch.agent.backends import Item
 from kvswitch.consistency.explore import (
     CLIENT0,
     ORIGIN,
     SLOT,
+    AgentState,
     Explorer,
     Msg,
     Report,
@@ -75,6 +93,14 @@ ROTATION = {
     "any": "any one holder per attempt (broken)",
 }
 
+#: FabricScenario.map_change: how the controller takes the last holder out of the writer map.
+MAP_CHANGE = {
+    "": "never",
+    "frozen": "inside the write freeze: ids and newest item imported into every holder (F7)",
+    "unfrozen": "without the export and import (broken)",
+    "items-only": "inside the write freeze, the newest item imported but not the ids (broken)",
+}
+
 
 @dataclass(frozen=True)
 class FabricScenario:
@@ -84,10 +110,15 @@ class FabricScenario:
     rotation: str = ""  # the write rotation (F7): a key of ROTATION
     rotated_settled: bool = False  # broken: rotated writes flagged F_SETTLED as in rule 1
     origin_authoritative: bool = False  # broken: the origin keeps its one-rack role
+    map_change: str = ""  # the last holder leaves the writer map: a key of MAP_CHANGE
 
     def __post_init__(self) -> None:
         if self.rotation not in ROTATION:
             raise ValueError(f"rotation is one of {list(ROTATION)}, not {self.rotation!r}")
+        if self.map_change not in MAP_CHANGE:
+            raise ValueError(f"map_change is one of {list(MAP_CHANGE)}, not {self.map_change!r}")
+        if self.map_change and not (self.rotation and self.scenario.replicas >= 1):
+            raise ValueError("a writer map change needs the rotation and a replica")
         sc = self.scenario
         if self.rotation and (
             sc.hotset_change or sc.restart or sc.ahead or sc.sync_retries or self.local
@@ -107,6 +138,8 @@ class FabricScenario:
             text += f"; writes to {ROTATION[self.rotation]}"
             text += ", flagged F_SETTLED" if self.rotated_settled else ""
             text += ", the origin authoritative" if self.origin_authoritative else ""
+        if self.map_change:
+            text += f"; the last holder leaves the map {MAP_CHANGE[self.map_change]}"
         return text
 
 
@@ -160,6 +193,13 @@ _ROTATION_PRESETS: dict[str, FabricScenario] = {
         ),
         rotation="by-id",
     ),
+    # rotation-retry with the replica taken out of the writer map at some quiet moment: c0's
+    # repeat may then go to the origin instead of the replica that applied its first attempt
+    "rotation-map-change": FabricScenario(
+        _scenario(((b"a1",), (_G,), (b"a2", _G)), replicas=1, losses=1, retries=1, retriers=(0,)),
+        rotation="by-id",
+        map_change="frozen",
+    ),
     # three holders, two writers to different replicas, a reader; a loss, a duplicate and a
     # retry (948 400 states: explore_heavy)
     "rotation-faults": FabricScenario(
@@ -180,6 +220,8 @@ ROTATION_BROKEN: dict[str, tuple[str, dict[str, object]]] = {
     "writer-per-attempt": ("rotation-retry", {"rotation": "any"}),
     "settled-adoption": ("rotation-retry", {"rotated_settled": True}),
     "origin-authoritative": ("rotation", {"origin_authoritative": True}),
+    "map-change-unfrozen": ("rotation-map-change", {"map_change": "unfrozen"}),
+    "map-change-items-only": ("rotation-map-change", {"map_change": "items-only"}),
 }
 
 
@@ -187,6 +229,31 @@ class FabricExplorer(Explorer):
     def __init__(self, fabric: FabricScenario, rules: Rules | None = None) -> None:
         super().__init__(fabric.scenario, rules)
         self.fabric = fabric
+        self._controls = self._controls or bool(fabric.map_change)
+
+    def _controller(
+        self, s: tuple[int, ...], gets_to_leaving: bool, quiet: bool
+    ) -> Iterator[tuple[tuple[Any, ...], tuple[int, ...]]]:
+        yield from super()._controller(s, gets_to_leaving, quiet)
+        sw_id, cl, ms, ctl_id = s[:4]
+        phase, restarted, sync_for, pushes = self._ctl.values[ctl_id]
+        if not self.fabric.map_change or phase != 0 or not quiet:
+            return
+        # the writer map change (module docstring), once, with no write on its way to a server
+        gver, slot_ver, origin_ver, valid, epoch, floor, holders = self._sw.values[sw_id]
+        agents = list(s[9:])
+        if self.fabric.map_change != "unfrozen":
+            merged = _merged([self._ag.values[agents[h]] for h in holders])
+            for h in holders:
+                own = self._ag.values[agents[h]]
+                ids = merged[1] if self.fabric.map_change == "frozen" else own[1]
+                agents[h] = self._ag((merged[0], ids, own[2]))
+        gone = holders[-1]
+        vv = tuple(0 if i == gone else v for i, v in enumerate(valid))
+        sw2 = (gver, slot_ver, origin_ver, vv, epoch, floor, holders[:-1])
+        c2 = self._ctl((1, restarted, sync_for, pushes))
+        label = ("controller: writer map", f"{holders} -> {holders[:-1]}", self.fabric.map_change)
+        yield label, (self._sw(sw2), cl, ms, c2, *s[4:9], *agents)
 
     def _bypass(self, c: int) -> bool:
         return c in self.fabric.local and not self.fabric.steering
@@ -276,6 +343,20 @@ class FabricExplorer(Explorer):
                 sw = (gver, slot_ver, ov[0], tuple(vv), cur, floor, holders)
             return sw, [], op != p.Op.SYNC_DONE
         return super()._at_switch(sw, m)  # CONFIRM (rule 3), SYNC (rule 5)
+
+
+def _merged(states: list[AgentState]) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    """The freeze's import as one step over agent states (items, ids, pending): the newest item
+    of each key (by version) and every remembered request id (the first result seen)."""
+    items: dict[bytes, Item] = {}
+    ids: dict[Any, Any] = {}
+    for held, seen, _pending in states:
+        for key, item in held:
+            if key not in items or item.version > items[key].version:
+                items[key] = item
+        for rid, result in seen:
+            ids.setdefault(rid, result)
+    return tuple(sorted(items.items())), tuple(sorted(ids.items(), key=lambda kv: kv[0]))
 
 
 def explore_fabric(

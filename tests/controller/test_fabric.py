@@ -285,6 +285,11 @@ def test_a_rotated_key_costs_each_holder_its_share_and_only_write_heavy_keys_rot
         report = fc.decide({heavy: 1600, light: 400}, {heavy: 480, light: 4}, loads, floors=[0, 0])
         assert heavy in report.spine_of
         assert report.rotated == (frozenset({heavy}) if rotation else frozenset())
+        # the plan carries the flag: the spine's set_hot(slot, n, rotate) of the heavy key only
+        kp = report.plans[report.spine_of[heavy]].keys
+        assert [key for key in (heavy, light) if key in kp and kp[key].rotate] == (
+            [heavy] if rotation else []
+        )
         if rotation:  # the expected load splits evenly over the holders
             hs = fc.holders()[heavy]
             split = fc.fabric_load({heavy: 1600.0}, {heavy: 0.3})

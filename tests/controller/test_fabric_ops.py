@@ -61,10 +61,10 @@ FABRIC = FabricFile.parse(fabric_dict())
 LAYOUT = SpineLayout(FABRIC, 1)  # the second spine: its ports 11..13
 
 
-def plan(holders: tuple[int, ...] | None, slot: int = 2) -> Plan:
+def plan(holders: tuple[int, ...] | None, slot: int = 2, rotate: bool = False) -> Plan:
     out = Plan(FABRIC.total, 8)
     if holders is not None:
-        out.keys[KEY] = KeyPlan(slot, holders)
+        out.keys[KEY] = KeyPlan(slot, holders, rotate)
     return out
 
 
@@ -164,6 +164,48 @@ def held(ops) -> dict:
     }
 
 
+def test_a_spines_set_hot_carries_the_rotation_flag_and_a_flag_change_is_a_modify() -> None:
+    """docs/protocol.md F7: a spine's HotkeyTable ``set_hot(slot, n, rotate)``; a new key's
+    slot reset zeroes its ``done_by`` cell; a change of the flag alone is a MODIFY of the entry
+    (and nothing else: no register, no push); a spine program without the rotation gets two
+    parameters and refuses a plan that rotates."""
+    ops = spine_diff(plan(None), plan((0, 2), rotate=True), LAYOUT)
+    [hot] = entries(ops, names.HOTKEY_TABLE)
+    assert hot.op is EntryOp.ADD and hot.param_dict() == {"slot": 2, "n": 2, "rotate": 1}
+    assert RegisterWrite(names.REG_DONE_BY, 2, 0) in ops
+    for before, after, flag in ((False, True, 1), (True, False, 0)):
+        ops = spine_diff(plan((0, 2), rotate=before), plan((0, 2), rotate=after), LAYOUT)
+        [hot] = ops
+        assert hot.op is EntryOp.MODIFY and hot.param_dict() == {"slot": 2, "n": 2, "rotate": flag}
+    assert spine_diff(plan((0, 2), rotate=True), plan((0, 2), rotate=True), LAYOUT) == []
+    # holders and flag change together (same count): one MODIFY with the new flag, after the
+    # ServermapTable change; more holders: the MODIFY that raises n carries it
+    for new in ((0, 3), (0, 2, 3)):
+        ops = spine_diff(plan((0, 2)), plan(new, rotate=True), LAYOUT)
+        [hot] = entries(ops, names.HOTKEY_TABLE)
+        assert hot.param_dict() == {"slot": 2, "n": len(new), "rotate": 1}
+        smap = max(i for i, op in enumerate(ops) if op in entries(ops, names.SERVERMAP_TABLE))
+        assert ops.index(hot) > smap
+    bare = SpineLayout(FABRIC, 1, rotation=False)
+    [hot] = entries(spine_diff(plan(None), plan((0, 2)), bare), names.HOTKEY_TABLE)
+    assert hot.param_dict() == {"slot": 2, "n": 2}
+    with pytest.raises(ValueError, match="no write rotation"):
+        spine_diff(plan(None), plan((0, 2), rotate=True), bare)
+    # a rotated key keeps its flag through the MAX_HOLDERS cut
+    [cut], _ = cap_plans([plan(None)], [plan((0, 2, 3, 4, 5), rotate=True)], ROW)
+    assert cut.keys[KEY].rotate
+
+
+def test_the_rack_plans_set_hot_keeps_two_parameters() -> None:
+    """plan.diff (a ToR's or a leaf's switch) never writes ``rotate``."""
+    from kvswitch.controller.plan import diff
+
+    rack = FABRIC.shape.addresses()
+    for op in diff(plan(None), plan((0, 2)), rack) + diff(plan((0, 2)), plan((0, 2, 3)), rack):
+        if isinstance(op, TableEntry) and op.table == names.HOTKEY_TABLE:
+            assert set(op.param_dict()) == {"slot", "n"}
+
+
 def test_the_spines_plan_read_back() -> None:
     want = plan((1, 2, 4), slot=3)
     ops = spine_diff(plan(None), want, LAYOUT)
@@ -180,6 +222,11 @@ def test_the_spines_plan_read_back() -> None:
     implied = implied_spine_entries(want, LAYOUT, 0)
     assert held(entries(implied, names.SERVERMAP_TABLE)) == smap
     assert entries(implied, names.HOTKEY_TABLE) == []
+    # the rotation flag is read back from set_hot's third parameter
+    rotated = plan((1, 2, 4), slot=3, rotate=True)
+    ops = spine_diff(plan(None), rotated, LAYOUT)
+    got, broken = spine_plan(held(entries(ops, names.HOTKEY_TABLE)), smap, LAYOUT, 8)
+    assert (got.keys, broken) == (rotated.keys, [])
 
 
 def test_steering_deletes_then_adds() -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -33,9 +32,7 @@ from tests.controller.fabric_net import (
     SPINE_DEFINES,
     Net,
     PacketAgents,
-    fabric_net,
     leaf_drivers,
-    programs,
     spine_drivers,
 )
 
@@ -45,17 +42,6 @@ ORIGIN = 0  # server 0 of rack 0
 
 def origin_of(key: bytes) -> int:
     return ORIGIN if key == HOT else p.HashRing.of(range(RACKS * SERVERS)).origin(key)
-
-
-@pytest.fixture(scope="module")
-def progs() -> tuple[Program, Program]:
-    return programs()
-
-
-@pytest.fixture
-def net(tmp_path: Path) -> Iterator[Net]:
-    with fabric_net(tmp_path) as n:
-        yield n
 
 
 def config() -> FabricConfig:

@@ -14,7 +14,13 @@ from kvswitch.consistency.explore_fabric import (
     explore_rotation_broken,
 )
 
-FAST = ("rotation", "rotation-two-writers", "rotation-retry", "rotation-reread")
+FAST = (
+    "rotation",
+    "rotation-two-writers",
+    "rotation-retry",
+    "rotation-reread",
+    "rotation-map-change",
+)
 
 
 @pytest.mark.parametrize("name", FAST)

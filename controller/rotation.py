@@ -1,0 +1,189 @@
+"""The fabric controller's side of the write rotation (docs/protocol.md F7; docs/fabric.md "Write
+rotation"): which keys' writer maps a new plan changes, the write freeze that such a change
+happens in, the plans with a change that could not be frozen put off, and the holder a rotated
+key's SYNC is asked of.
+
+A rotated key's write goes to the holder ``h(cid, seq) mod n``, which remembers its request id;
+a repeat of that write must meet a holder that knows the id. So a change of the map (rotation on
+or off, holders added or removed, the key leaving its spine) is made only while every holder of
+the old and the new map answers the key's writes RETRY (:meth:`WriteFreeze.freeze`): the
+controller exports each holder's ids of the key and its item, imports all of them into every
+holder (the origin included; items applied only if newer), writes the switches, then releases
+the holders (:meth:`WriteFreeze.release`). Planning here is pure; the agents are reached
+through :class:`FreezeHooks`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from kvswitch.agent.control import KeyExport
+from kvswitch.controller.plan import KeyPlan, Plan
+
+
+class FreezeHooks(Protocol):
+    """The agents' control operations of the write freeze (``controller.agents.AgentPool``)."""
+
+    def key_freeze(self, key: bytes, server: int) -> None: ...
+
+    def key_export(self, key: bytes, server: int) -> KeyExport: ...
+
+    def key_import(self, key: bytes, server: int, export: KeyExport) -> None: ...
+
+    def key_release(self, key: bytes, server: int) -> None: ...
+
+
+@dataclass(frozen=True)
+class MapChange:
+    """A key whose writer map changes: its holders before and after (origin first; a key that
+    was not fabric-hot, or leaves, is its origin alone) and whether it rotated before and after."""
+
+    key: bytes
+    before: tuple[int, ...]
+    after: tuple[int, ...]
+    rotated_before: bool
+    rotated_after: bool
+
+    @property
+    def servers(self) -> tuple[int, ...]:
+        """Every holder of either map, the origin first, each once: frozen, exported from and
+        imported into (whichever map the switch holds if its write is refused, every holder of
+        it knows every id)."""
+        return tuple(dict.fromkeys(self.before + self.after))
+
+
+def map_changes(
+    before: Sequence[Plan], after: Sequence[Plan], origin_of: Callable[[bytes], int]
+) -> dict[bytes, MapChange]:
+    """The keys whose writer map ``after`` changes from ``before`` (one plan per spine): a key
+    rotated before or after whose rotation flag, holders or spine change, or that comes or
+    goes. A key that rotates neither before nor after sends every write to its origin: no
+    change of writer."""
+    old = {key: kp for plan in before for key, kp in plan.keys.items()}
+    new = {key: kp for plan in after for key, kp in plan.keys.items()}
+    old_spine = {key: s for s, plan in enumerate(before) for key in plan.keys}
+    new_spine = {key: s for s, plan in enumerate(after) for key in plan.keys}
+    out: dict[bytes, MapChange] = {}
+    for key in old.keys() | new.keys():
+        a, b = old.get(key), new.get(key)
+        was, now = a is not None and a.rotate, b is not None and b.rotate
+        if not (was or now):
+            continue
+        if (
+            a is not None
+            and b is not None
+            and (a.holders, was, old_spine[key]) == (b.holders, now, new_spine[key])
+        ):
+            continue
+        origin = (origin_of(key),)
+        out[key] = MapChange(
+            key,
+            a.holders if a is not None else origin,
+            b.holders if b is not None else origin,
+            was,
+            now,
+        )
+    return out
+
+
+def merge(exports: Iterable[KeyExport]) -> KeyExport:
+    """One export holding every id of ``exports`` (each once) and the newest item (by version)."""
+    ids: dict[tuple[str, int, int], dict[str, Any]] = {}
+    item: dict[str, Any] | None = None
+    for export in exports:
+        for row in export.ids:
+            ids.setdefault((str(row["ip"]), int(row["cid"]), int(row["seq"])), row)
+        got = export.item
+        if got is not None and (
+            item is None or (got["epoch"], got["ver"]) > (item["epoch"], item["ver"])
+        ):
+            item = got
+    return KeyExport(list(ids.values()), item)
+
+
+@dataclass
+class WriteFreeze:
+    """The write freeze of one period's map changes over ``hooks``: which (key, server) pairs
+    are frozen now, and the keys whose freeze, export or import failed (their change is put
+    off: :func:`put_off`)."""
+
+    hooks: FreezeHooks
+    frozen: set[tuple[bytes, int]] = field(default_factory=set)
+    failed: dict[bytes, str] = field(default_factory=dict)
+
+    def freeze(self, changes: Mapping[bytes, MapChange]) -> None:
+        """Freeze every holder of each change, export from each, import the merge into each
+        (docs/protocol.md F7, steps 1-3). A key any step fails for is in :attr:`failed` and is
+        released at once."""
+        for key, change in changes.items():
+            try:
+                for server in change.servers:
+                    self.hooks.key_freeze(key, server)
+                    self.frozen.add((key, server))
+                merged = merge(self.hooks.key_export(key, s) for s in change.servers)
+                for server in change.servers:
+                    self.hooks.key_import(key, server, merged)
+            except Exception as exc:  # an agent refused or is unreachable: reported by the caller
+                self.failed[key] = f"{type(exc).__name__}: {_first_line(exc)}"
+                self.release([key])
+
+    def release(self, keys: Iterable[bytes] | None = None) -> dict[tuple[bytes, int], str]:
+        """Release the frozen holders (of ``keys`` only, if given); the pairs whose release
+        failed, with the error (they stay in :attr:`frozen`, to be released again)."""
+        wanted = set(keys) if keys is not None else None
+        errors: dict[tuple[bytes, int], str] = {}
+        for key, server in sorted(self.frozen):
+            if wanted is not None and key not in wanted:
+                continue
+            try:
+                self.hooks.key_release(key, server)
+                self.frozen.discard((key, server))
+            except Exception as exc:
+                errors[(key, server)] = f"{type(exc).__name__}: {_first_line(exc)}"
+        return errors
+
+
+def put_off(before: Sequence[Plan], after: Sequence[Plan], keys: Iterable[bytes]) -> list[Plan]:
+    """``after`` with the map changes of ``keys`` undone: a key that was not fabric-hot is made
+    without rotation (its writes all go to its origin, which knows every id); one that was goes
+    back to its entry of ``before`` on its old spine (a key that took its slot there in ``after``
+    is not made this period) and off any other spine."""
+    out = [Plan(p.servers, p.slots, dict(p.keys)) for p in after]
+    old = {key: (s, kp) for s, plan in enumerate(before) for key, kp in plan.keys.items()}
+    for key in keys:
+        if key not in old:
+            for plan in out:
+                kp = plan.keys.get(key)
+                if kp is not None:
+                    plan.keys[key] = KeyPlan(kp.slot, kp.holders)
+            continue
+        s, kp = old[key]
+        for plan in out:
+            plan.keys.pop(key, None)
+        plan = out[s]
+        for other, okp in list(plan.keys.items()):
+            if okp.slot == kp.slot:
+                del plan.keys[other]
+        plan.keys[key] = kp
+    return out
+
+
+def sync_source(kp: KeyPlan, origin_ver: int, done_by: int, valid: Sequence[int]) -> int | None:
+    """The ordinal of the holder a rotated key's SYNC is asked of (docs/protocol.md F7, R5: the
+    spine stamps a rotated key's SYNC only from the origin while ``origin_ver`` is 0, the key's
+    make, else only from the ``done_by`` holder): the origin at 0; else ``done_by`` if its cell is
+    in the read set (a holder that took that ordinal since holds no such copy); else None, no
+    SYNC the spine would take from a holder known to hold the latest completed value (the key's
+    next write makes its writer ``done_by``). ``valid``: the key's ``valid_ver`` cells by
+    ordinal."""
+    if origin_ver == 0:
+        return 0
+    if 0 <= done_by < len(kp.holders) and valid[done_by] >= origin_ver:
+        return done_by
+    return None
+
+
+def _first_line(exc: Exception) -> str:
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__

@@ -1,0 +1,165 @@
+"""The write freeze of one key (docs/protocol.md F7, "Changing the writer map") on real agents,
+each backend: the control channel's ``key_freeze``, ``key_export``, ``key_import`` and
+``key_release``, with client writes over UDP as the spine delivers them (a rotated key's write
+flagged F_REDIRECT to a holder that is not its origin)."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from kvswitch import protocol as p
+from kvswitch.agent.backends import Backend
+from kvswitch.agent.control import AgentControl, ControlError, KeyExport
+from kvswitch.agent.core import RecentIds, make_result
+from kvswitch.agent.server import AgentServer
+
+KEY = p.pad_key(b"rotated")
+OTHER = p.pad_key(b"other")
+
+
+class Client:
+    """A UDP socket sending as the switch delivers (versions and flags stamped)."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.settimeout(3.0)
+
+    def ask(self, agent: AgentServer, msg: p.Message) -> p.Message:
+        self.sock.sendto(msg.encode(), ("127.0.0.1", agent.port))
+        data, _ = self.sock.recvfrom(65535)
+        return p.Message.decode(data)
+
+    def send(self, agent: AgentServer, msg: p.Message) -> None:
+        self.sock.sendto(msg.encode(), ("127.0.0.1", agent.port))
+
+
+@pytest.fixture
+def pair(
+    backend_factory: Callable[[str], Backend],
+    agent_factory: Callable[..., AgentServer],
+    request: pytest.FixtureRequest,
+) -> Iterator[tuple[AgentServer, AgentServer, AgentControl, AgentControl]]:
+    kind = request.param
+    a = agent_factory(backend_factory(kind), control_port=0)
+    b = agent_factory(backend_factory(kind), control_port=0)
+    ca, cb = AgentControl("127.0.0.1", a.control_port), AgentControl("127.0.0.1", b.control_port)
+    yield a, b, ca, cb
+    ca.close()
+    cb.close()
+
+
+BACKENDS = [
+    "memory",
+    pytest.param("memcached", marks=pytest.mark.backend),
+    pytest.param("redis", marks=pytest.mark.backend),
+]
+
+
+def value(agent: AgentServer, key: bytes = KEY) -> tuple[bytes, int]:
+    item = agent.core.backend.get(key)
+    assert item is not None
+    return item.value, item.ver
+
+
+@pytest.mark.parametrize("pair", BACKENDS, indirect=True)
+def test_freeze_export_import_release(pair) -> None:
+    """Origin a took w1 (v5), holder b the rotated w2 (v6). Frozen at both: the key's writes
+    answer RETRY and apply nothing (an UPDATE copy is dropped), its Gets and other keys' writes
+    are served. Each exports its ids and item; imported into the other, the newer item wins
+    and the ids merge; released, each answers the other's repeat with its first result
+    (F_DUP), applying nothing a second time."""
+    a, b, ca, cb = pair
+    c = Client()
+    w1 = p.Message(p.Op.SET, KEY, b"one", cid=7, seq=1, epoch=0x8001, ver=5)
+    w2 = p.Message(p.Op.SET, KEY, b"two", cid=8, seq=1, epoch=0x8001, ver=6, flags=p.F_REDIRECT)
+    assert c.ask(a, w1).status == p.Status.OK
+    assert c.ask(b, w2).status == p.Status.OK
+    assert ca.key_freeze(KEY) is False and ca.key_freeze(KEY) is True  # twice: already frozen
+    assert cb.key_freeze(KEY) is False
+    late = p.Message(p.Op.SET, KEY, b"late", cid=9, seq=1, epoch=0x8001, ver=7)
+    r = c.ask(a, late)
+    assert (r.op, r.status, r.ver) == (p.Op.SET_REPLY, p.Status.RETRY, 0)
+    r = c.ask(b, p.Message(p.Op.DEL, KEY, cid=9, seq=2, epoch=0x8001, ver=8, flags=p.F_REDIRECT))
+    assert (r.op, r.status) == (p.Op.DEL_REPLY, p.Status.RETRY)
+    copy = p.Message(p.Op.UPDATE, KEY, b"copy", cid=9, seq=3, epoch=0x8001, ver=9)
+    c.send(a, copy)
+    got = c.ask(a, p.Message(p.Op.GET, KEY, cid=9, seq=4))  # Gets are served
+    assert (got.status, got.value, got.ver) == (p.Status.OK, b"one", 5)
+    assert c.ask(a, p.Message(p.Op.SET, OTHER, b"x", cid=9, seq=5)).status == p.Status.OK
+    assert value(a) == (b"one", 5) and value(b) == (b"two", 6)
+    ea, eb = ca.key_export(KEY), cb.key_export(KEY)
+    assert [(r["cid"], r["seq"], r["ver"]) for r in ea.ids] == [(7, 1, 5)]
+    assert [(r["cid"], r["seq"], r["ver"]) for r in eb.ids] == [(8, 1, 6)]
+    assert ea.item is not None and (bytes.fromhex(ea.item["value_hex"]), ea.item["ver"]) == (
+        b"one",
+        5,
+    )
+    assert ca.key_import(KEY, eb) == (True, 1)  # b's newer item, b's id
+    assert cb.key_import(KEY, ea) == (False, 1)  # a's older item is not stored, a's id is
+    assert cb.key_import(KEY, ea) == (False, 0)  # again: nothing new
+    assert value(a) == (b"two", 6) and value(b) == (b"two", 6)
+    assert ca.key_release(KEY) is True and ca.key_release(KEY) is False
+    assert cb.key_release(KEY) is True
+    for agent, repeat in ((b, w1), (a, w2)):  # each id now known at the other holder
+        r = c.ask(agent, repeat)
+        assert r.flags & p.F_DUP and (r.status, r.ver) == (p.Status.OK, repeat.ver)
+        assert value(agent) == (b"two", 6)
+    assert c.ask(a, late).status == p.Status.OK  # released: served
+    assert value(a) == (b"late", 7)
+
+
+@pytest.mark.parametrize("pair", BACKENDS, indirect=True)
+def test_bad_arguments_are_one_line_and_change_nothing(pair) -> None:
+    a, _b, ca, _cb = pair
+    c = Client()
+    assert (
+        c.ask(a, p.Message(p.Op.SET, KEY, b"one", cid=7, seq=1, epoch=1, ver=5)).status
+        == p.Status.OK
+    )
+    good = {"ip": "127.0.0.1", "cid": 3, "seq": 4, "status": 0, "epoch": 1, "ver": 4}
+    item = {"value_hex": b"new".hex(), "epoch": 1, "ver": 9, "live": True}
+    for call in (
+        lambda: ca.key_export(KEY),  # not frozen
+        lambda: ca.key_import(KEY, KeyExport([good], item)),  # not frozen
+        lambda: ca.request(cmd="key_freeze", key_hex="abcd"),  # not 16 bytes
+    ):
+        with pytest.raises(ControlError, match=r"not frozen|16 bytes") as err:
+            call()
+        assert "\n" not in str(err.value)
+    ca.key_freeze(KEY)
+    for bad in (
+        KeyExport([good, {**good, "status": 999}], item),  # an unknown status
+        KeyExport([good, {**good, "ip": "not an address"}], item),
+        KeyExport([good, {**good, "cid": 0}], item),
+        KeyExport([good, {**good, "seq": "4"}], item),
+        KeyExport([good], {**item, "ver": 1 << 40}),
+        KeyExport([good], {**item, "value_hex": "zz"}),
+        KeyExport([good], {**item, "value_hex": "00" * (p.MAX_VALUE + 1)}),
+        KeyExport("nope", item),  # type: ignore[arg-type]
+    ):
+        with pytest.raises(ControlError, match="refused key_import: bad request") as err:
+            ca.key_import(KEY, bad)
+        assert "\n" not in str(err.value)
+    assert value(a) == (b"one", 5)
+    assert ca.key_export(KEY).ids == [
+        {"ip": "127.0.0.1", "cid": 7, "seq": 1, "status": 0, "epoch": 1, "ver": 5}
+    ]
+    assert ca.key_import(KEY, KeyExport([good], item)) == (True, 1)  # the good one applies
+    assert value(a) == (b"new", 9)
+
+
+def test_a_keys_ids_are_indexed_within_the_bounds() -> None:
+    """RecentIds remembers which key each id wrote, and forgets it with the id."""
+    ids = RecentIds(per_client=3, clients=2)
+    ok = make_result(0, 1, 1)
+    for cid in range(4):
+        for seq in range(5):
+            ids.add(("h", cid), seq, ok, KEY if seq % 2 else OTHER)
+    assert ids.indexed() == len(ids) == 6
+    assert sorted(rid for rid, _ in ids.of_key(KEY)) == [(("h", 2), 3), (("h", 3), 3)]
+    with pytest.raises(p.ProtocolError):
+        make_result(99, 0, 0)
