@@ -83,6 +83,7 @@ REG_VALID_VER: Final = "valid_ver"  # [K*M] version each replica confirmed
 REG_GLOBAL_VER: Final = "global_ver"  # [1]
 # a spine's (docs/protocol.md F7): [K] ordinal of the holder whose report last raised origin_ver
 REG_DONE_BY: Final = "done_by"
+REG_ROTATED: Final = "rotated"  # a spine's: the last request's rotation flag, for its replies
 REG_EPOCH: Final = "epoch"  # [1]
 
 

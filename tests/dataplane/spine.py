@@ -34,11 +34,10 @@ SPINE_DEFINES = {
     "MAX_HOLDERS": str(MAX_HOLDERS),
 }
 
-# a spine's names beyond the rack switch's (controller/names.py PARAM_ROTATE, REG_DONE_BY and
-# REG_ROTATED on the controller's side of docs/protocol.md F7)
-PARAM_ROTATE = "rotate"
-REG_DONE_BY = "done_by"
-REG_ROTATED = "rotated"
+# a spine's names beyond the rack switch's (docs/protocol.md F7)
+PARAM_ROTATE = names.PARAM_ROTATE
+REG_DONE_BY = names.REG_DONE_BY
+REG_ROTATED = names.REG_ROTATED
 
 RACKS = (1, 2, 3)  # rack r hangs off the spine's port r
 
