@@ -99,6 +99,12 @@ class SwitchDriver(Driver):
     def has_liveness(self) -> bool:
         """The program has liveness.p4's tables (reply counts, DownTable)."""
 
+    @property
+    @abstractmethod
+    def has_rotation(self) -> bool:
+        """The program has the write rotation (docs/protocol.md F7): a spine's ``done_by``
+        register, which comes with ``set_hot``'s ``rotate`` parameter."""
+
     @abstractmethod
     def read_reply_counters(self) -> list[int]:
         """Replies each server sent since the last reset."""

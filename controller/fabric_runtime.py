@@ -70,6 +70,7 @@ from kvswitch.controller.rotation import (
     FreezeHooks,
     MapChange,
     WriteFreeze,
+    first_line,
     map_changes,
     put_off,
     sync_source,
@@ -223,7 +224,7 @@ class FabricRuntime:
         )
         self.epochs[s] = epoch
         self.save_state()  # before the switch has it: a crash after the write never reuses it
-        self.layouts[s].rotation = _has_rotation(drv)
+        self.layouts[s].rotation = drv.has_rotation  # without it: driven as before
         drv.apply(drv.reconcile(spine_static(self.fabric, s, drv.has_liveness)))
         if epoch != on_switch:
             drv.apply([RegisterWrite(names.REG_EPOCH, 0, epoch)])
@@ -603,7 +604,7 @@ class FabricRuntime:
 
         for r, done in enumerate(self._parallel(len(self.leaves), write)):
             if isinstance(done, DriverError):
-                m.errors.append(f"leaf {self._leaf_name(r)}: {_first_line(done)}")
+                m.errors.append(f"leaf {self._leaf_name(r)}: {first_line(done)}")
                 LOG.error("leaf %s: steering not written: %s", self._leaf_name(r), done)
             else:
                 m.updates += done
@@ -662,7 +663,7 @@ class FabricRuntime:
                 # known again; a leaf that refused is still reconciled whole next period
                 self.steered[r] = {k: v for k, v in held[r].items() if k in self.spine_of}
             except DriverError as exc:
-                m.errors.append(f"leaf {self._leaf_name(r)}: {_first_line(exc)}")
+                m.errors.append(f"leaf {self._leaf_name(r)}: {first_line(exc)}")
                 self.steered[r], self.clean[r] = None, False
 
     def _rebase(self, m: FabricMetrics, before: dict[bytes, int], planned: set[bytes]) -> None:
@@ -741,7 +742,7 @@ class FabricRuntime:
 
     def _spine_error(self, m: FabricMetrics, s: int, exc: DriverError) -> None:
         """A spine refused a write or went away: reported; its plan is what it holds."""
-        m.errors.append(f"spine {self._spine_name(s)}: {_first_line(exc)}")
+        m.errors.append(f"spine {self._spine_name(s)}: {first_line(exc)}")
         LOG.error("spine %s: %s", self._spine_name(s), exc)
         drv = self.spines[s]
         if not drv.connected:
@@ -837,7 +838,7 @@ class FabricRuntime:
                 self._release(m)  # the restarted spine has no map of them: the origin writes
             except DriverError as exc:
                 self.spine_ok[s] = False
-                m.errors.append(f"spine {self._spine_name(s)}: {_first_line(exc)}")
+                m.errors.append(f"spine {self._spine_name(s)}: {first_line(exc)}")
         self._own_spines()
         for r, drv in enumerate(self.leaves):
             if drv.connected:
@@ -847,7 +848,7 @@ class FabricRuntime:
                 self._start_leaf(r)
             except DriverError as exc:
                 self.steered[r], self.clean[r] = None, False
-                m.errors.append(f"leaf {self._leaf_name(r)}: {_first_line(exc)}")
+                m.errors.append(f"leaf {self._leaf_name(r)}: {first_line(exc)}")
 
     def share(self, r: int) -> FabricShare:
         """What rack ``r``'s controller must know (docs/fabric.md "Runtime"): the keys it must
@@ -899,22 +900,5 @@ def _joined(parts: Sequence[Sequence[Any] | None]) -> list[Any] | None:
     return [v for x in parts if x is not None for v in x]
 
 
-def _has_rotation(drv: SwitchDriver) -> bool:
-    """Whether the spine's program has the write rotation (docs/protocol.md F7): its
-    ``done_by`` register, which comes with ``set_hot``'s ``rotate`` parameter. A program
-    without it is driven as before (no key of that spine rotates)."""
-    try:
-        drv.read_register_cells(names.REG_DONE_BY, [0])
-    except DriverError as exc:
-        if f"named {names.REG_DONE_BY!r}" in str(exc):
-            return False
-        raise
-    return True
-
-
 def _switch_op(op: Operation) -> bool:
     return not isinstance(op, PushRequest | RemoveRequest)
-
-
-def _first_line(exc: Exception) -> str:
-    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__

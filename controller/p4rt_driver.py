@@ -446,6 +446,10 @@ class P4RuntimeDriver(SwitchDriver):
             "table", names.DOWN_TABLE
         )
 
+    @property
+    def has_rotation(self) -> bool:
+        return self.names.has("register", names.REG_DONE_BY)
+
     def read_reply_counters(self) -> list[int]:
         """Replies each server sent since the last reset (ReplycountTable, liveness.p4)."""
         return self._per_server_counts(names.REPLYCOUNT_TABLE, names.MATCH_SRC)

@@ -126,7 +126,7 @@ class WriteFreeze:
                 for server in change.servers:
                     self.hooks.key_import(key, server, merged)
             except Exception as exc:  # an agent refused or is unreachable: reported by the caller
-                self.failed[key] = f"{type(exc).__name__}: {_first_line(exc)}"
+                self.failed[key] = f"{type(exc).__name__}: {first_line(exc)}"
                 self.release([key])
 
     def release(self, keys: Iterable[bytes] | None = None) -> dict[tuple[bytes, int], str]:
@@ -141,7 +141,7 @@ class WriteFreeze:
                 self.hooks.key_release(key, server)
                 self.frozen.discard((key, server))
             except Exception as exc:
-                errors[(key, server)] = f"{type(exc).__name__}: {_first_line(exc)}"
+                errors[(key, server)] = f"{type(exc).__name__}: {first_line(exc)}"
         return errors
 
 
@@ -185,5 +185,6 @@ def sync_source(kp: KeyPlan, origin_ver: int, done_by: int, valid: Sequence[int]
     return None
 
 
-def _first_line(exc: Exception) -> str:
+def first_line(exc: Exception) -> str:
+    """An error's first line (its type's name when it has no text), for one-line reports."""
     return str(exc).splitlines()[0] if str(exc) else type(exc).__name__

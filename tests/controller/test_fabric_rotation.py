@@ -46,6 +46,10 @@ class RotationSpine(P4RuntimeDriver):
         self.flags: dict[bytes, int] = {}
         self.done_by: dict[int, int] = {}
 
+    @property
+    def has_rotation(self) -> bool:
+        return True
+
     def read_register_cells(self, name, indexes):
         if name == names.REG_DONE_BY and not self.native:
             return {i: self.done_by.get(i, 0) for i in indexes}
