@@ -4,11 +4,8 @@ change of its writer map (made rotated, rotation off) is written inside a write 
 holders: frozen, exported and imported before the spine's entry, released after the switches'
 writes, before the pushes. A refused freeze is reported, the holders released and the change
 put off (the key made without rotation); without the agents' freeze no key rotates. A rotated
-key's push is asked of its ``done_by`` holder.
-
-Where the spine's P4 program has no rotation yet (no ``done_by`` register), :class:`RotationSpine`
-stands in for its control-plane side only (it keeps ``rotate`` and ``done_by`` itself and writes
-the rest): the data plane's R1-R6 are tests/dataplane's."""
+key's push is asked of its ``done_by`` holder. The spine program's own rotation is written and
+read back here; the data plane's R1-R6 are tests/dataplane's."""
 
 from __future__ import annotations
 
@@ -19,7 +16,7 @@ from kvswitch.agent.control import ControlError, KeyExport
 from kvswitch.controller import names
 from kvswitch.controller.fabric import FabricConfig
 from kvswitch.controller.fabric_runtime import FabricRuntime, RackInput
-from kvswitch.controller.ops import EntryOp, HeldEntry, PushRequest, RegisterWrite, TableEntry
+from kvswitch.controller.ops import EntryOp, PushRequest, RegisterWrite, TableEntry
 from kvswitch.controller.p4rt_driver import P4RuntimeDriver, Program
 from kvswitch.controller.plan import KeyPlan
 from tests.controller.fabric_net import (
@@ -34,53 +31,16 @@ from tests.controller.test_fabric_runtime import HOT, ORIGIN, origin_of
 
 
 class RotationSpine(P4RuntimeDriver):
-    """A spine driver whose program has the rotation's names: the program's own if it has
-    ``done_by``, else kept here (``set_hot``'s ``rotate`` by key, ``done_by`` by slot) and the
-    rest written to the switch. Logs its HotkeyTable writes in ``log``."""
+    """A spine driver that logs its HotkeyTable writes (with ``set_hot``'s ``rotate``) in
+    ``log``."""
 
     log: list[tuple]
 
-    def __init__(self, *args, **kw) -> None:
-        super().__init__(*args, **kw)
-        self.native = self.names.has("register", names.REG_DONE_BY)
-        self.flags: dict[bytes, int] = {}
-        self.done_by: dict[int, int] = {}
-
-    @property
-    def has_rotation(self) -> bool:
-        return True
-
-    def read_register_cells(self, name, indexes):
-        if name == names.REG_DONE_BY and not self.native:
-            return {i: self.done_by.get(i, 0) for i in indexes}
-        return super().read_register_cells(name, indexes)
-
     def apply(self, ops) -> None:
-        out = []
         for op in ops:
-            if isinstance(op, RegisterWrite) and op.name == names.REG_DONE_BY and not self.native:
-                self.done_by[op.index] = op.value
-                continue
             if isinstance(op, TableEntry) and op.table == names.HOTKEY_TABLE:
-                params = op.param_dict()
-                self.log.append(("spine", op.op, params.get(names.PARAM_ROTATE)))
-                if names.PARAM_ROTATE in params and not self.native:
-                    key = bytes(op.match_dict()[names.MATCH_KEY])  # type: ignore[arg-type]
-                    self.flags[key] = params.pop(names.PARAM_ROTATE)
-                    op = TableEntry(op.op, op.table, op.match, op.action, tuple(params.items()))
-            out.append(op)
-        super().apply(out)
-
-    def read_entries(self, table):
-        got = super().read_entries(table)
-        if table != names.HOTKEY_TABLE or self.native:
-            return got
-        out = {}
-        for match, e in got.items():
-            key = p.pad_key(int(dict(e.raw_match)[names.MATCH_KEY]).to_bytes(p.KEY_LEN, "big"))
-            params = {**e.params, names.PARAM_ROTATE: self.flags.get(key, 0)}
-            out[match] = HeldEntry(e.action, params, e.raw_match)
-        return out
+                self.log.append(("spine", op.op, op.param_dict().get(names.PARAM_ROTATE)))
+        super().apply(ops)
 
 
 class Freezes:
