@@ -70,12 +70,18 @@ class SwitchDriver(Driver):
 
     The agents' outcomes of :meth:`apply` are kept for the runtime: ``failed_pushes`` (by key,
     retried), ``not_held`` (keys whose last push found no copy at the origin),
-    ``deferred_removals`` (run by the next :meth:`apply`) and ``agent_errors`` (a count)."""
+    ``deferred_removals`` (run by the next :meth:`apply`, not by a :meth:`repair`) and ``agent_errors`` (a count)."""
 
     failed_pushes: dict[bytes, PushRequest]
     not_held: set[bytes]
     deferred_removals: list[RemoveRequest]
     agent_errors: int
+
+    @abstractmethod
+    def repair(self, ops: Sequence[Operation]) -> None:
+        """Apply a repair made in the same period as the last :meth:`apply` (pushes again, read-set
+        writes) without running the removals that batch deferred: they wait for the next
+        :meth:`apply`."""
 
     @property
     @abstractmethod

@@ -498,6 +498,16 @@ class P4RuntimeDriver(SwitchDriver):
         explorer, preset ``hotset-undrained``). A period is far longer than a rack's delays."""
         deferred, self.deferred_removals = self.deferred_removals, []
         self._agent_ops(deferred)
+        self._apply(ops)
+
+    def repair(self, ops: Sequence[Operation]) -> None:
+        """Apply a repair made later in the same period as the last :meth:`apply` (pushes again,
+        replicas out of the read set): the removals that batch deferred keep waiting for the next
+        :meth:`apply`, since Gets routed to their servers just before may still be on their way.
+        A repair names only the plan's current holders, which a deferred removal is not."""
+        self._apply(ops)
+
+    def _apply(self, ops: Sequence[Operation]) -> None:
         batch: list[Any] = []
         run: list[Operation] = []  # agent operations after the switch writes before them
         groups: set[int] | None = None

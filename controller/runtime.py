@@ -355,12 +355,11 @@ class Runtime:
         :data:`~kvswitch.controller.repair.PUSH_ATTEMPTS` periods (its replicas stay invalid;
         the key's next write makes them valid through its UPDATE copies)."""
         driver = self.ctx.driver
-        pushed = {op.key for op in planned if isinstance(op, PushRequest)}
         retry, drop, given_up = self.repair.retries(
-            [key for key in driver.failed_pushes if key not in pushed],
+            list(driver.failed_pushes),
             self.ctx.plan.keys,
             self.ctx.membership.down,
-            pushed,
+            {op.key for op in planned if isinstance(op, PushRequest)},
         )
         for key, attempts in given_up:
             LOG.warning("push of %s given up after %d attempts", key.hex(), attempts)
@@ -396,7 +395,7 @@ class Runtime:
                 "%d replicas confirmed a write their origin never reported: out of the read set",
                 len(out.zero),
             )
-            driver.apply(out.zero)
+            driver.repair(out.zero)
         for key, tries in out.given_up:
             LOG.warning(
                 "replicas of %s still out of step after %d pushes: given up", key.hex(), tries
@@ -407,7 +406,7 @@ class Runtime:
                 len(out.push),
                 " ".join(op.key.hex() for op in out.push[:5]),
             )
-            driver.apply(out.push)
+            driver.repair(out.push)
 
     def _observe(self, share: FabricShare | None = None) -> PeriodReport:
         """Read and reset as a period does, plan, but install nothing (the "controller off" run)."""

@@ -4,13 +4,16 @@ groups and registers a plan leaves, reads of counters and HashPipe, resets, and 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import pytest
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
 from kvswitch import protocol as p
 from kvswitch.controller import names
-from kvswitch.controller.ops import RegisterWrite
+from kvswitch.controller.ops import PushRequest, RegisterWrite
 from kvswitch.controller.p4rt_driver import DriverError, P4RuntimeDriver, Program, SwitchAddress
 from kvswitch.controller.plan import Plan, build_plan, diff, rack_setup
 from kvswitch.controller.rackfile import Host, RackFile
@@ -208,12 +211,12 @@ class RecordingAgents:
         self.calls.append(("remove", key, server))
 
 
-def test_removals_wait_one_batch(
+@contextmanager
+def _replica_2_removed(
     live_switch: LiveSwitch, program: Program, rackfile: RackFile
-) -> None:
-    """A replica leaves the tables in one batch and is told to drop its copy at the start of the
-    next one (a Get routed to it just before may still be on its way), before that batch's tables
-    could point at it again."""
+) -> Iterator[tuple[P4RuntimeDriver, RecordingAgents, Plan]]:
+    """A driver whose last batch took server 2 out of HOT's replicas (its removal deferred),
+    the agents' calls cleared after that batch, and the plan it left."""
     rack = rackfile.rack()
     agents = RecordingAgents()
     a = live_switch.address
@@ -226,12 +229,38 @@ def test_removals_wait_one_batch(
         p2 = build_plan([(HOT, (1, 0))], p1, 3, drv.slots)
         agents.calls.clear()
         drv.apply(diff(p1, p2, rack))
+        yield drv, agents, p2
+
+
+def test_removals_wait_one_batch(
+    live_switch: LiveSwitch, program: Program, rackfile: RackFile
+) -> None:
+    """A replica leaves the tables in one batch and is told to drop its copy at the start of the
+    next one (a Get routed to it just before may still be on its way), before that batch's tables
+    could point at it again."""
+    with _replica_2_removed(live_switch, program, rackfile) as (drv, agents, p2):
         assert [c for c in agents.calls if c[0] == "remove"] == []
         assert drv.deferred_removals and drv.deferred_removals[0].servers == (2,)
         p3 = build_plan([(HOT, (1, 0, 2))], p2, 3, drv.slots)  # server 2 comes back at once
-        drv.apply(diff(p2, p3, rack))
+        drv.apply(diff(p2, p3, rackfile.rack()))
         assert agents.calls[0] == ("remove", HOT, 2)  # first, then the new batch and its push
         assert agents.calls[-1] == ("push", HOT, 1)
+        assert drv.deferred_removals == []
+
+
+def test_a_repair_in_the_same_period_leaves_the_deferred_removals_waiting(
+    live_switch: LiveSwitch, program: Program, rackfile: RackFile
+) -> None:
+    """A push made again later in the period (the runtime's repair of replicas out of step)
+    does not run the removals the period's batch deferred: Gets routed to those servers just
+    before may still be on their way. The next period's batch runs them."""
+    with _replica_2_removed(live_switch, program, rackfile) as (drv, agents, _):
+        agents.calls.clear()
+        drv.repair([PushRequest(HOT, 1, (0,))])
+        assert agents.calls == [("push", HOT, 1)]
+        assert [op.servers for op in drv.deferred_removals] == [(2,)]
+        drv.apply([])
+        assert agents.calls[-1] == ("remove", HOT, 2)
         assert drv.deferred_removals == []
 
 
