@@ -157,6 +157,7 @@ class PendingSync:
     version: tuple[int, int] | None = None
     found: bool = False
     value: bytes = b""
+    busy: bool = False  # reflected with ver 0: a write of the key was on its way (rule 5)
 
 
 #: Test-only switches of the agent's trust rules (``kvswitch agent --test-no-trust RULE``): the
@@ -408,10 +409,15 @@ class AgentCore:
 
     def _sync_reflected(self, msg: p.Message) -> list[Output]:
         pending = self.pending_syncs.get(msg.key)
-        if pending is None or msg.ver == 0:
+        if pending is None:
             self.stats["sync_unexpected"] += 1
             return []
         del self.pending_syncs[msg.key]
+        if msg.ver == 0:  # not stamped: a write is on its way to this origin; ask again soon
+            self.stats["sync_busy"] += 1
+            pending.busy = True
+            pending.done.set()
+            return []
         return self._finish_sync(msg.key, pending, msg.version)
 
     def _finish_sync(

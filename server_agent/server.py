@@ -24,6 +24,7 @@ import socketserver
 import stat
 import sys
 import threading
+import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,6 +37,9 @@ from kvswitch.agent.control import NOT_HELD
 from kvswitch.agent.core import Addr, AgentCore, Output, make_result
 
 _TCP_READ_LIMIT = p.HEADER_LEN + 0xFFFF
+#: Seconds before a SYNC reflected unstamped (a write of the key on its way to this origin,
+#: docs/protocol.md rule 5) is sent again: the write lands within a switch's delays.
+SYNC_BUSY_DELAY = 0.005
 #: Ops that cost a bounded server one service time (the first byte of a message is its op).
 _SERVED_OPS = frozenset(
     int(op) for op in (p.Op.GET, p.Op.SET, p.Op.DEL, p.Op.UPDATE, p.Op.UPDATE_DEL)
@@ -290,17 +294,28 @@ class AgentServer:
         with self.lock:
             if not self.core.holds(key):
                 return {"ok": False, "error": NOT_HELD}
+        busy = 0
         for _ in range(max(1, self.config.sync_attempts)):
             with self.lock:
                 pending, out = self.core.start_sync(key)
             self.send(out)
-            if pending.done.wait(self.config.sync_timeout):
-                if not pending.found:
-                    return {"ok": False, "error": NOT_HELD}
-                epoch, ver = pending.version or (0, 0)
-                return {"ok": True, "epoch": epoch, "ver": ver, "value_hex": pending.value.hex()}
+            if not pending.done.wait(self.config.sync_timeout):
+                continue
+            if pending.busy:  # reflected unstamped: the write on its way lands within a moment
+                busy += 1
+                time.sleep(SYNC_BUSY_DELAY)
+                continue
+            if not pending.found:
+                return {"ok": False, "error": NOT_HELD}
+            epoch, ver = pending.version or (0, 0)
+            return {"ok": True, "epoch": epoch, "ver": ver, "value_hex": pending.value.hex()}
         with self.lock:
             self.core.pending_syncs.pop(key, None)
+        if busy:
+            return {
+                "ok": False,
+                "error": f"SYNC reflected unstamped {busy} times: a write of the key was on its way",
+            }
         return {"ok": False, "error": "no SYNC reflection from the switch"}
 
     def _push_item(self, key: bytes, request: dict[str, Any]) -> dict[str, Any]:

@@ -358,6 +358,48 @@ def test_control_push_without_reflection_fails_cleanly(
     assert origin.core.pending_syncs == {}
 
 
+def _sync_answers(
+    fake_switch: socket.socket, port: int, versions: list[int]
+) -> list[dict[str, object]]:
+    """The origin's ``sync`` of ``hot`` over its control port, the switch reflecting its
+    successive SYNCs with ``versions`` (0: unstamped, a write of the key on its way)."""
+    answers: list[dict[str, object]] = []
+    t = threading.Thread(
+        target=lambda: answers.extend(_control(port, {"cmd": "sync", "key": "hot"}))
+    )
+    t.start()
+    for ver in versions:
+        data, sender = fake_switch.recvfrom(100)
+        msg = p.Message.decode(data)
+        assert (msg.op, msg.key) == (p.Op.SYNC, p.pad_key(b"hot"))
+        fake_switch.sendto(p.Message(p.Op.SYNC, msg.key, epoch=2, ver=ver).encode(), sender)
+    t.join()
+    return answers
+
+
+def test_a_sync_reflected_unstamped_is_sent_again_at_once(
+    fake_switch: socket.socket, agent_factory: AgentFactory
+) -> None:
+    """Rule 5: while a write of the key is on its way to the origin, the switch reflects its
+    SYNC with ver 0. The origin asks again a moment later, not after its whole timeout (30 s
+    here, longer than the control call's 5 s); once its attempts are spent, the answer says
+    why."""
+    origin = agent_factory(MemoryBackend(), fake_switch.getsockname(), control_port=0)
+    origin.config.sync_timeout = 30.0
+    origin.config.sync_attempts = 3
+    with Client([addr(origin)]) as c:
+        c.set(b"hot", b"value")
+    port = origin.control_port or 0
+    answers = _sync_answers(fake_switch, port, [0, 0, 43])
+    assert answers == [{"ok": True, "epoch": 2, "ver": 43, "value_hex": b"value".hex()}]
+    assert origin.core.stats["sync_busy"] == 2
+    data, _ = fake_switch.recvfrom(100)
+    assert p.Op(p.Message.decode(data).op) == p.Op.SYNC_DONE
+    error = "SYNC reflected unstamped 3 times: a write of the key was on its way"
+    assert _sync_answers(fake_switch, port, [0, 0, 0]) == [{"ok": False, "error": error}]
+    assert origin.core.pending_syncs == {}
+
+
 def test_agent_cli_process_and_client_cli(capfd: pytest.CaptureFixture[str]) -> None:
     agent = start_agent(control=True)  # ports 0: the agent picks and prints them
     try:

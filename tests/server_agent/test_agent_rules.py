@@ -128,9 +128,8 @@ def test_sync_flow() -> None:
     pending, out = core.start_sync(K)
     assert out == [(p.Message(p.Op.SYNC, K).encode(), SWITCH)]
     assert not pending.done.is_set()
-    # A reflection for another key, or an unstamped one, is ignored.
+    # A reflection for another key is ignored.
     assert core.handle(msg(p.Op.SYNC, cid=0, epoch=1, ver=5, key=p.pad_key(b"zz")), SWITCH) == []
-    assert core.handle(msg(p.Op.SYNC, cid=0), SWITCH) == []
     out = core.handle(msg(p.Op.SYNC, cid=0, epoch=1, ver=5), SWITCH)
     sent = [(p.Message.decode(raw), dst) for raw, dst in out]
     # SYNC_DONE only: the item goes back to the controller, which pushes it (no network PUSH)
@@ -298,12 +297,15 @@ def test_backend_lists_keys_written_by_an_earlier_agent(
 
 def test_unstamped_sync_reflection_is_asked_again() -> None:
     """Rule 5: while a write is on its way to the origin the switch reflects a SYNC unstamped
-    (ver 0); the origin records nothing, keeps the SYNC pending, and its write still applies."""
+    (ver 0); the origin records nothing and sends no SYNC_DONE, the SYNC ends as *busy* (its
+    caller asks again a moment later, server.SYNC_BUSY_DELAY), and the write still applies."""
     core = AgentCore(MemoryBackend(), SWITCH)
     one(core, msg(p.Op.SET, b"a", seq=1, epoch=1, ver=5))
-    core.start_sync(K)
+    pending, _ = core.start_sync(K)
     assert core.handle(msg(p.Op.SYNC, cid=0, epoch=0, ver=0), SWITCH) == []
-    assert K in core.pending_syncs
+    assert pending.done.is_set() and pending.busy and not pending.found
+    assert K not in core.pending_syncs and core.stats["sync_busy"] == 1
+    assert core.backend.get(K).version == (1, 5)
     assert one(core, msg(p.Op.SET, b"b", cid=9, seq=1, epoch=1, ver=6)).status == p.Status.OK
     assert one(core, msg(p.Op.GET, seq=2)).value == b"b"
 

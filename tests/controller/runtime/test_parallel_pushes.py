@@ -38,7 +38,7 @@ class SyncSwitch:
     the same time; then every waiting one is reflected. A SYNC waits until reflected or until
     its agent gave up on it (``agents``: an agent's pending SYNCs). ``refused`` keys are
     reflected with ``ver`` 0, as the switch does while a write of the key is pending: the agent
-    keeps waiting and its sync fails. ``most``: the largest number of SYNCs seen waiting at
+    asks again and its sync fails once its attempts are spent. ``most``: the largest number of SYNCs seen waiting at
     once."""
 
     def __init__(self, together: int, refused: frozenset[bytes] = frozenset()) -> None:
@@ -171,7 +171,7 @@ def test_each_outcome_of_parallel_pushes_is_reported(
     """Ten keys pushed at once by the driver's default pool (four workers per server: 12), eight
     of them with one origin (eight control connections to it opened at once: more than a
     listening socket's default backlog of 5): one whose SYNC the switch refuses (a write
-    pending: reflected with ver 0, the origin's sync times out), one its origin does not hold
+    pending: reflected with ver 0, the origin's sync fails), one its origin does not hold
     (NotHeld), eight that succeed. The refused push is counted, logged and kept for a retry, its
     replicas get nothing; the one not held is logged and not retried; the others are done, and
     nothing else is logged as failed."""
@@ -195,7 +195,7 @@ def test_each_outcome_of_parallel_pushes_is_reported(
         assert switch.most == 9
         failed = [r.getMessage() for r in caplog.records if "failed" in r.getMessage()]
         assert len(failed) == 1 and refused.key.hex() in failed[0], failed
-        assert "no SYNC reflection" in failed[0]
+        assert "SYNC reflected unstamped" in failed[0]
         assert f"push of {absent.key.hex()}: its origin holds no copy" in caplog.text
         for op in ops:
             for s in op.replicas:
