@@ -54,10 +54,15 @@ class FabricSimConfig:
     fabric_replicas: int = 16
     # write-heavy fabric-hot keys send each write to one holder (docs/protocol.md F7)
     write_rotation: bool = True
+    # each key's most holders: the spines' MAX_HOLDERS (64 in the default build; a build with
+    # -DMAX_HOLDERS takes up to 255, the ordinal's width); None: unbounded (no spine program)
+    max_holders: int | None = 64
 
     def __post_init__(self) -> None:
         if self.racks <= 0 or self.spines <= 0:
             raise ValueError("racks and spines must be > 0")
+        if self.max_holders is not None and self.max_holders < 1:
+            raise ValueError("max holders must be >= 1")
         if self.base.mode not in ("kvswitch", "original"):
             raise ValueError("the fabric simulator runs modes kvswitch and original")
 
@@ -325,6 +330,7 @@ def _control(
                         cfg.fabric_replicas if b.max_replicas_per_server is not None else None
                     ),
                     write_rotation=cfg.write_rotation,
+                    max_holders=cfg.max_holders,
                 ),
                 lambda key: int(origin[key_id(key)]),
             )

@@ -187,6 +187,7 @@ def _fabric_config(
         holder_share=ns.holder_share,
         fabric_replicas=ns.fabric_replicas,
         write_rotation=ns.write_rotation,
+        max_holders=ns.max_holders or None,
     )
 
 
@@ -304,6 +305,11 @@ def main(argv: list[str] | None = None) -> int:
         help="a fabric-hot key whose writes exceed --holder-share of a server sends each write to "
         "one holder (docs/protocol.md F7; --no-write-rotation: to every holder)",
     )
+    racks.add_argument(
+        "--max-holders", type=t.nonneg_int, default=64,
+        help="each fabric-hot key's most holders: the spines' MAX_HOLDERS (64, the default "
+        "build; up to 255 with -DMAX_HOLDERS; 0: unbounded, more than a spine can hold)",
+    )  # fmt: skip
     racks.add_argument(
         "--fabric-replicas", type=t.nonneg_int, default=16,
         help="replicas per server the racks leave to the fabric, of --max-replicas (16)",

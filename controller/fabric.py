@@ -107,10 +107,15 @@ class FabricConfig:
     # inside a rack, move fabric holders off servers whose unmovable load is above
     # (1 + level_inside) x their rack's mean (None: the racks only; place_fabric)
     level_inside: float | None = None
+    # each key's most holders, origin included: the spines' MAX_HOLDERS (a valid_ver row per
+    # slot, one cell per ordinal; docs/fabric.md "Spine program"); None: unbounded
+    max_holders: int | None = None
 
     def __post_init__(self) -> None:
         if self.k <= 0:
             raise ValueError("k must be > 0")
+        if self.max_holders is not None and self.max_holders < 1:
+            raise ValueError("max holders must be >= 1")
         if self.holder_share <= 0.0:
             raise ValueError("holder share must be > 0")
         if self.tolerance < 0:
@@ -231,6 +236,7 @@ def place_fabric(
     stepwise: bool = False,
     level_inside: float | None = None,
     slots: int | None = None,
+    max_holders: int | None = None,
 ) -> list[tuple[int, ...]]:
     """Holders (fabric server ids, origin first) of each of ``keys`` (key, predicted load);
     a single holder means the key stays in its home rack.
@@ -251,6 +257,9 @@ def place_fabric(
     After the water-filling, holders of keys with writes that no longer lower the busiest rack
     are taken away again (each costs the fabric its key's writes), so that holders kept from
     ``previous`` do not pile up period after period.
+
+    ``max_holders``: each key's most holders, origin included (the spines' MAX_HOLDERS; None:
+    unbounded); last period's holders past it are not kept.
 
     ``stepwise``: every candidate count's racks are found one holder at a time through the heap
     (:func:`_fill` without its water level), as the planner did before issue 21; the same plans,
@@ -277,6 +286,9 @@ def place_fabric(
     if len(free) != total:
         raise ValueError("one replica budget per server of the fabric")
     prev = previous or {}
+    if max_holders is not None and max_holders < 1:
+        raise ValueError("max holders must be >= 1")
+    cap = total if max_holders is None else min(total, max_holders)
     server = [float(x) for x in base]
     stuck = [float(x) for x in (fixed if fixed is not None else base)]
     hot = 0  # keys placed beyond their home rack (at most ``slots``: the spines' hot-key slots)
@@ -342,12 +354,13 @@ def place_fabric(
         return max(holder_share * server_mean, load * w)
 
     def most(i: int) -> int:
-        """Key i's most holders: none past spread_to for a key whose writes alone exceed
-        holder_share of a server (the read-only and lightly written keys are not bounded)."""
+        """Key i's most holders: ``max_holders``, and none past spread_to for a key whose
+        writes alone exceed holder_share of a server (the read-only and lightly written keys are
+        bounded by ``max_holders`` alone)."""
         load, w = keys[i][1], write_ratios[i]
         if load * w <= holder_share * server_mean:
-            return total
-        return max(1, math.ceil(load * (1.0 - w) / spread_to(i)))
+            return cap
+        return min(cap, max(1, math.ceil(load * (1.0 - w) / spread_to(i))))
 
     def spread(i: int, extra: int, each: float) -> list[int] | None:
         """Racks of ``extra`` new holders of key i, each on the least loaded rack (as filled so
@@ -491,6 +504,7 @@ def place_fabric(
     # the levels, which the racks' controllers then chase)
     for i in sorted(range(len(keys)), key=lambda i: -keys[i][1]):
         old = [s for s in prev.get(keys[i][0], ())[1:] if free[s] > 0 and s not in holders[i]]
+        old = old[: cap - 1]
         if old and keys[i][1] >= threshold:
             grow(i, old)
 
@@ -728,6 +742,7 @@ class FabricController:
             rotate=[key in rotated for key, _ in predicted],
             level_inside=cfg.level_inside,
             slots=cfg.k * shape.spines,
+            max_holders=cfg.max_holders,
         )
         chosen = {key: hs for (key, _), hs in zip(predicted, placed, strict=True) if len(hs) > 1}
         spine_of = self._assign_spines(chosen, dict(predicted))

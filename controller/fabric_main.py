@@ -224,7 +224,9 @@ def main(argv: list[str] | None = None) -> int:
                 fabric,
                 spines,
                 leaves,
-                FabricConfig(k=fabric.k, level_inside=args.level_inside),
+                FabricConfig(
+                    k=fabric.k, level_inside=args.level_inside, max_holders=fabric.max_holders
+                ),
                 ring.origin,
                 Path(args.state) if args.state else None,
                 liveness=args.liveness,

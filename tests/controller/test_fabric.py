@@ -57,6 +57,28 @@ def test_each_holder_of_a_fabric_key_serves_at_most_its_share_of_a_server() -> N
     assert 1200.0 / len(holders[0]) <= 0.5 * server_mean
 
 
+def test_no_key_gets_more_holders_than_a_spine_holds() -> None:
+    """``max_holders`` (the spines' MAX_HOLDERS: one valid_ver cell per ordinal) bounds every
+    key's holders, origin included, those kept from last period too; unbounded, the same key
+    takes more."""
+    base = [100.0] * SHAPE.total
+    keys = [("hot", 1200.0)]
+    free = place_fabric(keys, [0], SHAPE, base, threshold=10.0, holder_share=0.5)
+    assert len(free[0]) > 5
+    capped = place_fabric(keys, [0], SHAPE, base, threshold=10.0, holder_share=0.5, max_holders=5)
+    assert len(capped[0]) == 5 and capped[0][0] == 0
+    kept = place_fabric(
+        keys, [0], SHAPE, base, threshold=10.0, holder_share=0.5, max_holders=3,
+        previous={"hot": free[0]},
+    )  # fmt: skip
+    assert len(kept[0]) == 3 and set(kept[0]) <= set(free[0])
+    fc = FabricController(SHAPE, FabricConfig(k=8, t0=5.0, max_holders=4), lambda key: 0)
+    report = fc.decide({key16(7): 1200}, {}, [100.0] * SHAPE.total)
+    assert [len(kp.holders) for plan in report.plans for kp in plan.keys.values()] == [4]
+    with pytest.raises(ValueError, match="max holders"):
+        FabricConfig(max_holders=0)
+
+
 def test_the_replica_budget_of_each_server_is_kept() -> None:
     base = [100.0] * SHAPE.total
     keys = [(f"k{i}", 600.0 - 50 * i) for i in range(6)]
