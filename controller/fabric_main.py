@@ -67,8 +67,9 @@ def write_shares(runtime: FabricRuntime) -> None:
 
 def metrics_record(runtime: FabricRuntime, m: FabricMetrics) -> dict[str, Any]:
     """A period's line of ``--metrics``: its :class:`FabricMetrics`, when it ended (Unix time),
-    each spine's epoch and whether it is started, and each fabric-hot key's spine and holders
-    (the fabric's server numbers, origin first)."""
+    each spine's epoch and whether it is started, each fabric-hot key's spine and holders
+    (the fabric's server numbers, origin first), and the keys whose writes rotate (their plans'
+    ``rotate`` flag, the spines' ``set_hot(slot, n, rotate)``; docs/protocol.md F7)."""
     return {
         **m.record(),
         "time": time.time(),
@@ -79,6 +80,9 @@ def metrics_record(runtime: FabricRuntime, m: FabricMetrics) -> dict[str, Any]:
             for s, plan in enumerate(runtime.plans)
             for key, kp in plan.keys.items()
         },
+        "rotated": sorted(
+            key.hex() for plan in runtime.plans for key, kp in plan.keys.items() if kp.rotate
+        ),
     }
 
 

@@ -221,6 +221,14 @@ class AgentControl:
     def stats(self) -> dict[str, int]:
         return {k: int(v) for k, v in self.request(cmd="stats")["stats"].items()}
 
+    def writer_writes(self) -> dict[bytes, int]:
+        """Per key, the writes this agent applied as a rotated key's writer (docs/protocol.md
+        F7: a SET/DEL the switch flagged F_REDIRECT)."""
+        rows = self.request(cmd="writer_writes")["keys"]
+        if not isinstance(rows, dict):
+            raise ControlError(f"agent {self.addr}: a malformed writer_writes answer")
+        return {bytes.fromhex(k): int(n) for k, n in rows.items()}
+
     def keys(self) -> dict[bytes, KeyVersion]:
         """Live keys with their versions."""
         return self._rows("keys")

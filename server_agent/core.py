@@ -185,6 +185,9 @@ class AgentCore:
         self.no_trust = no_trust
         self.ids = recent_ids if recent_ids is not None else RecentIds()
         self.stats: Counter[str] = Counter()
+        # per key, the writes applied here as a rotated key's writer (a SET/DEL the switch
+        # flagged F_REDIRECT, docs/protocol.md F7): where its writes went, the origin included
+        self.writer_writes: Counter[bytes] = Counter()
         self.pending_syncs: dict[bytes, PendingSync] = {}
         # Membership (docs/protocol.md "Membership"): the ring this agent serves (None: no ring
         # was set, every key is served, as before membership existed), its own id in it, and a
@@ -311,6 +314,10 @@ class AgentCore:
         result = self._apply_write(msg)
         if msg.cid:
             self.ids.add(client, msg.seq, result, msg.key)
+        rotated = msg.flags & p.F_REDIRECT and msg.op in (p.Op.SET, p.Op.DEL)
+        if rotated and result.status != p.Status.STALE:
+            self.writer_writes[msg.key] += 1
+            self.stats["writer_write"] += 1
         return result
 
     def _duplicate(self, msg: p.Message, seen: _Result, client: ClientId) -> _Result:

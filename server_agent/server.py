@@ -242,6 +242,10 @@ class AgentServer:
                 if self.queue is not None:
                     stats.update(self.queue.stats())
                 return {"ok": True, "backend": self.core.backend.name, "stats": stats}
+            if cmd == "writer_writes":
+                with self.lock:
+                    counts = {k.hex(): n for k, n in self.core.writer_writes.items()}
+                return {"ok": True, "keys": counts}
             if cmd in ("keys", "versions"):
                 with self.lock:
                     items = self.core.snapshot()

@@ -225,7 +225,15 @@ def periods(
     each other rack's period nearest in time: the loads of every server (fabric order), lambda
     over all servers, across the racks' totals and inside each rack. A rack with no period within
     ``period`` of it (its controller counted nothing: its leaf was down) counts as no load
-    (``missing`` names it)."""
+    (``missing`` names it). With the fabric controller's ``fabric-metrics.jsonl``, each row
+    also has the fabric-hot keys and the rotated ones (docs/protocol.md F7) of its last period
+    that ended before the row's (the plan the row's period ran under; None: none yet)."""
+    fabric_path = out / "fabric-metrics.jsonl"
+    fabric_rows = (
+        [json.loads(x) for x in fabric_path.read_text().splitlines() if x.strip()]
+        if fabric_path.exists()
+        else []
+    )
     series = []
     for r in range(racks):
         path = out / f"l{r + 1}" / "metrics.jsonl"
@@ -248,6 +256,9 @@ def periods(
             for r, x in enumerate(picks)
         ]
         flat = [v for rack in loads for v in rack]
+        plan = max(
+            (x for x in fabric_rows if float(x["time"]) < t), key=lambda x: x["time"], default=None
+        )
         out_rows.append(
             {
                 "period": m["period"],
@@ -258,19 +269,25 @@ def periods(
                 "racks_lambda": imbalance([sum(x) for x in loads]),
                 "rack_share": [sum(x) / max(1.0, sum(flat)) for x in loads],
                 "in_rack": [imbalance(x) for x in loads],
+                "fabric_keys": None if plan is None else len(plan["keys"]),
+                "rotated": None if plan is None else len(plan.get("rotated", [])),
             }
         )
     return out_rows
 
 
 def table(rows: list[dict]) -> str:
-    lines = ["period  lambda(all)  lambda(racks)  busiest rack/fair  lambda inside each rack"]
+    lines = [
+        "period  lambda(all)  lambda(racks)  busiest rack/fair  fabric keys  rotated  "
+        "lambda inside each rack"
+    ]
     for x in rows:
         busiest = max(x["rack_share"]) * len(x["rack_share"])
         inside = " ".join(f"{v:.3f}" for v in x["in_rack"])
+        keys, rotated = ("-", "-") if x.get("rotated") is None else (x["fabric_keys"], x["rotated"])
         lines.append(
             f"{x['period']:>6}  {x['lambda']:>11.3f}  {x['racks_lambda']:>13.3f}  "
-            f"{busiest:>17.2f}  {inside}"
+            f"{busiest:>17.2f}  {keys:>11}  {rotated:>7}  {inside}"
         )
     return "\n".join(lines)
 

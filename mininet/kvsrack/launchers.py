@@ -181,6 +181,17 @@ class Agents:
                 out[s.name] = {k.hex(): [v.epoch, v.ver, v.live] for k, v in ctl.versions().items()}
         return out
 
+    def writer_writes(self) -> dict[str, dict[str, int]]:
+        """Every running agent's writes applied as a rotated key's writer (key hex -> count;
+        docs/protocol.md F7) over its control API (a killed one is left out)."""
+        out: dict[str, dict[str, int]] = {}
+        for s in self.servers:
+            if s.name not in self.running:
+                continue
+            with AgentControl.at(f"unix:{self.control(s.name)}") as ctl:
+                out[s.name] = {k.hex(): n for k, n in ctl.writer_writes().items()}
+        return out
+
 
 # ---------------------------------------------------------------- the controller
 

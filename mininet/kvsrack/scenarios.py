@@ -224,6 +224,8 @@ def run(c: Cluster, w: Workload) -> dict[str, Any]:
         time.sleep(w.settle)
         summary["versions"] = c.agents.versions()
         summary["versions_time"] = time.time()
+    # where each rotated key's writes were applied (its writers, docs/protocol.md F7)
+    summary["writer_writes"] = c.agents.writer_writes()
     return summary
 
 

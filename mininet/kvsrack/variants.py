@@ -10,6 +10,9 @@ process with one rule taken out. Never use them in a fabric that serves anyone.
 - ``no-restart-reconcile``: a switch that went away is reconnected but not started again: a
   restarted spine gets no epoch, static entries or keys back, a restarted leaf no uplinks, routes
   or steering (and keeps holding KVSwitch packets).
+- ``spine-not-rotated``: the fabric controller plans, freezes and reports its rotated keys
+  (docs/protocol.md F7) but writes every spine's ``set_hot`` with ``rotate`` 0: the spines copy
+  those keys' writes to every holder (rule 1) and no write of them goes to one writer.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-VARIANTS = ("no-home-steering", "no-restart-reconcile")
+VARIANTS = ("no-home-steering", "no-restart-reconcile", "spine-not-rotated")
 
 
 def no_home_steering() -> None:
@@ -69,12 +72,40 @@ def no_restart_reconcile() -> None:
     fabric_main.FabricRuntime = NoRestartReconcile  # type: ignore[misc]
 
 
+def spine_not_rotated() -> None:
+    from kvswitch.controller import fabric_runtime, names
+    from kvswitch.controller.ops import TableEntry
+
+    spine_diff = fabric_runtime.spine_diff
+
+    def unflagged(*args: Any, **kwargs: Any) -> Any:
+        """The spine's batch with every ``set_hot``'s ``rotate`` written as 0."""
+        return [
+            TableEntry(
+                op.op, op.table, op.match, op.action,
+                tuple((n, 0 if n == names.PARAM_ROTATE else v) for n, v in op.params),
+            )
+            if isinstance(op, TableEntry) and op.table == names.HOTKEY_TABLE
+            else op
+            for op in spine_diff(*args, **kwargs)
+        ]  # fmt: skip
+
+    fabric_runtime.spine_diff = unflagged  # type: ignore[assignment]
+
+
+BREAK = {
+    "no-home-steering": no_home_steering,
+    "no-restart-reconcile": no_restart_reconcile,
+    "spine-not-rotated": spine_not_rotated,
+}
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if not args or args[0] not in VARIANTS:
         print(f"kvsrack.variants: expected one of {', '.join(VARIANTS)}", file=sys.stderr)
         return 2
-    (no_home_steering if args[0] == "no-home-steering" else no_restart_reconcile)()
+    BREAK[args[0]]()
     from kvswitch.controller import fabric_main
 
     return fabric_main.main(args[1:])

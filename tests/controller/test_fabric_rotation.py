@@ -15,6 +15,7 @@ from kvswitch import protocol as p
 from kvswitch.agent.control import ControlError, KeyExport
 from kvswitch.controller import names
 from kvswitch.controller.fabric import FabricConfig
+from kvswitch.controller.fabric_main import metrics_record
 from kvswitch.controller.fabric_runtime import FabricRuntime, RackInput
 from kvswitch.controller.ops import EntryOp, PushRequest, RegisterWrite, TableEntry
 from kvswitch.controller.p4rt_driver import P4RuntimeDriver, Program
@@ -135,6 +136,7 @@ def test_a_writer_map_change_is_written_inside_a_write_freeze(
         s = rt.spine_of[HOT]
         kp = rt.plans[s].keys[HOT]
         assert kp.rotate and rt.controller.rotated == {HOT}
+        assert metrics_record(rt, m)["rotated"] == [HOT.hex()]  # the --metrics line says so
         # made rotated: every holder (the origin took every write until now) frozen, exported
         # and imported before the spine's entry, released after the steering and the rebase,
         # before the push (asked of the origin: origin_ver is 0, R5)
@@ -154,6 +156,7 @@ def test_a_writer_map_change_is_written_inside_a_write_freeze(
         m = rt.period(inputs(writes=0))
         assert m.errors == [] and rt.plans[s].keys[HOT] == type(kp)(kp.slot, kp.holders, False)
         assert kinds(ev) == ["freeze", "export", "import", "spine", "release"]
+        assert metrics_record(rt, m)["rotated"] == []
         assert [e for e in ev if e[0] == "spine"] == [("spine", EntryOp.MODIFY, 0)]
         # a restarted runtime reads the flag back
         rt.start()

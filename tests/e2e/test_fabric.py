@@ -1,13 +1,20 @@
 """The Mininet fabric (``kvswitch rack --fabric``, :mod:`kvsrack.fabric`): 2 spines, 2 leaves of
 2 servers on the software switch, a rack controller per leaf and the fabric controller, in one
-run (63-73 s; docs/fabric.md "Mininet fabric: histories and restarts"):
+run (55-73 s; docs/fabric.md "Mininet fabric: histories and restarts"):
 
 - a workload whose busiest rack carries about 1.7 times its fair share (by origin), from a
   client behind leaf 1, balanced over all servers (lambda < 0.1) within 6 periods;
-- history clients behind both leaves (2 threads each, 50 operations/s per thread) on 4
-  shared keys (10 % Sets): the keys become fabric-hot
-  (holders in both racks, so each write crosses a spine and is copied to the other rack), and
-  the whole history, across both restarts, is linearizable;
+- history clients behind both leaves (2 threads each, 100 operations/s per thread) on 4
+  shared keys (50 % Sets): the keys become fabric-hot (holders in both racks, so each write
+  crosses a spine), and the whole history, across both restarts, is linearizable;
+- the write rotation (docs/protocol.md F7): each history key's writes (about 50 a second)
+  exceed a tenth of a server's mean load (about 350 a second: 35; controller/fabric.py
+  ``rotates``, the Zipf keys have no writes), so the fabric controller rotates them
+  (its ``--metrics``: every history key rotated in some period); lambda is below 0.1 within 5
+  periods of the first rotation; every history key's writes were applied, each by one writer,
+  at servers of both racks (the agents' ``writer_writes``), no more of them than the key's Sets;
+  and the Gets after the last write read the last acknowledged Set's value or a later one's (no
+  acknowledged write lost);
 - spine sp1's process SIGKILLed at 8 s and started again (empty) at 10 s: the fabric controller's
   next period sees it go, a later one starts it again with a newer epoch and plans its keys back
   onto it, and lambda is below 0.1 again within 5 periods;
@@ -20,8 +27,9 @@ run (63-73 s; docs/fabric.md "Mininet fabric: histories and restarts"):
 - fewer than 15 % of the requests lost (two outages of a few seconds each), under 1 % between
   the restarts and once both are back.
 
-``KVSWITCH_FABRIC_VARIANT=no-home-steering`` or ``no-restart-reconcile`` runs the same test on a
-broken fabric controller (:mod:`kvsrack.variants`); it must fail (docs/fabric.md records how).
+``KVSWITCH_FABRIC_VARIANT=no-home-steering``, ``no-restart-reconcile`` or ``spine-not-rotated``
+runs the same test on a broken fabric controller (:mod:`kvsrack.variants`); it must fail
+(docs/fabric.md records how).
 """
 
 from __future__ import annotations
@@ -50,8 +58,8 @@ SPINE_KILL, SPINE_BACK, LEAF_KILL, LEAF_BACK = 8, 10, 24, 26
 ARGS = ["--fabric", "--spines", "2", "--racks", "2", "--servers", str(SERVERS),
         "--clients", "2", "--loadgens", "1", "--duration", "38", "--rate", "1000",
         "--zipf", "1.2", "--keys", "100", "--k", "16",
-        "--history-threads", "2", "--history-keys", "4", "--history-rate", "50",
-        "--history-set-ratio", "0.1", "--read-tail", "2",
+        "--history-threads", "2", "--history-keys", "4", "--history-rate", "100",
+        "--history-set-ratio", "0.5", "--read-tail", "2",
         "--kill", f"sp1@{SPINE_KILL}", "--restart", f"sp1@{SPINE_BACK}",
         "--kill", f"l2@{LEAF_KILL}", "--restart", f"l2@{LEAF_BACK}"]  # fmt: skip
 VARIANT = os.environ.get("KVSWITCH_FABRIC_VARIANT", "")
@@ -81,6 +89,18 @@ def _lost_between(gen: dict[str, Any], start: float, t0: float, t1: float) -> tu
     """(sent, sent but never answered) in the loadgen's seconds that end between t0 and t1."""
     ivs = [iv for iv in gen["intervals"] if t0 <= start + iv["t"] - 1 and start + iv["t"] <= t1]
     return sum(iv["sent"] for iv in ivs), sum(iv["lost"] for iv in ivs)
+
+
+def _unread_writes(ops: list[Op], key: bytes) -> tuple[list[Op], list[Op]]:
+    """(the Gets of ``key`` called after its last acknowledged Set returned, those of them that
+    read neither that Set's value nor the value of a Set that did not return before it was
+    called): an acknowledged write lost at the end of the run."""
+    sets = [o for o in ops if o.key == key and o.kind == "set"]
+    acked = [o for o in sets if o.ret != math.inf]
+    last_call, end = max(o.call for o in acked), max(o.ret for o in acked)
+    live = {o.value for o in sets if o.ret >= last_call}  # not overwritten by the last one
+    tail = [o for o in ops if o.key == key and o.kind == "get" and o.call > end]
+    return tail, [g for g in tail if g.output not in live]
 
 
 def _stale_read(ops: list[Op]) -> list[Op]:
@@ -157,6 +177,7 @@ def check_run(out: Path) -> None:
     # the same history with one read made stale is not (the check looks at what was run)
     stale = _stale_read(ops)
     assert [r.ok for r in check_history(stale) if r.key == stale[-1].key] == [False]
+    check_rotation(summary, rows, fabric, ops, keys)
     failed = sum(len(Path(f"{p}.failed").read_text().splitlines()) for p in summary["history"])
     print(f"{len(ops)} operations linearizable ({sum(op.kind == 'set' for op in ops)} Sets); "
           f"{failed} Gets failed (timeouts while a switch was down)")  # fmt: skip
@@ -216,3 +237,36 @@ def check_run(out: Path) -> None:
                for x in fabric if x["time"] > served["time"]]  # fmt: skip
     assert gen["lost"] < 0.15 * gen["sent"], gen["lost"]
     assert spine_lost <= 0.01 * spine_sent and tail_lost <= 0.01 * tail_sent, (lost_at, periods)
+
+
+def check_rotation(
+    summary: dict[str, Any],
+    rows: list[dict[str, Any]],
+    fabric: list[dict[str, Any]],
+    ops: list[Op],
+    keys: set[bytes],
+) -> None:
+    """The write rotation (docs/protocol.md F7) of the history keys, from the fabric
+    controller's periods (``rotated``: the keys its plans rotate), the agents' ``writer_writes``
+    (a write the spine sent to one writer, flagged F_REDIRECT, applied) and the history."""
+    per_period = [len(x["rotated"]) for x in fabric]
+    print(f"rotated keys per fabric period: {per_period}")
+    rotated = {bytes.fromhex(k) for x in fabric for k in x["rotated"]}
+    assert rotated == keys, f"rotated {sorted(rotated)}, not the history keys"
+    first = _first(fabric, "a rotated key", lambda x: x["rotated"])
+    after = _lambdas(rows, first["time"], 5)
+    under = [round(x["lambda"], 3) for x in rows if x["rotated"]]
+    print(f"lambda, 5 periods after the first rotation: {after}; in the {len(under)} periods "
+          f"with rotated keys: {under}")  # fmt: skip
+    assert min(after) < 0.1, after
+    writers = summary["writer_writes"]
+    for key in sorted(keys):
+        at = {s: n[key.hex()] for s, n in writers.items() if n.get(key.hex())}
+        sets = sum(1 for op in ops if op.key == key and op.kind == "set")
+        tail, lost = _unread_writes(ops, key)
+        print(f"{key.rstrip(bytes(1)).decode()}: {sum(at.values())} of {sets} Sets applied by "
+              f"their writers {at}; {len(tail)} Gets after the last write, {len(lost)} missed "
+              f"it")  # fmt: skip
+        assert len({(int(s[1:]) - 1) // SERVERS for s in at}) == 2, (key, at)
+        assert sum(at.values()) <= sets, (key, at, sets)  # each request id applied once
+        assert tail and not lost, (key, len(tail), lost[:3])

@@ -163,3 +163,29 @@ def test_a_keys_ids_are_indexed_within_the_bounds() -> None:
     assert sorted(rid for rid, _ in ids.of_key(KEY)) == [(("h", 2), 3), (("h", 3), 3)]
     with pytest.raises(p.ProtocolError):
         make_result(99, 0, 0)
+
+
+@pytest.mark.parametrize("pair", ["memory"], indirect=True)
+def test_writer_writes_count_the_rotated_writes_applied(pair) -> None:
+    """``writer_writes``: per key, the SET/DEL flagged F_REDIRECT (a rotated key's write sent to
+    its writer) this agent applied; not a plain write, an UPDATE copy, a repeat of an applied
+    id, a STALE write nor a write refused while the key is frozen."""
+    a, _b, ca, _cb = pair
+    c = Client()
+    assert ca.writer_writes() == {}
+    w1 = p.Message(p.Op.SET, KEY, b"one", cid=7, seq=1, epoch=0x8001, ver=5, flags=p.F_REDIRECT)
+    assert c.ask(a, w1).status == p.Status.OK
+    assert c.ask(a, w1).flags & p.F_DUP  # a repeat: applied once
+    d = p.Message(p.Op.DEL, KEY, cid=7, seq=2, epoch=0x8001, ver=6, flags=p.F_REDIRECT)
+    assert c.ask(a, d).status == p.Status.OK
+    old = p.Message(p.Op.SET, KEY, b"old", cid=7, seq=3, epoch=0x8001, ver=4, flags=p.F_REDIRECT)
+    assert c.ask(a, old).status == p.Status.STALE
+    assert c.ask(a, p.Message(p.Op.SET, OTHER, b"x", cid=7, seq=4)).status == p.Status.OK
+    c.send(a, p.Message(p.Op.UPDATE, OTHER, b"copy", cid=7, seq=5, epoch=0x8001, ver=9))
+    ca.key_freeze(KEY)
+    late = p.Message(p.Op.SET, KEY, b"late", cid=7, seq=6, epoch=0x8001, ver=7, flags=p.F_REDIRECT)
+    assert c.ask(a, late).status == p.Status.RETRY
+    ca.key_release(KEY)
+    assert c.ask(a, p.Message(p.Op.GET, OTHER, cid=7, seq=7)).value == b"copy"  # copy applied
+    assert ca.writer_writes() == {KEY: 2}
+    assert ca.stats()["writer_write"] == 2
