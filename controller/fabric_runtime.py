@@ -46,6 +46,7 @@ from kvswitch.controller.fabric_ops import (
     leaf_static,
     spine_diff,
     spine_plan,
+    spine_ready,
     spine_static,
     steering,
     steering_diff,
@@ -206,6 +207,12 @@ class FabricRuntime:
         self._own_spines()
         self.unlisted = set(range(self.fabric.total))
         self._recover_freezes(None)
+        for s in range(len(self.spines)):
+            if self.spine_ok[s]:
+                try:
+                    self._ready_spine(s)
+                except DriverError as exc:
+                    LOG.error("spine %s: start failed: %s", self._spine_name(s), exc)
         for r in range(len(self.leaves)):
             try:
                 self._start_leaf(r)
@@ -240,6 +247,18 @@ class FabricRuntime:
                 raise DriverError(f"the spine holds epoch {held} after writing {epoch}")
         self.controller.plans[s] = self._recover_spine(s)
         self.spine_ok[s] = True
+
+    def _ready_spine(self, s: int) -> None:
+        """Lift spine ``s``'s hold (p4src/features/spine_hold.p4: a restarted spine forwards no
+        KVSwitch message until now); once it is reinstalled and the rotated keys it held are
+        gathered into their origins. A program without the hold table is driven as before."""
+        drv = self.spines[s]
+        if drv.has_hold:
+            drv.apply([spine_ready()])
+        else:
+            LOG.warning(
+                "spine %s: its program has no %s", self._spine_name(s), names.SPINE_HOLD_TABLE
+            )
 
     def _recover_spine(self, s: int) -> Plan:
         """The spine's hot keys as a plan; HotkeyTable entries of no whole hot key deleted first,
@@ -870,6 +889,7 @@ class FabricRuntime:
                 after = list(self.plans)
                 self._gather(m, [held if x == s else pl for x, pl in enumerate(after)], after)
                 self._release(m)  # the restarted spine has no map of them: the origin writes
+                self._ready_spine(s)  # its keys gathered: its hold lifted
             except DriverError as exc:
                 self.spine_ok[s] = False
                 m.errors.append(f"spine {self._spine_name(s)}: {first_line(exc)}")
