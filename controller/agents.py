@@ -142,6 +142,14 @@ class AgentPool:
         with self.lease(server) as control:
             control.key_release(key)
 
+    def key_frozen(self, server: int) -> list[bytes]:
+        """The keys frozen at ``server`` (none for a server without a control endpoint: no
+        freeze can have reached it)."""
+        if server not in self.controls:
+            return []
+        with self.lease(server) as control:
+            return control.key_frozen()
+
     def ping(self) -> list[Probe]:
         """Every server's incarnation (None: no answer within the probe timeout; NO_PROBE: no
         control endpoint), all pinged at once. A failed ping is tried once more on a new

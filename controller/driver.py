@@ -111,6 +111,11 @@ class SwitchDriver(Driver):
         """The program has the write rotation (docs/protocol.md F7): a spine's ``done_by``
         register, which comes with ``set_hot``'s ``rotate`` parameter."""
 
+    @property
+    @abstractmethod
+    def has_hold(self) -> bool:
+        """The program has a spine's restart hold (``SpineHoldTable``, spine_hold.p4)."""
+
     @abstractmethod
     def read_reply_counters(self) -> list[int]:
         """Replies each server sent since the last reset."""

@@ -160,6 +160,13 @@ def steering_ready() -> DefaultAction:
     return DefaultAction(names.FABRIC_HOT_TABLE, names.ACT_PASS)
 
 
+def spine_ready() -> DefaultAction:
+    """SpineHoldTable's default from ``hold`` to ``NoAction``: the spine forwards KVSwitch
+    packets again (written once it is reinstalled and its rotated keys are gathered into their
+    origins; p4src/features/spine_hold.p4)."""
+    return DefaultAction(names.SPINE_HOLD_TABLE, names.ACT_PASS)
+
+
 # -- the holders cap ------------------------------------------------------------------------------
 
 

@@ -6,7 +6,8 @@ Start-up (:meth:`FabricRuntime.start`), for every spine: its epoch (the one it h
 the one the state file names, so a restarted controller does not send every fabric-hot key's
 Gets to its origin; else one more than any seen, as a rack switch's), its static entries, and
 the hot keys it holds read back as its plan (entries and groups of no hot key deleted, missing
-ones written); for every leaf: its static entries of the fabric, the steering entries of exactly
+ones written); the write freezes a crashed controller left at the agents finished toward the
+map the spines hold and released (controller/rotation.py ``recover``); for every leaf: its static entries of the fabric, the steering entries of exactly
 the keys the spines hold, then FabricHotTable's default ``hold`` -> ``NoAction``.
 
 Each period (:meth:`FabricRuntime.period`): read and reset every spine's counters, take the
@@ -45,6 +46,7 @@ from kvswitch.controller.fabric_ops import (
     leaf_static,
     spine_diff,
     spine_plan,
+    spine_ready,
     spine_static,
     steering,
     steering_diff,
@@ -73,6 +75,7 @@ from kvswitch.controller.rotation import (
     first_line,
     map_changes,
     put_off,
+    recover,
     sync_source,
 )
 from kvswitch.controller.startup import EPOCH_MAX, SPINE_EPOCH_BASE, next_epoch
@@ -153,6 +156,9 @@ class FabricRuntime:
         self.withheld: dict[bytes, PushRequest] = {}  # pushes waiting for every leaf's steering
         # the write freeze of the keys whose writer map a period changes (controller/rotation.py)
         self.freezer = WriteFreeze(freeze) if freeze is not None else None
+        # servers whose frozen keys a crashed controller may have left and that were not listed
+        # yet (start() lists every server; one that does not answer is listed again each period)
+        self.unlisted: set[int] = set()
         self.periods = 0
         # for the rack controllers (share()): keys that left the spines in the last period (their
         # removals run with the next batch), and per server of the fabric the load the spines
@@ -199,6 +205,14 @@ class FabricRuntime:
             except DriverError as exc:
                 LOG.error("spine %s: start failed: %s", self._spine_name(s), exc)
         self._own_spines()
+        self.unlisted = set(range(self.fabric.total))
+        self._recover_freezes(None)
+        for s in range(len(self.spines)):
+            if self.spine_ok[s]:
+                try:
+                    self._ready_spine(s)
+                except DriverError as exc:
+                    LOG.error("spine %s: start failed: %s", self._spine_name(s), exc)
         for r in range(len(self.leaves)):
             try:
                 self._start_leaf(r)
@@ -233,6 +247,18 @@ class FabricRuntime:
                 raise DriverError(f"the spine holds epoch {held} after writing {epoch}")
         self.controller.plans[s] = self._recover_spine(s)
         self.spine_ok[s] = True
+
+    def _ready_spine(self, s: int) -> None:
+        """Lift spine ``s``'s hold (p4src/features/spine_hold.p4: a restarted spine forwards no
+        KVSwitch message until now); once it is reinstalled and the rotated keys it held are
+        gathered into their origins. A program without the hold table is driven as before."""
+        drv = self.spines[s]
+        if drv.has_hold:
+            drv.apply([spine_ready()])
+        else:
+            LOG.warning(
+                "spine %s: its program has no %s", self._spine_name(s), names.SPINE_HOLD_TABLE
+            )
 
     def _recover_spine(self, s: int) -> Plan:
         """The spine's hot keys as a plan; HotkeyTable entries of no whole hot key deleted first,
@@ -338,6 +364,7 @@ class FabricRuntime:
         self.measured, self.expected = [], []  # until this period has planned
         self._release(m)  # holders a release failed for last period
         self._repair(m)
+        self._recover_freezes(m)
         if not all(self.spine_ok):
             self._lose_spines(m)
             m.errors.append("a spine is not started: no plan this period")
@@ -499,6 +526,32 @@ class FabricRuntime:
         for (key, server), why in self.freezer.release(keys).items():
             m.errors.append(f"release of key {key.hex()} at server {server}: {why}")
             LOG.error("release of key %s at server %d failed: %s", key.hex(), server, why)
+
+    def _recover_freezes(self, m: FabricMetrics | None) -> None:
+        """Finish the write freezes a crashed controller left at the servers of
+        :attr:`unlisted` (:func:`~kvswitch.controller.rotation.recover`), toward the map the
+        spines hold now; what fails is reported (in ``m``, or the log at start-up)."""
+        if self.freezer is None or not self.unlisted:
+            return
+
+        def holders_of(key: bytes) -> tuple[int, ...]:
+            s = self.spine_of.get(key)
+            kp = self.plans[s].keys.get(key) if s is not None else None
+            return kp.holders if kp is not None else (self.controller.origin_of(key),)
+
+        got = recover(self.freezer, sorted(self.unlisted), holders_of)
+        self.unlisted = set(got.unlisted)
+        errors = [f"frozen keys of server {s} not listed: {why}" for s, why in got.unlisted.items()]
+        errors += [
+            f"write freeze of key {k.hex()} left frozen: {why}" for k, why in got.failed.items()
+        ]
+        for key, at in got.found.items():
+            if key not in got.failed:
+                LOG.warning("key %s was left frozen at %s: finished, released", key.hex(), at)
+        for error in errors:
+            LOG.error("%s", error)
+            if m is not None:
+                m.errors.append(error)
 
     def _gather(
         self, m: FabricMetrics, before: list[Plan], after: list[Plan] | None = None
@@ -836,6 +889,7 @@ class FabricRuntime:
                 after = list(self.plans)
                 self._gather(m, [held if x == s else pl for x, pl in enumerate(after)], after)
                 self._release(m)  # the restarted spine has no map of them: the origin writes
+                self._ready_spine(s)  # its keys gathered: its hold lifted
             except DriverError as exc:
                 self.spine_ok[s] = False
                 m.errors.append(f"spine {self._spine_name(s)}: {first_line(exc)}")

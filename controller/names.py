@@ -27,6 +27,7 @@ REPLYCOUNT_TABLE: Final = (
 DOWN_TABLE: Final = "DownTable"  # request destination -> a server declared dead (liveness.p4)
 # a fabric's leaf (steering.p4, docs/fabric.md "Leaf program")
 FABRIC_HOT_TABLE: Final = "FabricHotTable"  # key -> its spine's port and MAC; default hold
+SPINE_HOLD_TABLE: Final = "SpineHoldTable"  # a spine's, keyless; default hold until reinstalled
 UPLINK_TABLE: Final = "UplinkTable"  # ingress port -> a port to a spine (static)
 
 # Direct counters.
@@ -61,7 +62,7 @@ ACT_SET_SOURCE: Final = "set_source"  # HostportTable: (port, server); server = 
 PARAM_SERVER: Final = "server"
 ACT_SET_SPINE: Final = "set_spine"  # FabricHotTable: (port, dmac)
 PARAM_DMAC: Final = "dmac"
-ACT_HOLD: Final = "hold"  # FabricHotTable's default until the steering table is installed
+ACT_HOLD: Final = "hold"  # FabricHotTable's (SpineHoldTable's) default until (re)installed
 ACT_PASS: Final = "NoAction"  # ... and once it is
 ACT_SET_UPLINK: Final = "set_uplink"  # UplinkTable
 

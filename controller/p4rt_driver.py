@@ -450,6 +450,10 @@ class P4RuntimeDriver(SwitchDriver):
     def has_rotation(self) -> bool:
         return self.names.has("register", names.REG_DONE_BY)
 
+    @property
+    def has_hold(self) -> bool:
+        return self.names.has("table", names.SPINE_HOLD_TABLE)
+
     def read_reply_counters(self) -> list[int]:
         """Replies each server sent since the last reset (ReplycountTable, liveness.p4)."""
         return self._per_server_counts(names.REPLYCOUNT_TABLE, names.MATCH_SRC)

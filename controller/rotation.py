@@ -34,6 +34,8 @@ class FreezeHooks(Protocol):
 
     def key_release(self, key: bytes, server: int) -> None: ...
 
+    def key_frozen(self, server: int) -> list[bytes]: ...
+
 
 @dataclass(frozen=True)
 class MapChange:
@@ -143,6 +145,61 @@ class WriteFreeze:
             except Exception as exc:
                 errors[(key, server)] = f"{type(exc).__name__}: {first_line(exc)}"
         return errors
+
+
+@dataclass
+class Recovery:
+    """What :func:`recover` found and did: per key, the servers it was frozen at; the servers
+    whose frozen keys could not be listed (to be listed again), with the errors; the keys whose
+    finishing failed, with the errors (released where they could be, as a failed freeze is;
+    a release that failed stays in :attr:`WriteFreeze.frozen`, to be released again)."""
+
+    found: dict[bytes, tuple[int, ...]] = field(default_factory=dict)
+    unlisted: dict[int, str] = field(default_factory=dict)
+    failed: dict[bytes, str] = field(default_factory=dict)
+
+
+def recover(
+    freeze: WriteFreeze, servers: Iterable[int], holders_of: Callable[[bytes], tuple[int, ...]]
+) -> Recovery:
+    """Finish the write freezes a crashed controller left (docs/fabric.md "Write rotation",
+    "Failures"): every key frozen at any of ``servers`` is frozen again at those servers and at
+    the holders of the map the spine holds now (``holders_of``: origin first; the origin alone
+    for a key no spine holds), the merge of all their exports imported into each, then all of
+    them released.
+
+    Why this is correct whatever step the crash interrupted: while a key is frozen nowhere
+    applies one of its writes, and the old controller wrote a switch only after every holder of
+    both maps was frozen and imported. So either the switches hold the old map (the new one was
+    never written; extra ids and a newer item at a holder change no writer's answer), or they
+    hold (part of) the new one and every holder of both maps already knows every id; the
+    import again is idempotent (ids added once, the item only if newer). After it every holder
+    of the map the switches hold knows every id of the key and holds its newest item: a repeat
+    meets a writer that knows its id, and no acknowledged write is lost. If a holder does not
+    answer, the others are released all the same (by the same argument they know every id the
+    map needs; the key's writes to the silent one go unanswered, as to a dead holder). A
+    server whose list cannot be read is in :attr:`Recovery.unlisted` (its freezes stay until
+    it answers)."""
+    out = Recovery()
+    for server in servers:
+        try:
+            keys = freeze.hooks.key_frozen(server)
+        except Exception as exc:  # unreachable or refused: reported by the caller, tried again
+            out.unlisted[server] = f"{type(exc).__name__}: {first_line(exc)}"
+            continue
+        for key in keys:
+            out.found[key] = (*out.found.get(key, ()), server)
+    changes = {}
+    for key, at in out.found.items():
+        now = holders_of(key)
+        changes[key] = MapChange(key, tuple(dict.fromkeys(now[:1] + at)), now, True, True)
+        freeze.frozen.update((key, server) for server in at)
+    freeze.freeze(changes)
+    out.failed = {key: freeze.failed.pop(key) for key in list(freeze.failed)}
+    released = freeze.release([key for key in changes if key not in out.failed])
+    for (key, server), why in released.items():
+        out.failed.setdefault(key, f"release at server {server}: {why}")
+    return out
 
 
 def put_off(before: Sequence[Plan], after: Sequence[Plan], keys: Iterable[bytes]) -> list[Plan]:

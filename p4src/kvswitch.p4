@@ -29,6 +29,9 @@
 #ifdef KVS_FABRIC_LEAF
 #include "features/steering.p4"
 #endif
+#ifdef KVS_SPINE
+#include "features/spine_hold.p4"
+#endif
 
 control KvsIngress(inout headers_t hdr, inout kvs_meta_t meta, inout standard_metadata_t std) {
     Forwarding() forwarding;
@@ -45,6 +48,9 @@ control KvsIngress(inout headers_t hdr, inout kvs_meta_t meta, inout standard_me
     MulticastIngress() multicast;
 #ifdef KVS_FABRIC_LEAF
     Steering() steering;
+#endif
+#ifdef KVS_SPINE
+    SpineHold() spine_hold;
 #endif
 
     apply {
@@ -80,6 +86,14 @@ control KvsIngress(inout headers_t hdr, inout kvs_meta_t meta, inout standard_me
 #ifdef KVS_FABRIC_LEAF
             if (meta.kvs_ok && held) {
                 mark_to_drop(std);  // restarted, steering table not installed yet (steering.p4)
+                meta.kvs_ok = false;
+            }
+#endif
+#ifdef KVS_SPINE
+            bool spine_held;
+            spine_hold.apply(meta, spine_held);
+            if (spine_held) {
+                mark_to_drop(std);  // restarted, not reinstalled yet (spine_hold.p4)
                 meta.kvs_ok = false;
             }
 #endif

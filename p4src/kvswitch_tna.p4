@@ -36,6 +36,9 @@
 #ifdef KVS_FABRIC_LEAF
 #include "features/steering.p4"
 #endif
+#ifdef KVS_SPINE
+#include "features/spine_hold.p4"
+#endif
 
 #if __TARGET_TOFINO__ == 2
 // Tofino 2's PHV allocation (p4c-barefoot --target tofino2, docs/tofino.md message 23): without
@@ -70,6 +73,9 @@ control KvsIngress(inout kvs_tna_headers_t hdr, inout kvs_tna_meta_t meta,
     MulticastIngress() multicast;
 #ifdef KVS_FABRIC_LEAF
     Steering() steering;
+#endif
+#ifdef KVS_SPINE
+    SpineHold() spine_hold;
 #endif
 
     apply {
@@ -121,6 +127,14 @@ control KvsIngress(inout kvs_tna_headers_t hdr, inout kvs_tna_meta_t meta,
 #ifdef KVS_FABRIC_LEAF
             if (meta.kvs.kvs_ok && held) {
                 fwd_drop(meta.fwd);
+                meta.kvs.kvs_ok = false;
+            }
+#endif
+#ifdef KVS_SPINE
+            bool spine_held;
+            spine_hold.apply(meta.kvs, spine_held);
+            if (spine_held) {
+                fwd_drop(meta.fwd);  // restarted, not reinstalled yet (spine_hold.p4)
                 meta.kvs.kvs_ok = false;
             }
 #endif

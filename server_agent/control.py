@@ -177,6 +177,19 @@ class AgentControl:
         """The key's writes are served again; True if it was frozen."""
         return bool(self.request(cmd="key_release", key_hex=p.pad_key(key).hex())["was_frozen"])
 
+    def key_frozen(self) -> list[bytes]:
+        """The keys frozen at this agent (whose writes answer RETRY until released)."""
+        rows = self.request(cmd="key_frozen").get("keys_hex")
+        try:
+            if not isinstance(rows, list):
+                raise TypeError
+            keys = [bytes.fromhex(row) for row in rows]
+        except (TypeError, ValueError):
+            raise ControlError(f"agent {self.addr}: a malformed key_frozen answer") from None
+        if any(len(key) != p.KEY_LEN for key in keys):
+            raise ControlError(f"agent {self.addr}: a malformed key_frozen answer")
+        return keys
+
     def key_export(self, key: bytes | str) -> KeyExport:
         """A frozen key's request ids and item."""
         answer = self.request(cmd="key_export", key_hex=p.pad_key(key).hex())

@@ -507,6 +507,11 @@ class AgentCore:
         self.frozen_keys.discard(key)
         return True
 
+    def frozen_list(self) -> list[bytes]:
+        """The keys frozen here, in order (a restarted fabric controller finishes their freezes:
+        controller/rotation.py ``recover``)."""
+        return sorted(self.frozen_keys)
+
     def export_key(self, key: bytes) -> tuple[list[tuple[RequestId, _Result]], Item | None]:
         """A frozen key's remembered request ids with their results, and the item held (a
         tombstone too; None: nothing held)."""

@@ -283,6 +283,10 @@ class AgentServer:
                 return self._push_item(_key_of(request), request)
             if isinstance(cmd, str) and cmd.startswith("ring"):
                 return self._ring_command(cmd, request)
+            if cmd == "key_frozen":
+                with self.lock:
+                    frozen = self.core.frozen_list()
+                return {"ok": True, "keys_hex": [key.hex() for key in frozen]}
             if cmd in ("key_freeze", "key_release", "key_export", "key_import"):
                 return self._key_command(cmd, _key_of(request), request)
         except (KeyError, ValueError, TypeError, p.ProtocolError) as exc:

@@ -70,6 +70,9 @@ class Freezes:
         self.frozen.discard((key, server))
         self.events.append(("release", server))
 
+    def key_frozen(self, server: int) -> list[bytes]:
+        return sorted(key for key, s in self.frozen if s == server)
+
 
 class LogLeaf(P4RuntimeDriver):
     log: list[tuple]

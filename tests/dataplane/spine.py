@@ -12,7 +12,9 @@ build the spine's packets as they build a rack switch's.
 The entries are the ones a fabric controller writes (docs/fabric.md "Spine program"): routes and
 HostportTable per rack subnet, a /32 per server; RidtoserverTable per server; per hot key its
 HotkeyTable, KeyindexTable, ServermapTable and ServeroffsetTable (slot, holder) entries and its
-group (origin's leaf port with rid 0, each replica's leaf port with rid = server + 1).
+group (origin's leaf port with rid 0, each replica's leaf port with rid = server + 1); and
+SpineHoldTable's default set to NoAction (the controller reinstalled the spine) unless a test
+holds it.
 """
 
 from __future__ import annotations
@@ -110,6 +112,13 @@ class SpinePlane(Dataplane):
                 names.REPLYCOUNT_TABLE, {names.MATCH_SRC: ip}, names.ACT_COUNT_REPLY, {}
             )
         self.sw.register_write(self.register(names.REG_EPOCH), 0, EPOCH)
+        self.ready()
+
+    def ready(self, installed: bool = True) -> None:
+        """The spine reinstalled (SpineHoldTable's default NoAction), or not yet (``hold``: what
+        a restarted spine starts with; spine_hold.p4)."""
+        action = names.ACT_PASS if installed else names.ACT_HOLD
+        self.sw.table_set_default(names.SPINE_HOLD_TABLE, action, {})
 
     def make_hot(
         self,

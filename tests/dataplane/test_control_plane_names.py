@@ -108,7 +108,14 @@ def test_spine_tables_registers_and_sizes(spine_target: SwitchTarget) -> None:
     tables = {t.preamble.alias: t for t in p4info.tables}
     actions = {a.preamble.id: a for a in p4info.actions}
     tna = SPINE_TNA_TABLES if p4info.pkg_info.arch == "tna" else set()
-    assert set(tables) == {*SPINE_TABLE_KEYS, "ipv4_lpm", *tna}
+    assert set(tables) == {*SPINE_TABLE_KEYS, "ipv4_lpm", names.SPINE_HOLD_TABLE, *tna}
+    # the restart hold (spine_hold.p4): keyless, hold or NoAction, default hold
+    hold = tables[names.SPINE_HOLD_TABLE]
+    assert list(hold.match_fields) == []
+    assert {actions[r.id].preamble.alias for r in hold.action_refs} == {
+        names.ACT_HOLD,
+        names.ACT_PASS,
+    }
     for table, keys in SPINE_TABLE_KEYS.items():
         assert [m.name for m in tables[table].match_fields] == keys, table
         action, params = SPINE_TABLE_ACTIONS[table]

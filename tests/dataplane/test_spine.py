@@ -167,6 +167,29 @@ def test_cold_traffic_routed_by_rack_and_no_candidate_state(sp: SpinePlane) -> N
     sp.send_expect(A.port, spoofed, [])
 
 
+def test_held_until_the_fabric_controller_reinstalled_the_spine(sp: SpinePlane) -> None:
+    """A restarted spine (SpineHoldTable's default ``hold``) drops every well-formed KVSwitch
+    message, requests and replies of hot and cold keys alike, and changes no register; plain IP
+    passes; once the default is NoAction it forwards again (docs/fabric.md "Failures")."""
+    op = proto().op
+    sp.make_hot(KEY, SLOT, HOLDERS)
+    sp.make_valid(SLOT, HOLDERS, ver=5)
+    sp.ready(installed=False)
+    before = sp.snapshot()
+    get = udp_packet(FAR_CLIENT, A.ip, kvs(op.GET, KEY, seq=1))
+    cold = udp_packet(FAR_CLIENT, C.ip, kvs(op.GET, "cold", seq=2))
+    write = udp_packet(FAR_CLIENT, A.ip, kvs(op.SET, KEY, VALUE, seq=3))
+    sent = [(FAR_CLIENT, get), (FAR_CLIENT, cold), (FAR_CLIENT, write)]
+    sent += [(A, _reply(A, op.SET_REPLY, 6)), (C, _reply(C, op.GET_REPLY, 5))]
+    for sender, pkt in sent:
+        sp.send_expect(sender.port, pkt, [])
+    assert sp.snapshot() == before
+    plain = udp_packet(FAR_CLIENT, C.ip, b"not kvswitch", dport=4000)
+    sp.send_expect(FAR_CLIENT.port, plain, [(C.port, routed(plain, C))])
+    sp.ready()
+    sp.send_expect(FAR_CLIENT.port, cold, [(C.port, routed(cold, C))])
+
+
 # -- the write rotation (docs/protocol.md F7, rules R1-R6) ---------------------------------------
 
 CID = 0x1234  # base.kvs's default client id

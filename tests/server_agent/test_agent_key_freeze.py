@@ -80,6 +80,7 @@ def test_freeze_export_import_release(pair) -> None:
     assert c.ask(b, w2).status == p.Status.OK
     assert ca.key_freeze(KEY) is False and ca.key_freeze(KEY) is True  # twice: already frozen
     assert cb.key_freeze(KEY) is False
+    assert ca.key_frozen() == [KEY] and cb.key_frozen() == [KEY]  # what a new controller reads
     late = p.Message(p.Op.SET, KEY, b"late", cid=9, seq=1, epoch=0x8001, ver=7)
     r = c.ask(a, late)
     assert (r.op, r.status, r.ver) == (p.Op.SET_REPLY, p.Status.RETRY, 0)
@@ -104,6 +105,7 @@ def test_freeze_export_import_release(pair) -> None:
     assert value(a) == (b"two", 6) and value(b) == (b"two", 6)
     assert ca.key_release(KEY) is True and ca.key_release(KEY) is False
     assert cb.key_release(KEY) is True
+    assert ca.key_frozen() == [] and cb.key_frozen() == []
     for agent, repeat in ((b, w1), (a, w2)):  # each id now known at the other holder
         r = c.ask(agent, repeat)
         assert r.flags & p.F_DUP and (r.status, r.ver) == (p.Status.OK, repeat.ver)
