@@ -270,7 +270,9 @@ def spine_batch(
        at 0);
     3. multicast groups: (holder's leaf port, 0 for the origin, ``names.spine_rid`` else);
     4. with ``layout.rotation``: every HotkeyTable ``set_hot`` gets its ``rotate`` parameter
-       (the key's flag in ``new``), and a new key's slot reset zeroes its ``done_by`` cell.
+       (the key's flag in ``new``), followed by the slot's ``rotated`` cell set to that flag
+       (a reply before the key's next request is judged by it), and a new key's slot reset
+       zeroes its ``done_by`` cell.
     A plan that rotates a key on a spine without the rotation is refused (ValueError).
     """
     if not layout.rotation and any(kp.rotate for kp in new.keys.values()):
@@ -340,6 +342,10 @@ def spine_batch(
             kp = new.keys[_key_bytes(op.match_dict()[names.MATCH_KEY])]  # type: ignore[arg-type]
             params = (*op.params, (names.PARAM_ROTATE, int(kp.rotate)))
             out.append(TableEntry(op.op, op.table, op.match, op.action, params))
+            # the slot's `rotated` cell takes the entry's flag at once: a reply, CONFIRM or SYNC
+            # reaching the spine before the key's next request is judged by the key's flag, not
+            # by a reused slot's previous key's or the flag from before a change in the freeze
+            out.append(RegisterWrite(names.REG_ROTATED, kp.slot, int(kp.rotate)))
             continue
         if isinstance(op, RemoveRequest) and repush:
             out += repush

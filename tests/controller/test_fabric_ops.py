@@ -97,7 +97,9 @@ def test_a_new_key_in_the_spines_layout() -> None:
     }
     [group] = [op for op in ops if isinstance(op, MulticastGroupSet)]
     assert group == MulticastGroupSet(3, ((11, 0), (12, names.spine_rid(2)), (13, 6)))
-    assert entries(ops, names.HOTKEY_TABLE) == [ops[-2]]  # HotkeyTable last, then the push
+    # HotkeyTable last, then its slot's `rotated` cell (a reused slot's flag), then the push
+    assert entries(ops, names.HOTKEY_TABLE) == [ops[-3]]
+    assert ops[-2] == RegisterWrite(names.REG_ROTATED, 2, 0)
     assert ops[-1] == PushRequest(KEY, 0, (2, 5))
 
 
@@ -167,16 +169,20 @@ def held(ops) -> dict:
 def test_a_spines_set_hot_carries_the_rotation_flag_and_a_flag_change_is_a_modify() -> None:
     """docs/protocol.md F7: a spine's HotkeyTable ``set_hot(slot, n, rotate)``; a new key's
     slot reset zeroes its ``done_by`` cell; a change of the flag alone is a MODIFY of the entry
-    (and nothing else: no register, no push); a spine program without the rotation gets two
-    parameters and refuses a plan that rotates."""
+    and the slot's ``rotated`` cell set to the new flag right after it (no other register, no
+    push); a new key's entry is followed by its cell too (a reused slot keeps no flag of its
+    previous key); a spine program without the rotation gets two parameters and refuses a plan
+    that rotates."""
     ops = spine_diff(plan(None), plan((0, 2), rotate=True), LAYOUT)
     [hot] = entries(ops, names.HOTKEY_TABLE)
     assert hot.op is EntryOp.ADD and hot.param_dict() == {"slot": 2, "n": 2, "rotate": 1}
     assert RegisterWrite(names.REG_DONE_BY, 2, 0) in ops
+    assert ops[ops.index(hot) + 1] == RegisterWrite(names.REG_ROTATED, 2, 1)
     for before, after, flag in ((False, True, 1), (True, False, 0)):
         ops = spine_diff(plan((0, 2), rotate=before), plan((0, 2), rotate=after), LAYOUT)
-        [hot] = ops
+        hot, cell = ops
         assert hot.op is EntryOp.MODIFY and hot.param_dict() == {"slot": 2, "n": 2, "rotate": flag}
+        assert cell == RegisterWrite(names.REG_ROTATED, 2, flag)
     assert spine_diff(plan((0, 2), rotate=True), plan((0, 2), rotate=True), LAYOUT) == []
     # holders and flag change together (same count): one MODIFY with the new flag, after the
     # ServermapTable change; more holders: the MODIFY that raises n carries it

@@ -40,6 +40,7 @@ SPINE_DEFINES = {
 PARAM_ROTATE = names.PARAM_ROTATE
 REG_DONE_BY = names.REG_DONE_BY
 REG_ROTATED = names.REG_ROTATED
+REG_ROTATED = names.REG_ROTATED
 
 RACKS = (1, 2, 3)  # rack r hangs off the spine's port r
 
@@ -165,6 +166,7 @@ class SpinePlane(Dataplane):
                 names.ACT_SET_OFFSET,
                 {names.PARAM_OFFSET: ordinal, names.PARAM_PORT: server.port},
             )
+        self.set_flag(slot, rotate)
         if len(holders) > 1:
             group = names.multicast_group(slot)
             self.sw.table_add(
@@ -177,6 +179,11 @@ class SpinePlane(Dataplane):
             members += [(s.port, names.spine_rid(server_id(s))) for s in holders[1:]]
             self.sw.mc_group_set(group, members)
             self.groups.add(group)
+
+    def set_flag(self, slot: int, rotate: bool) -> None:
+        """The slot's ``rotated`` cell set to its key's flag, as the fabric controller does right
+        after each HotkeyTable entry it adds or modifies (fabric_ops.spine_diff)."""
+        self.sw.register_write(self.register(REG_ROTATED), slot, int(rotate))
 
     def make_valid(self, slot: int, holders: Sequence[Host], ver: int) -> None:
         """Registers as after a write of version ``ver`` that ``holders`` of the slot confirmed."""

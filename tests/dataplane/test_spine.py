@@ -10,8 +10,20 @@ from scapy.packet import Packet
 from kvswitch.consistency import rules
 from kvswitch.controller import names
 
-from .base import EPOCH, SWITCH_IP, Host, kvs, proto, routed, udp_packet, with_kvs
-from .spine import FAR_CLIENT, MAX_HOLDERS, REG_DONE_BY, A, B, C, D, E, SpinePlane
+from .base import EPOCH, SWITCH_IP, Host, key16, kvs, proto, routed, udp_packet, with_kvs
+from .spine import (
+    FAR_CLIENT,
+    MAX_HOLDERS,
+    PARAM_ROTATE,
+    REG_DONE_BY,
+    REG_ROTATED,
+    A,
+    B,
+    C,
+    D,
+    E,
+    SpinePlane,
+)
 
 KEY = "fabric-hot"
 SLOT = 3
@@ -350,3 +362,38 @@ def test_rotated_sync_stamped_only_from_done_by_or_the_origin_at_make(sp: SpineP
     _sync(sp, D, None)
     _sync(sp, C, 3)
     assert (sp.reg(names.REG_GLOBAL_VER), sp.reg(names.REG_SLOT_VER, SLOT)) == (3, 3)
+
+
+def test_a_reused_slot_judges_replies_by_its_new_keys_flag_before_any_request(
+    sp: SpinePlane,
+) -> None:
+    """A rotated key's last request left 1 in its slot's ``rotated`` cell; the slot, reset, goes
+    to a key that does not rotate, and its origin's read reply (of a Get sent before the key was
+    hot) reaches the spine before the key's first request. The controller sets the cell with the
+    new key's HotkeyTable entry (SpinePlane.set_flag), so rule 2 passes that reply (the origin's)
+    and raises origin_ver; judged by the stale flag, R6 would drop it (not at origin_ver)."""
+    op = proto().op
+    sp.make_hot(KEY, SLOT, HOLDERS, rotate=True)
+    sp.make_valid(SLOT, HOLDERS, ver=5)
+    _gets_reach(sp, [A])
+    assert sp.reg(REG_ROTATED, SLOT) == 1
+    for name in (names.REG_SLOT_VER, names.REG_ORIGIN_VER, names.REG_RR, REG_DONE_BY):
+        sp.sw.register_write(sp.register(name), SLOT, 0)  # the slot's reset
+    other = int.from_bytes(key16("reused"), "big")
+    sp.sw.table_add(
+        names.HOTKEY_TABLE,
+        {names.MATCH_KEY: other},
+        names.ACT_SET_HOT,
+        {names.PARAM_SLOT: SLOT, names.PARAM_HOLDERS: len(HOLDERS), PARAM_ROTATE: 0},
+    )
+    sp.sw.table_add(
+        names.KEYINDEX_TABLE,
+        {names.MATCH_KEY: other},
+        names.ACT_SET_BASE,
+        {names.PARAM_SLOT: SLOT, names.PARAM_BASE: BASE, names.PARAM_FLOOR: 0},
+    )
+    sp.set_flag(SLOT, False)
+    msg = kvs(op.GET_REPLY, "reused", epoch=EPOCH, ver=4, seq=9)
+    reply = udp_packet(A, FAR_CLIENT.ip, msg, sport=proto().kvs_port)
+    _passes(sp, A, reply)
+    assert sp.reg(names.REG_ORIGIN_VER, SLOT) == 4
