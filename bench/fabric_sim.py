@@ -54,9 +54,10 @@ class FabricSimConfig:
     fabric_replicas: int = 16
     # write-heavy fabric-hot keys send each write to one holder (docs/protocol.md F7)
     write_rotation: bool = True
-    # each key's most holders: the spines' MAX_HOLDERS (64 in the default build; a build with
-    # -DMAX_HOLDERS takes up to 255, the ordinal's width); None: unbounded (no spine program)
-    max_holders: int | None = 64
+    # each key's most holders: the spines' MAX_HOLDERS (255: a spine built with
+    # -DMAX_HOLDERS=255, the ordinal's width, as the paper's scale needs; the default build has
+    # 64); None: unbounded (more than a spine program holds)
+    max_holders: int | None = 255
 
     def __post_init__(self) -> None:
         if self.racks <= 0 or self.spines <= 0:

@@ -306,9 +306,10 @@ def main(argv: list[str] | None = None) -> int:
         "one holder (docs/protocol.md F7; --no-write-rotation: to every holder)",
     )
     racks.add_argument(
-        "--max-holders", type=t.nonneg_int, default=64,
-        help="each fabric-hot key's most holders: the spines' MAX_HOLDERS (64, the default "
-        "build; up to 255 with -DMAX_HOLDERS; 0: unbounded, more than a spine can hold)",
+        "--max-holders", type=t.nonneg_int, default=255,
+        help="each fabric-hot key's most holders: the spines' MAX_HOLDERS (255, a spine built "
+        "with -DMAX_HOLDERS=255, the most an ordinal holds; the default build has 64; 0: "
+        "unbounded, more than a spine can hold)",
     )  # fmt: skip
     racks.add_argument(
         "--fabric-replicas", type=t.nonneg_int, default=16,
