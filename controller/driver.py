@@ -70,7 +70,8 @@ class SwitchDriver(Driver):
 
     The agents' outcomes of :meth:`apply` are kept for the runtime: ``failed_pushes`` (by key,
     retried), ``not_held`` (keys whose last push found no copy at the origin),
-    ``deferred_removals`` (run by the next :meth:`apply`, not by a :meth:`repair`) and ``agent_errors`` (a count)."""
+    ``deferred_removals`` (run by the next :meth:`apply`, not by a :meth:`repair`) and
+    ``agent_errors`` (a count)."""
 
     failed_pushes: dict[bytes, PushRequest]
     not_held: set[bytes]

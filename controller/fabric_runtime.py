@@ -7,8 +7,10 @@ the one the state file names, so a restarted controller does not send every fabr
 Gets to its origin; else one more than any seen, as a rack switch's), its static entries, and
 the hot keys it holds read back as its plan (entries and groups of no hot key deleted, missing
 ones written); the write freezes a crashed controller left at the agents finished toward the
-map the spines hold and released (controller/rotation.py ``recover``); for every leaf: its static entries of the fabric, the steering entries of exactly
-the keys the spines hold, then FabricHotTable's default ``hold`` -> ``NoAction``.
+map the spines hold and released (controller/rotation.py ``recover``), then every spine's
+SpineHoldTable default ``hold`` -> ``NoAction``; for every leaf: its static entries of the
+fabric, the steering entries of exactly the keys the spines hold, then FabricHotTable's default
+``hold`` -> ``NoAction``.
 
 Each period (:meth:`FabricRuntime.period`): read and reset every spine's counters, take the
 rack controllers' candidates and loads (:class:`RackInput`), plan, cut every key to the spines'

@@ -320,10 +320,8 @@ class AgentServer:
         with self.lock:
             self.core.pending_syncs.pop(key, None)
         if busy:
-            return {
-                "ok": False,
-                "error": f"SYNC reflected unstamped {busy} times: a write of the key was on its way",
-            }
+            why = f"SYNC reflected unstamped {busy} times: a write of the key was on its way"
+            return {"ok": False, "error": why}
         return {"ok": False, "error": "no SYNC reflection from the switch"}
 
     def _push_item(self, key: bytes, request: dict[str, Any]) -> dict[str, Any]:

@@ -38,8 +38,8 @@ class SyncSwitch:
     the same time; then every waiting one is reflected. A SYNC waits until reflected or until
     its agent gave up on it (``agents``: an agent's pending SYNCs). ``refused`` keys are
     reflected with ``ver`` 0, as the switch does while a write of the key is pending: the agent
-    asks again and its sync fails once its attempts are spent. ``most``: the largest number of SYNCs seen waiting at
-    once."""
+    asks again and its sync fails once its attempts are spent. ``most``: the largest number of
+    SYNCs seen waiting at once."""
 
     def __init__(self, together: int, refused: frozenset[bytes] = frozenset()) -> None:
         self.together = together
