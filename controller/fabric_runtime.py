@@ -322,9 +322,7 @@ class FabricRuntime:
         for s, plan in enumerate(self.controller.plans):
             twice = [key for key in plan.keys if key in spine_of]
             if twice and self.spine_ok[s]:
-                kept = Plan(
-                    plan.servers, plan.slots, {k: v for k, v in plan.keys.items() if k not in twice}
-                )
+                kept = plan.without(twice)
                 try:
                     self.spines[s].apply(
                         [op for op in spine_diff(plan, kept, self.layouts[s]) if _switch_op(op)]
@@ -682,10 +680,7 @@ class FabricRuntime:
         LOG.warning(
             "%d fabric-hot keys not steered by every leaf: broken at their spines", len(bad)
         )
-        kept = [
-            Plan(p.servers, p.slots, {k: v for k, v in p.keys.items() if k not in bad})
-            for p in self.plans
-        ]
+        kept = [p.without(bad) for p in self.plans]
         self._gather(m, list(self.plans), kept)
         try:
             self._break_unsteered(m, bad, held)
@@ -696,9 +691,7 @@ class FabricRuntime:
         self, m: FabricMetrics, bad: set[bytes], held: list[dict[bytes, int]]
     ) -> None:
         for s, plan in enumerate(self.plans):
-            kept = Plan(
-                plan.servers, plan.slots, {k: v for k, v in plan.keys.items() if k not in bad}
-            )
+            kept = plan.without(bad)
             if len(kept.keys) == len(plan.keys):
                 continue
             ops = [op for op in spine_diff(plan, kept, self.layouts[s]) if _switch_op(op)]
@@ -861,6 +854,31 @@ class FabricRuntime:
         self._unsteered(m)
         self._rebase_origins(m, set(before) - set(self.spine_of))
 
+    def _drop_stale(self, m: FabricMetrics, s: int, held: Plan) -> None:
+        """The keys spine ``s`` holds again, started after it was lost, that its plan ``held``
+        lacks: dropped while the controller could not reach it (its control channel lost, its
+        data plane and tables kept). Their origins took writes since, cold, that this spine never
+        saw, so a replica its registers call valid may hold an older value: deleted from it, not
+        adopted (the next plan makes them again, pushed from their origins), and the origins of
+        those no other spine holds rebased (writes it stamped while it was unreachable may have
+        left them a version of its epoch; docs/fabric.md "Failures")."""
+        plan = self.plans[s]
+        stale = {key for key in plan.keys if key not in held.keys}
+        if not stale:
+            return
+        LOG.warning(
+            "spine %s: %d keys dropped while it was unreachable deleted",
+            self._spine_name(s),
+            len(stale),
+        )
+        kept = plan.without(stale)
+        self.spines[s].apply(
+            [op for op in spine_diff(plan, kept, self.layouts[s]) if _switch_op(op)]
+        )
+        self.controller.plans[s] = kept
+        others = {key for x, pl in enumerate(self.plans) if x != s for key in pl.keys}
+        self._rebase_origins(m, stale - others)
+
     def _remember(self, s: int, held: Plan, now: Plan | None = None) -> None:
         """Spine ``s`` lost the keys of ``held`` that ``now`` lacks: the next plan starts from
         their holders on that spine (its entries come back), if they are still hot."""
@@ -887,6 +905,7 @@ class FabricRuntime:
                     drv.reconnect()
                 held = self.plans[s]
                 self._start_spine(s)
+                self._drop_stale(m, s, held)
                 self._remember(s, held, self.plans[s])  # it restarted empty
                 after = list(self.plans)
                 self._gather(m, [held if x == s else pl for x, pl in enumerate(after)], after)

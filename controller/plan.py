@@ -69,6 +69,10 @@ class Plan:
     def replicated_keys(self) -> int:
         return sum(1 for kp in self.keys.values() if len(kp.holders) > 1)
 
+    def without(self, keys: Collection[bytes]) -> Plan:
+        """This plan with ``keys`` taken out (a new plan; this one unchanged)."""
+        return Plan(self.servers, self.slots, {k: v for k, v in self.keys.items() if k not in keys})
+
 
 def build_plan(
     holders: Sequence[tuple[bytes, tuple[int, ...]]],

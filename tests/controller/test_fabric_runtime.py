@@ -8,9 +8,11 @@ reported and read back, never counted as done."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -79,6 +81,20 @@ class Fabric:
 
 def held(drivers: list[P4RuntimeDriver], table: str) -> list[dict]:
     return [drv.read_entries(table) for drv in drivers]
+
+
+@contextlib.contextmanager
+def unnoticed_hot(net: Net, progs: tuple[Program, Program], state: Path) -> Iterator[Fabric]:
+    """A fabric whose spines are :class:`Unnoticed`, started, HOT made fabric-hot by a period."""
+    f = Fabric(net, progs, state, spine_cls=Unnoticed)
+    try:
+        f.runtime.start()
+        f.runtime.period(inputs())
+        yield f
+    finally:
+        for drv in f.spines:
+            drv.gone = False
+        f.close()
 
 
 def test_a_period_makes_a_key_fabric_hot_and_spreads_its_reads(
@@ -524,11 +540,8 @@ def test_a_dead_spine_is_noticed_without_waiting_for_a_call(
     port (``reachable``), with no call to it: its keys' steering goes from the leaves at once
     instead of after the calls' timeouts. A live spine that answers slower than the check's
     0.5 s is not lost. Without the check the period waits HANG s per call (fails)."""
-    f = Fabric(net, progs, tmp_path / "state.json", spine_cls=Unnoticed)
-    try:
+    with unnoticed_hot(net, progs, tmp_path / "state.json") as f:
         rt = f.runtime
-        rt.start()
-        rt.period(inputs())
         s = rt.spine_of[HOT]
         f.spines[s].slow = 0.8
         m = rt.period(inputs())
@@ -543,9 +556,6 @@ def test_a_dead_spine_is_noticed_without_waiting_for_a_call(
         assert m.errors[0] == f"spine {net.spines[s].name}: its control port takes no connection"
         assert HOT not in rt.spine_of and not rt.spine_ok[s]
         assert held(f.leaves, names.FABRIC_HOT_TABLE) == [{}] * RACKS
-    finally:
-        f.spines[s].gone = False
-        f.close()
 
 
 def test_no_plan_while_a_leaf_is_away_and_its_keys_come_back_after(
@@ -578,3 +588,29 @@ def test_no_plan_while_a_leaf_is_away_and_its_keys_come_back_after(
         assert rt.controller.restore == {HOT: (s, holders)}
     finally:
         f.close()
+
+
+def test_a_spine_reached_again_does_not_adopt_the_keys_dropped_meanwhile(
+    net: Net, progs: tuple[Program, Program], tmp_path: Path
+) -> None:
+    """A spine whose control channel fails while its process lives (tables and registers kept):
+    the period loses it, HOT goes cold and its origin takes writes the spine never sees. Reached
+    again, the spine still holds HOT with its replicas valid at the version of before: adopted,
+    they would serve that older value (rule 6 passes them: their version is the spine's
+    ``origin_ver``). HOT is deleted from it instead, its origin rebased, and the period's plan
+    makes it again with a push from its origin. Adopting it (no rebase, no push) fails."""
+    with unnoticed_hot(net, progs, tmp_path / "state.json") as f:
+        rt = f.runtime
+        s = rt.spine_of[HOT]
+        assert len(f.agents.pushes) == 1
+        f.spines[s].gone = True
+        m = rt.period(inputs())
+        assert HOT not in rt.spine_of and not rt.spine_ok[s]
+        f.spines[s].gone = False
+        f.agents.events.clear()
+        m = rt.period(inputs())
+        assert all(rt.spine_ok) and HOT in rt.spine_of
+        # the drop's rebase of the origin, then the make's (each holder, docs/fabric.md F4), push
+        holders = rt.plans[rt.spine_of[HOT]].keys[HOT].holders
+        made = [("rebase", HOT, h) for h in holders] + [("push", HOT)]
+        assert f.agents.events == [("rebase", HOT, ORIGIN), *made], m.errors
