@@ -27,6 +27,10 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
         "kvswitch.bench.fabric_plan_bench",
         "the fabric planner's water-filling at 32 x 32: stepwise / now, the same plans",
     ),
+    "freeze": (
+        "kvswitch.bench.freeze_bench",
+        "a rotated key's write freeze over the agents' control channels, by holders and ids",
+    ),
     "hosts": ("kvswitch.bench.hosts_bench", "Gets/s and p50/p99 per backend (Python client)"),
     "c-client": (
         "kvswitch.bench.c_client_bench",

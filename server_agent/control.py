@@ -43,6 +43,11 @@ class SyncedItem:
     ver: int
 
 
+#: Request ids per ``key_import`` line (an exported row is about 100 bytes as JSON; the agent
+#: refuses a control line over 1 MiB).
+IMPORT_CHUNK = 4096
+
+
 @dataclass(frozen=True, slots=True)
 class KeyExport:
     """A frozen key's state at one holder (``key_export``): its remembered request ids (rows
@@ -199,11 +204,28 @@ class AgentControl:
         return KeyExport(ids, item)
 
     def key_import(self, key: bytes | str, export: KeyExport) -> tuple[bool, int]:
-        """Another holder's export into this frozen key: (its item stored, ids added)."""
-        answer = self.request(
-            cmd="key_import", key_hex=p.pad_key(key).hex(), ids=export.ids, item=export.item
+        """Another holder's export into this frozen key: (its item stored, ids added). Sent in
+        lines of at most :data:`IMPORT_CHUNK` ids (the agent takes a line of at most 1 MiB, about
+        10 000 ids: a key written often has more), the item with the last one. A refused line
+        leaves the ids of the lines before it added and no item stored (an id more at a holder of
+        the key changes no writer's answer; the caller puts the change off)."""
+        ids = export.ids
+        chunks = (
+            [ids[i : i + IMPORT_CHUNK] for i in range(0, len(ids), IMPORT_CHUNK)] or [ids]
+            if isinstance(ids, list)
+            else [ids]  # refused by the agent, whole
         )
-        return bool(answer["stored"]), int(answer["added"])
+        added = 0
+        for n, chunk in enumerate(chunks):
+            last = n == len(chunks) - 1
+            answer = self.request(
+                cmd="key_import",
+                key_hex=p.pad_key(key).hex(),
+                ids=chunk,
+                item=export.item if last else None,
+            )
+            added += int(answer["added"])
+        return bool(answer["stored"]), added
 
     # -- membership (docs/protocol.md "Membership": the handoff's steps, in this order) ---------
 

@@ -5,6 +5,7 @@ flagged F_REDIRECT to a holder that is not its origin)."""
 
 from __future__ import annotations
 
+import json
 import socket
 from collections.abc import Callable, Iterator
 
@@ -152,6 +153,29 @@ def test_bad_arguments_are_one_line_and_change_nothing(pair) -> None:
     ]
     assert ca.key_import(KEY, KeyExport([good], item)) == (True, 1)  # the good one applies
     assert value(a) == (b"new", 9)
+
+
+@pytest.mark.parametrize("pair", ["memory"], indirect=True)
+def test_an_export_longer_than_a_control_line_is_imported_whole(pair) -> None:
+    """A key written often has more ids than one control line holds (1 MiB, about 10 000):
+    ``key_import`` sends them in lines of IMPORT_CHUNK, the item with the last; every id is
+    then known to the holder and the item stored. In one line the agent refuses it ("line too
+    long"): the freeze fails and the key's map change is put off, period after period."""
+    a, _b, ca, _cb = pair
+    ids = [
+        {"ip": "10.0.1.1", "cid": 1 + n // 1000, "seq": n % 1000, "status": 0}
+        | {"epoch": 0x8001, "ver": 1 + n}
+        for n in range(30_000)
+    ]
+    item = {"value_hex": b"newest".hex(), "epoch": 0x8001, "ver": 30_000, "live": True}
+    line = json.dumps({"cmd": "key_import", "key_hex": KEY.hex(), "ids": ids, "item": item})
+    assert len(line) > 1 << 20
+    ca.key_freeze(KEY)
+    assert ca.key_import(KEY, KeyExport(ids, item)) == (True, 30_000)
+    assert value(a) == (b"newest", 30_000)
+    held = {(r["cid"], r["seq"]) for r in ca.key_export(KEY).ids}
+    assert held == {(r["cid"], r["seq"]) for r in ids}
+    assert ca.key_import(KEY, KeyExport(ids, item)) == (False, 0)  # again: nothing new
 
 
 def test_a_keys_ids_are_indexed_within_the_bounds() -> None:
