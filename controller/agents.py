@@ -46,6 +46,9 @@ class AgentPool:
         # removal planned before a ring change must not drop what the handoff gave it); the
         # runtime sets this
         self.keep: Callable[[bytes, int], bool] = lambda key, server: False
+        # a write freeze exports only the ids of the last so many seconds (None: every id the
+        # agent remembers): those a client may still repeat (docs/fabric.md "Write rotation")
+        self.repeat_window: float | None = None
         self._pool = ThreadPoolExecutor(max(1, len(self.probes)), thread_name_prefix="ping")
         # per server: every connection opened (``controls``' first) and those no call holds now
         self._lock = threading.Lock()
@@ -131,8 +134,10 @@ class AgentPool:
             control.key_freeze(key)
 
     def key_export(self, key: bytes, server: int) -> KeyExport:
+        """``server``'s ids of frozen ``key`` (those of the last :attr:`repeat_window` seconds
+        when it is set) and its item."""
         with self.lease(server) as control:
-            return control.key_export(key)
+            return control.key_export(key, self.repeat_window)
 
     def key_import(self, key: bytes, server: int, export: KeyExport) -> None:
         with self.lease(server) as control:

@@ -136,6 +136,15 @@ def build_parser() -> t.Parser:
         "period is lost for that period without a call to it (default 0.5)",
     )
     ap.add_argument(
+        "--repeat-window",
+        type=t.positive_float,
+        default=10.0,
+        metavar="SECONDS",
+        help="a rotated key's write freeze hands its holders the request ids of the last this "
+        "many seconds: at least the longest time a client re-sends a write (timeout x "
+        "(retries + 1): 2 s with the clients' defaults; default 10)",
+    )
+    ap.add_argument(
         "--max-age",
         type=t.positive_float,
         metavar="SECONDS",
@@ -178,6 +187,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"kvswitch fabric-controller: cannot load the P4 programs: {exc}", file=sys.stderr)
         return 2
     agents = AgentPool(fabric.agents_rack(), args.timeout)
+    agents.repeat_window = args.repeat_window
     shape = fabric.shape
     max_age = args.max_age or stale_after(args.period)
     ring = p.HashRing.of(range(shape.total))  # docs/protocol.md "Origin of a key", over all

@@ -195,9 +195,11 @@ class AgentControl:
             raise ControlError(f"agent {self.addr}: a malformed key_frozen answer")
         return keys
 
-    def key_export(self, key: bytes | str) -> KeyExport:
-        """A frozen key's request ids and item."""
-        answer = self.request(cmd="key_export", key_hex=p.pad_key(key).hex())
+    def key_export(self, key: bytes | str, window: float | None = None) -> KeyExport:
+        """A frozen key's request ids and item; with ``window``, only the ids the agent applied
+        or imported in the last ``window`` seconds (the ids a client may still repeat)."""
+        extra = {} if window is None else {"window": window}
+        answer = self.request(cmd="key_export", key_hex=p.pad_key(key).hex(), **extra)
         ids, item = answer.get("ids"), answer.get("item")
         if not isinstance(ids, list) or not (item is None or isinstance(item, dict)):
             raise ControlError(f"agent {self.addr}: a malformed key_export answer")

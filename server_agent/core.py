@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import time
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 
@@ -98,13 +99,15 @@ class RecentIds:
         self.clients = clients
         self._by_cid: OrderedDict[ClientId, OrderedDict[int, _Result]] = OrderedDict()
         self._key_of: dict[RequestId, bytes] = {}
-        self._by_key: dict[bytes, dict[RequestId, None]] = {}
+        # per key, its ids in the order they were added, with the time (monotonic) of that
+        self._by_key: dict[bytes, dict[RequestId, float]] = {}
 
     def get(self, cid: ClientId, seq: int) -> _Result | None:
         seqs = self._by_cid.get(cid)
         return None if seqs is None else seqs.get(seq)
 
     def add(self, cid: ClientId, seq: int, result: _Result, key: bytes = b"") -> None:
+        """Remember ``(cid, seq)``'s result (and the key it wrote, with the time now)."""
         seqs = self._by_cid.get(cid)
         if seqs is None:
             seqs = self._by_cid[cid] = OrderedDict()
@@ -119,7 +122,7 @@ class RecentIds:
             rid = (cid, seq)
             self._unindex(rid)
             self._key_of[rid] = key
-            self._by_key.setdefault(key, {})[rid] = None
+            self._by_key.setdefault(key, {})[rid] = time.monotonic()
         while len(seqs) > self.per_client:
             s, _ = seqs.popitem(last=False)
             self._unindex((cid, s))
@@ -132,13 +135,17 @@ class RecentIds:
             if not ids:
                 del self._by_key[key]
 
-    def of_key(self, key: bytes) -> list[tuple[RequestId, _Result]]:
-        """The remembered ids that wrote ``key``, with their results (oldest first per client)."""
+    def of_key(self, key: bytes, since: float | None = None) -> list[tuple[RequestId, _Result]]:
+        """The remembered ids that wrote ``key``, with their results, oldest first; with
+        ``since`` (a ``time.monotonic()`` value) only those added since then."""
         out = []
-        for cid, seq in self._by_key.get(key, ()):
+        for (cid, seq), at in reversed(self._by_key.get(key, {}).items()):
+            if since is not None and at < since:
+                break  # added in time order: the rest are older
             result = self.get(cid, seq)
             if result is not None:
                 out.append(((cid, seq), result))
+        out.reverse()
         return out
 
     def indexed(self) -> int:
@@ -512,11 +519,15 @@ class AgentCore:
         controller/rotation.py ``recover``)."""
         return sorted(self.frozen_keys)
 
-    def export_key(self, key: bytes) -> tuple[list[tuple[RequestId, _Result]], Item | None]:
-        """A frozen key's remembered request ids with their results, and the item held (a
-        tombstone too; None: nothing held)."""
+    def export_key(
+        self, key: bytes, window: float | None = None
+    ) -> tuple[list[tuple[RequestId, _Result]], Item | None]:
+        """A frozen key's remembered request ids with their results (with ``window``: only those
+        applied or imported in the last ``window`` seconds, the ids a client may still repeat),
+        and the item held (a tombstone too; None: nothing held)."""
         self._need_frozen(key, "export")
-        return self.ids.of_key(key), self.backend.get(key)
+        since = None if window is None else time.monotonic() - window
+        return self.ids.of_key(key, since), self.backend.get(key)
 
     def import_key(
         self, key: bytes, ids: list[tuple[RequestId, _Result]], item: Item | None

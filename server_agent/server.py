@@ -386,9 +386,11 @@ class AgentServer:
 
     def _key_command(self, cmd: str, key: bytes, request: dict[str, Any]) -> dict[str, Any]:
         """The write freeze of one key (docs/agent.md, docs/protocol.md F7): ``key_freeze``,
-        ``key_export`` (its request ids and item), ``key_import`` (``ids``, ``item``: another
+        ``key_export`` (its request ids and item; ``window``: only the ids of the last so many
+        seconds), ``key_import`` (``ids``, ``item``: another
         holder's export; checked whole before anything is stored), ``key_release``."""
         core = self.core
+        window = _window(request.get("window")) if cmd == "key_export" else None
         if cmd == "key_import":  # parsed before the lock: a bad row changes nothing
             rows = request["ids"]
             if not isinstance(rows, list):
@@ -402,7 +404,7 @@ class AgentServer:
             if cmd == "key_release":
                 return {"ok": True, "was_frozen": core.release_key(key)}
             if cmd == "key_export":
-                held, it = core.export_key(key)
+                held, it = core.export_key(key, window)
                 rows = [
                     {"ip": ip, "cid": cid, "seq": seq, "status": r.status}
                     | {"epoch": r.epoch, "ver": r.ver}
@@ -439,6 +441,15 @@ def _is_ip(text: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def _window(value: Any) -> float | None:
+    """``key_export``'s ``window``: absent (every id), or seconds > 0."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1e9:
+        raise ValueError("window must be a number of seconds > 0")
+    return float(value)
 
 
 def _int_of(request: dict[str, Any], name: str) -> int:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -176,6 +177,47 @@ def test_an_export_longer_than_a_control_line_is_imported_whole(pair) -> None:
     held = {(r["cid"], r["seq"]) for r in ca.key_export(KEY).ids}
     assert held == {(r["cid"], r["seq"]) for r in ids}
     assert ca.key_import(KEY, KeyExport(ids, item)) == (False, 0)  # again: nothing new
+
+
+def test_a_keys_ids_since_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``of_key(key, since)``: the ids added since then, oldest first; an id added again counts
+    from its new time."""
+    now = [0.0]
+    monkeypatch.setattr("kvswitch.agent.core.time.monotonic", lambda: now[0])
+    ids = RecentIds()
+    ok = make_result(0, 1, 1)
+    for seq in range(4):
+        now[0] = float(seq)
+        ids.add(("h", 1), seq, ok, KEY)
+        ids.add(("h", 2), seq, ok, OTHER)
+    now[0] = 5.0
+    ids.add(("h", 1), 0, ok, KEY)  # again, later
+    assert [rid[1] for rid, _ in ids.of_key(KEY)] == [1, 2, 3, 0]
+    assert [rid[1] for rid, _ in ids.of_key(KEY, since=2.0)] == [2, 3, 0]
+    assert [rid[1] for rid, _ in ids.of_key(KEY, since=5.5)] == []
+    assert [rid[1] for rid, _ in ids.of_key(OTHER, since=3.0)] == [3]
+
+
+@pytest.mark.parametrize("pair", ["memory"], indirect=True)
+def test_an_export_within_a_window_has_the_ids_a_client_may_still_repeat(pair) -> None:
+    """``key_export`` with ``window``: only the ids applied in the last ``window`` seconds (a
+    client re-sends a write within its overall time, so older ids are never repeated); without
+    it every id remembered. A bad window is a one-line error and exports nothing."""
+    a, _b, ca, _cb = pair
+    c = Client()
+    old = p.Message(p.Op.SET, KEY, b"old", cid=7, seq=1, epoch=0x8001, ver=5)
+    assert c.ask(a, old).status == p.Status.OK
+    time.sleep(0.5)
+    new = p.Message(p.Op.SET, KEY, b"new", cid=8, seq=1, epoch=0x8001, ver=6)
+    assert c.ask(a, new).status == p.Status.OK
+    ca.key_freeze(KEY)
+    assert [r["cid"] for r in ca.key_export(KEY, window=0.3).ids] == [8]
+    assert [r["cid"] for r in ca.key_export(KEY).ids] == [7, 8]
+    assert ca.key_export(KEY, window=0.3).item["ver"] == 6  # type: ignore[index]
+    for bad in (0, -1, "1", True):
+        with pytest.raises(ControlError, match="window must be") as err:
+            ca.request(cmd="key_export", key_hex=KEY.hex(), window=bad)
+        assert "\n" not in str(err.value)
 
 
 def test_a_keys_ids_are_indexed_within_the_bounds() -> None:
