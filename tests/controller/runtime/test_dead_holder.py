@@ -115,6 +115,17 @@ def test_a_dead_holder_leaves_a_rotated_keys_map_without_its_freeze(
             got = net.take()
             assert [n for n, _ in got] and got[0][0] != net.server_name(dead)
         print(f"dead holder removed, key readable again: period {took * 1000:.0f} ms")
+        # then its origin dies too: the key keeps its live holders (the origin cannot SYNC a
+        # push, and leaving the spine would remove their copies), nothing is frozen, nothing
+        # is reset
+        a.agents[ORIGIN].stop()
+        for control in pool.connections(ORIGIN):
+            control.close()
+        racks[ORIGIN // fn.SERVERS].down = frozenset({ORIGIN % fn.SERVERS})
+        before = drv.read_register_cells(names.REG_ORIGIN_VER, [kp.slot])
+        m = rt.period(racks)
+        assert m.errors == [] and rt.plans[s].keys[HOT] == now
+        assert drv.read_register_cells(names.REG_ORIGIN_VER, [kp.slot]) == before
     finally:
         rt.close()
         pool.close()
