@@ -33,7 +33,7 @@ import heapq
 import itertools
 import math
 import operator
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -617,6 +617,61 @@ def place_fabric(
     return [tuple(h) for h in holders]
 
 
+def dead_origins_out(
+    predicted: Sequence[tuple[bytes, float]],
+    ratios: Sequence[float],
+    origin_of: Callable[[bytes], int],
+    dead: Collection[int],
+) -> tuple[list[tuple[bytes, float]], list[float]]:
+    """The candidates (and their write ratios) whose origin is not ``dead``: a key whose origin
+    is dead is not placed (docs/fabric.md "Failures"; :func:`dead_origins_kept`)."""
+    keep = [i for i, (key, _) in enumerate(predicted) if origin_of(key) not in dead]
+    return [predicted[i] for i in keep], [ratios[i] for i in keep]
+
+
+def dead_origins_kept(
+    holders: Mapping[bytes, Sequence[int]], origin_of: Callable[[bytes], int], dead: Collection[int]
+) -> dict[bytes, tuple[int, ...]]:
+    """The fabric-hot keys (``holders``: their current holders, origin first) whose origin is
+    ``dead``, each with its live holders after the origin, as a rack keeps a dead origin's hot
+    key (docs/controller_runtime.md "Failure detection"): no holder is added (the origin cannot
+    SYNC a push), the live ones keep serving its Gets and the writes R1 gives them, and the
+    copies stay where they are (leaving the spine would remove them while the origin's copy
+    may be older or gone). One left with no live holder is not fabric-hot any more."""
+    out: dict[bytes, tuple[int, ...]] = {}
+    for key, hs in holders.items():
+        if origin_of(key) in dead and hs:
+            kept = (hs[0], *(h for h in hs[1:] if h not in dead))
+            if len(kept) > 1:
+                out[key] = kept
+    return out
+
+
+def dead_out(
+    shape: FabricShape,
+    dead: Collection[int],
+    room: Sequence[int] | None,
+    fixed: Sequence[float],
+    keys: int,
+) -> tuple[list[int] | None, list[float]]:
+    """:func:`place_fabric`'s ``room`` and ``fixed`` with the ``dead`` servers taken out: no
+    replica budget (no holder is placed on them, none of last period's is kept), and the live
+    servers' mean of their rack as their fixed load (a dead server, its load near 0, is neither
+    its rack's least nor its most loaded one when the rack is levelled inside). ``keys``: the
+    budget of a live server when ``room`` is None (unbounded)."""
+    if not dead:
+        return (list(room) if room is not None else None), list(fixed)
+    free = list(room) if room is not None else [keys] * shape.total
+    stuck = list(fixed)
+    for r in range(shape.racks):
+        live = [s for s in shape.servers_of(r) if s not in dead]
+        mean = sum(stuck[s] for s in live) / len(live) if live else 0.0
+        for s in shape.servers_of(r):
+            if s in dead:
+                free[s], stuck[s] = 0, mean
+    return free, stuck
+
+
 class FabricController:
     """The spine-level controller's planning state (docs/fabric.md "Controllers")."""
 
@@ -668,6 +723,7 @@ class FabricController:
         floors: Sequence[int] | None = None,
         fixed: Sequence[float] | None = None,
         rack_holders: Mapping[bytes, Sequence[int]] | None = None,
+        dead: Collection[int] = (),
     ) -> FabricReport:
         """One period. ``observed``: queries of every candidate the leaves and spines counted
         (hot-key counters and HashPipe, merged); ``writes``: Sets and Deletes of the keys whose
@@ -678,7 +734,8 @@ class FabricController:
         ``rack_holders``: the holders (fabric server ids, origin first) of each rack-hot key in
         its home rack's current plan, so that its load and its replicas' write copies are taken
         out of the base where they are and a key staying in its rack costs them (default: a
-        rack-hot key's load counted at its origin only, its replicas' write copies left in)."""
+        rack-hot key's load counted at its origin only, its replicas' write copies left in);
+        ``dead``: servers their rack controllers declared dead (:func:`dead_out`)."""
         shape, cfg = self.shape, self.config
         if len(loads) != shape.total:
             raise ValueError("one load per server of the fabric")
@@ -693,6 +750,7 @@ class FabricController:
         measured = key_write_ratios(observed, writes)
         default = overall_write_ratio(observed, writes, cfg.write_ratio)
         ratios = [measured.get(key, default) for key, _ in predicted]
+        predicted, ratios = dead_origins_out(predicted, ratios, self.origin_of, dead)
         server_mean = sum(loads) / shape.total
         rotated = frozenset(
             key
@@ -726,6 +784,9 @@ class FabricController:
             used = list(replicas) if replicas is not None else [0] * shape.total
             room = [max(0, cfg.max_replicas_per_server - u) for u in used]
         origins = [self.origin_of(key) for key, _ in predicted]
+        room, fixed = dead_out(
+            shape, dead, room, fixed if fixed is not None else base, len(origins)
+        )
         placed = place_fabric(
             predicted,
             origins,
@@ -745,6 +806,9 @@ class FabricController:
             max_holders=cfg.max_holders,
         )
         chosen = {key: hs for (key, _), hs in zip(predicted, placed, strict=True) if len(hs) > 1}
+        kept = dead_origins_kept(current, self.origin_of, dead)
+        chosen.update(kept)
+        rotated |= {key for key in kept if key in was}
         spine_of = self._assign_spines(chosen, dict(predicted))
         per_spine: list[list[tuple[bytes, tuple[int, ...]]]] = [[] for _ in self.plans]
         for key, hs in chosen.items():

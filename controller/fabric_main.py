@@ -68,8 +68,9 @@ def write_shares(runtime: FabricRuntime) -> None:
 def metrics_record(runtime: FabricRuntime, m: FabricMetrics) -> dict[str, Any]:
     """A period's line of ``--metrics``: its :class:`FabricMetrics`, when it ended (Unix time),
     each spine's epoch and whether it is started, each fabric-hot key's spine and holders
-    (the fabric's server numbers, origin first), and the keys whose writes rotate (their plans'
-    ``rotate`` flag, the spines' ``set_hot(slot, n, rotate)``; docs/protocol.md F7)."""
+    (the fabric's server numbers, origin first), the keys whose writes rotate (their plans'
+    ``rotate`` flag, the spines' ``set_hot(slot, n, rotate)``; docs/protocol.md F7), and the
+    servers the rack controllers declared dead (docs/fabric.md "Failures")."""
     return {
         **m.record(),
         "time": time.time(),
@@ -83,6 +84,7 @@ def metrics_record(runtime: FabricRuntime, m: FabricMetrics) -> dict[str, Any]:
         "rotated": sorted(
             key.hex() for plan in runtime.plans for key, kp in plan.keys.items() if kp.rotate
         ),
+        "dead": sorted(runtime.dead),  # the servers the racks declared dead (RackInput.down)
     }
 
 

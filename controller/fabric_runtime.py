@@ -68,12 +68,13 @@ from kvswitch.controller.ops import (
     TableEntry,
 )
 from kvswitch.controller.period import FabricShare, key_write_ratios
-from kvswitch.controller.plan import Plan
+from kvswitch.controller.plan import KeyPlan, Plan
 from kvswitch.controller.repair import unconfirmed_pushes
 from kvswitch.controller.rotation import (
     FreezeHooks,
     MapChange,
     WriteFreeze,
+    dead_holder_repairs,
     first_line,
     map_changes,
     put_off,
@@ -161,6 +162,9 @@ class FabricRuntime:
         # servers whose frozen keys a crashed controller may have left and that were not listed
         # yet (start() lists every server; one that does not answer is listed again each period)
         self.unlisted: set[int] = set()
+        # servers the rack controllers declared dead (RackInput.down, fabric server ids): out of
+        # every key's holders, never frozen, no removal or rebase sent to them
+        self.dead: frozenset[int] = frozenset()
         self.periods = 0
         # for the rack controllers (share()): keys that left the spines in the last period (their
         # removals run with the next batch), and per server of the fabric the load the spines
@@ -362,6 +366,11 @@ class FabricRuntime:
         self.periods += 1
         m = FabricMetrics(self.periods)
         self.measured, self.expected = [], []  # until this period has planned
+        self.dead = frozenset(
+            r * self.fabric.shape.servers + j for r, x in enumerate(racks) for j in x.down
+        )
+        if self.freezer is not None:
+            self.freezer.dead = self.dead
         self._release(m)  # holders a release failed for last period
         self._repair(m)
         self._recover_freezes(m)
@@ -418,10 +427,13 @@ class FabricRuntime:
         ratios = key_write_ratios(observed, writes)
         measured = self.controller.fabric_load(spine_counts, ratios)
         planned = time.perf_counter()
-        report = self.controller.decide(observed, writes, loads, replicas, floors, cold)
+        report = self.controller.decide(
+            observed, writes, loads, replicas, floors, cold, dead=self.dead
+        )
         plans, m.capped = cap_plans(before, report.plans, self.fabric.max_holders)
         plans = [pl if self.layouts[s].rotation else unrotated(pl) for s, pl in enumerate(plans)]
         plans = self._freeze_changes(m, before, plans)
+        repairs = dead_holder_repairs(before, plans, self.dead)
         self.controller.rotated = frozenset(
             key for pl in plans for key, kp in pl.keys.items() if kp.rotate
         )
@@ -431,7 +443,10 @@ class FabricRuntime:
                 "%d keys had more holders than a spine's %d: cut", m.capped, self.fabric.max_holders
             )
         batches = [
-            spine_diff(before[s], plans[s], self.layouts[s], floors[s]) for s in range(len(plans))
+            self._without_dead(
+                spine_diff(before[s], plans[s], self.layouts[s], floors[s]), repairs[s]
+            )
+            for s in range(len(plans))
         ]
         m.plan_ms = (time.perf_counter() - planned) * 1000.0
         m.threshold, m.promoted, m.demoted = report.threshold, report.promoted, report.demoted
@@ -497,6 +512,39 @@ class FabricRuntime:
                 plans = put_off(before, plans, failed)
         m.errors.append("writer map changes did not settle: no plan change this period")
         return [Plan(pl.servers, pl.slots, dict(pl.keys)) for pl in before]
+
+    def _without_dead(self, batch: list[Operation], keys: dict[bytes, KeyPlan]) -> list[Operation]:
+        """A spine's ``batch`` with ``keys`` (rotated keys a dead holder just left, their new
+        entries: :func:`~kvswitch.controller.rotation.dead_holder_repairs`) repaired: their
+        ``slot_ver``, ``origin_ver`` and ``done_by`` zeroed first (inside the freeze, before the
+        new map: no Get follows ``done_by`` to the dead holder, no read reply passes until the
+        origin's SYNC), each pushed from its origin after the release (R5 at ``origin_ver``
+        0); and no removal sent to a dead server."""
+        out: list[Operation] = []
+        for key, kp in keys.items():
+            LOG.warning(
+                "key %s: dead holder left its rotated map, now %s: read state reset, pushed",
+                key.hex(),
+                kp.holders,
+            )
+            out += [
+                RegisterWrite(name, kp.slot, 0)
+                for name in (names.REG_SLOT_VER, names.REG_ORIGIN_VER, names.REG_DONE_BY)
+            ]
+        pushed = {op.key for op in batch if isinstance(op, PushRequest)}
+        for op in batch:
+            if isinstance(op, RemoveRequest) and self.dead:
+                live = tuple(x for x in op.servers if x not in self.dead)
+                if live:
+                    out.append(RemoveRequest(op.key, live))
+                continue
+            out.append(op)
+        out += [
+            PushRequest(key, kp.origin, kp.replicas)
+            for key, kp in keys.items()
+            if key not in pushed and kp.replicas
+        ]
+        return out
 
     def _frozen(self, m: FabricMetrics, changes: dict[bytes, MapChange]) -> set[bytes]:
         """The keys of ``changes`` whose freeze failed, reported (their holders released)."""
@@ -728,7 +776,11 @@ class FabricRuntime:
                 ops.setdefault(s, []).append(RebaseRequest(key, self.plans[s].keys[key].holders))
         for key in (set(before) | planned) - set(now):
             s = before.get(key, self.controller.spine_of.get(key, 0))
-            ops.setdefault(s, []).append(RebaseRequest(key, (self.controller.origin_of(key),)))
+            origin = self.controller.origin_of(key)
+            if origin in self.dead:  # it cannot answer (docs/fabric.md "Failures")
+                LOG.warning("key %s left its spine: its dead origin is not rebased", key.hex())
+                continue
+            ops.setdefault(s, []).append(RebaseRequest(key, (origin,)))
         if not ops:
             return
         time.sleep(self.drain)

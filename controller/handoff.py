@@ -9,12 +9,13 @@ file), one per rack period:
      "observed": {"<key hex>": count, ...}, "writes": {"<key hex>": count, ...},
      "loads": [packets per server of the rack, in the rack file's order],
      "cold": [each server's cold load as the rack's plan estimates it, the fabric's share out],
-     "replicas": [rack-hot replicas per server]}
+     "replicas": [rack-hot replicas per server],
+     "down": [servers of the rack its failure detector declared dead, by their index in "loads"]}
 
-(``cold``, ``replicas`` and ``time`` may be left out; without ``time`` a file's age is its
-modification time's.) The fabric's share for one rack
-(``kvswitch fabric-controller``, the rack's ``share`` in the fabric file; ``kvswitch controller
---fabric-in FILE``), one per fabric period:
+(``cold``, ``replicas``, ``down`` and ``time`` may be left out: a file without ``down`` names no
+dead server; without ``time`` a file's age is its modification time's.) The fabric's share for
+one rack (``kvswitch fabric-controller``, the rack's ``share`` in the fabric file;
+``kvswitch controller --fabric-in FILE``), one per fabric period:
 
     {"period": 9, "time": 1700000000.7, "keys": ["<key hex>", ...],
      "measured": [load the spines sent each server of the rack last period],
@@ -48,14 +49,17 @@ LOG = logging.getLogger("kvswitch.handoff")
 class RackInput:
     """What one rack controller hands the fabric controller each period (docs/fabric.md
     "Controllers"): its candidates (hot-key counters and HashPipe, merged), their Sets and
-    Deletes where counted, the packets each of its servers received, and optionally each
-    server's cold load and rack replicas as its plan has them."""
+    Deletes where counted, the packets each of its servers received, optionally each server's
+    cold load and rack replicas as its plan has them, and its servers declared dead (indices
+    into ``loads``; docs/fabric.md "Failures": the fabric planner takes them out of every key's
+    holders)."""
 
     observed: dict[bytes, int]
     loads: list[float]
     writes: dict[bytes, int] = field(default_factory=dict)
     cold: list[float] | None = None
     replicas: list[int] | None = None
+    down: frozenset[int] = frozenset()
 
 
 def stale_after(period: float) -> float:
@@ -98,6 +102,8 @@ def write_inputs(path: Path, period: int, x: RackInput, now: float | None = None
         record["cold"] = [float(v) for v in x.cold]
     if x.replicas is not None:
         record["replicas"] = [int(v) for v in x.replicas]
+    if x.down:
+        record["down"] = sorted(int(s) for s in x.down)
     statefile.save(path, record)
 
 
@@ -118,6 +124,7 @@ def read_inputs(
             _counts(raw.get("writes", {}), "writes"),
             None if cold is None else _numbers(cold, servers, "cold"),
             None if replicas is None else [int(v) for v in _numbers(replicas, servers, "replicas")],
+            _servers(raw.get("down", []), servers, "down"),
         )
     except HandoffError as exc:
         LOG.warning("rack inputs %s: %s: the rack counts as idle", path, exc)
@@ -193,6 +200,14 @@ def _numbers(value: Any, servers: int, what: str) -> list[float]:
     ):
         raise HandoffError(f"{what} must be {servers} numbers >= 0")
     return [float(v) for v in value]
+
+
+def _servers(value: Any, servers: int, what: str) -> frozenset[int]:
+    if not isinstance(value, list) or not all(
+        isinstance(v, int) and not isinstance(v, bool) and 0 <= v < servers for v in value
+    ):
+        raise HandoffError(f"{what} must be a list of server indices 0 .. {servers - 1}")
+    return frozenset(value)
 
 
 def _key(text: Any) -> bytes:

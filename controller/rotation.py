@@ -15,7 +15,7 @@ through :class:`FreezeHooks`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -114,18 +114,23 @@ class WriteFreeze:
     hooks: FreezeHooks
     frozen: set[tuple[bytes, int]] = field(default_factory=set)
     failed: dict[bytes, str] = field(default_factory=dict)
+    # servers their rack controllers declared dead: neither frozen, exported from nor imported
+    # into (a dead holder cannot answer; its ids are lost, as a dead origin's: docs/fabric.md
+    # "Write rotation", "Failures"), so that its removal does not wait for it
+    dead: frozenset[int] = frozenset()
 
     def freeze(self, changes: Mapping[bytes, MapChange]) -> None:
         """Freeze every holder of each change, export from each, import the merge into each
-        (docs/protocol.md F7, steps 1-3). A key any step fails for is in :attr:`failed` and is
-        released at once."""
+        (docs/protocol.md F7, steps 1-3); the :attr:`dead` ones left out. A key any step fails
+        for is in :attr:`failed` and is released at once."""
         for key, change in changes.items():
+            live = [s for s in change.servers if s not in self.dead]
             try:
-                for server in change.servers:
+                for server in live:
                     self.hooks.key_freeze(key, server)
                     self.frozen.add((key, server))
-                merged = merge(self.hooks.key_export(key, s) for s in change.servers)
-                for server in change.servers:
+                merged = merge(self.hooks.key_export(key, s) for s in live)
+                for server in live:
                     self.hooks.key_import(key, server, merged)
             except Exception as exc:  # an agent refused or is unreachable: reported by the caller
                 self.failed[key] = f"{type(exc).__name__}: {first_line(exc)}"
@@ -224,6 +229,35 @@ def put_off(before: Sequence[Plan], after: Sequence[Plan], keys: Iterable[bytes]
             if okp.slot == kp.slot:
                 del plan.keys[other]
         plan.keys[key] = kp
+    return out
+
+
+def dead_holder_repairs(
+    before: Sequence[Plan], after: Sequence[Plan], dead: Collection[int]
+) -> list[dict[bytes, KeyPlan]]:
+    """Per spine, the rotated keys of ``before`` that held a ``dead`` server and stay on that
+    spine in ``after`` without it (their entries there): the key's read state must stop naming
+    the dead holder (docs/fabric.md "Write rotation", "Failures"). Its ``done_by`` may be the
+    dead holder (whose write, the latest completed one, lives on it alone: lost), so after the
+    freeze, which imported the live holders' newest item into every live holder, the controller
+    sets the slot's ``slot_ver``, ``origin_ver`` and ``done_by`` to 0, as a key's make (R5: the
+    next SYNC is the origin's, which then holds the newest item any live holder held), and
+    pushes the key. Until the push's SYNC completes, the key's Gets go to its origin and are dropped
+    by R6 (no version is complete): clients retry."""
+    out: list[dict[bytes, KeyPlan]] = [{} for _ in after]
+    if not dead:
+        return out
+    stays = {key: s for s, plan in enumerate(after) for key in plan.keys}
+    for s, plan in enumerate(before):
+        for key, kp in plan.keys.items():
+            if not (kp.rotate and stays.get(key) == s and any(h in dead for h in kp.holders)):
+                continue
+            now = after[s].keys[key]
+            # its change was not put off; and its origin lives: R5 takes a SYNC at origin_ver 0
+            # from the origin alone (a dead origin's key keeps its read state: its next write
+            # by a live holder makes that holder done_by)
+            if not any(h in dead for h in now.holders):
+                out[s][key] = now
     return out
 
 

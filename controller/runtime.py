@@ -137,7 +137,8 @@ class Runtime:
 
     def write_inputs(self, report: PeriodReport, share: FabricShare | None) -> None:
         """This period's inputs for the fabric controller: candidates, their writes, the loads
-        measured, each server's cold load without the fabric's share, its rack replicas."""
+        measured, each server's cold load without the fabric's share, its rack replicas, its
+        servers declared dead."""
         if self.fabric_out is None:
             return
         fabric = share.expected if share is not None and share.expected else None
@@ -152,7 +153,9 @@ class Runtime:
         for kp in report.plan.keys.values():
             for s in kp.replicas:
                 replicas[s] += 1
-        x = RackInput(report.observed, list(report.loads), report.writes, cold, replicas)
+        # its dead servers: the fabric takes them out of every fabric-hot key's holders
+        down = self.ctx.membership.down
+        x = RackInput(report.observed, list(report.loads), report.writes, cold, replicas, down)
         try:
             write_inputs(self.fabric_out, self.periods, x)
         except OSError as exc:

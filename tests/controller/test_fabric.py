@@ -399,3 +399,45 @@ def test_a_partial_first_period_does_not_halve_the_next_prediction() -> None:
     # the total halves: last period's 400 counts as 200, the prediction is their mean
     report = fc.decide({b"hot": 200}, {}, [200.0] + [20.0] * (SHAPE.total - 1))
     assert dict(report.predicted)[b"hot"] == pytest.approx(200.0)
+
+
+def test_dead_servers_hold_no_fabric_key_and_a_dead_origins_key_gets_no_holder() -> None:
+    """docs/fabric.md "Failures": the rack controllers hand the fabric their dead servers
+    (``RackInput.down``); the planner drops them from every key's holders (last period's kept
+    holders included) and places no new holder on them. A key whose origin is dead is not made
+    fabric-hot; one that is keeps its live holders and gets no new one (as a rack keeps a dead
+    origin's hot key: the origin cannot SYNC a push)."""
+    fc = FabricController(SHAPE, FabricConfig(k=8, t0=5.0, level_inside=0.1), origin_of)
+    hot, other, third = key16(1), key16(2), key16(3)  # origins 1, 2, 3: rack 0
+    observed = {hot: 1200, other: 900}
+    loads = [100.0] * SHAPE.total
+    loads[1] += 1200
+    loads[2] += 900
+    rep = fc.decide(observed, {}, loads, floors=[0, 0])
+    holders = rep.plans[rep.spine_of[hot]].keys[hot].holders
+    theirs = rep.plans[rep.spine_of[other]].keys[other].holders
+    assert len(holders) > 2 and len(theirs) > 2
+    dead = {holders[1], theirs[2], 2, 3}  # a replica of each, other's origin, third's origin
+    observed[third] = 1000
+    loads[3] += 1000
+    again = fc.decide(observed, {}, loads, floors=[0, 0], dead=dead)
+    kept = again.plans[again.spine_of[hot]].keys[hot].holders
+    assert not dead & set(kept) and set(kept) >= set(holders) - dead
+    assert again.plans[again.spine_of[other]].keys[other].holders == (
+        2,
+        *(h for h in theirs[1:] if h not in dead),
+    )
+    assert third not in again.spine_of  # made fabric-hot with a live origin (below)
+    assert all(not dead & set(kp.holders[1:]) for p in again.plans for kp in p.keys.values())
+    assert third in fc.decide(observed, {}, loads, floors=[0, 0], dead={5}).spine_of
+    # no holder is ever placed on a dead server, whatever the loads: every server of racks
+    # 1-3 but one per rack dead, rack 0 carrying every key
+    many = {key16(i): 400 + i for i in range(1, 4)}
+    loads = [100.0] * SHAPE.total
+    for key, n in many.items():
+        loads[origin_of(key)] += n
+    dead = {s for r in (1, 2, 3) for s in SHAPE.servers_of(r)} - {5, 10, 15}
+    fresh = FabricController(SHAPE, FabricConfig(k=8, t0=5.0, level_inside=0.1), origin_of)
+    rep = fresh.decide(many, {}, loads, floors=[0, 0], dead=dead)
+    placed = {s for p in rep.plans for kp in p.keys.values() for s in kp.holders}
+    assert rep.spine_of and placed and not placed & dead

@@ -99,6 +99,22 @@ def test_the_files_round_trip_and_a_bad_one_is_ignored(
     assert all("\n" not in r.getMessage() for r in caplog.records)
 
 
+def test_a_racks_dead_servers_are_handed_to_the_fabric(tmp_path: Path) -> None:
+    """``down`` (docs/fabric.md "Failures"): written when some server is dead, read back; a file
+    without it (an older rack controller's) names none; a bad list is one log line and None."""
+    path = tmp_path / "r0.inputs.json"
+    x = RackInput({A: 7}, [10.0, 2.5, 0.0], down=frozenset({2}))
+    write_inputs(path, 4, x)
+    assert json.loads(path.read_text())["down"] == [2]
+    assert read_inputs(path, 3) == x
+    write_inputs(path, 5, RackInput({A: 7}, [10.0, 2.5, 0.0]))
+    assert "down" not in json.loads(path.read_text())
+    assert read_inputs(path, 3) == RackInput({A: 7}, [10.0, 2.5, 0.0])
+    for bad in ([3], [-1], ["1"], [True], 1, {"0": 1}):
+        path.write_text(json.dumps({"loads": [1, 2, 3], "down": bad}))
+        assert read_inputs(path, 3) is None, bad
+
+
 def test_the_planning_loads_take_the_fabrics_next_share() -> None:
     share = FabricShare(frozenset(), (30.0, 0.0), (10.0, 5.0))
     assert share.planning_loads([100, 20]) == [80.0, 25.0]
@@ -188,6 +204,12 @@ def test_a_rack_hot_key_that_becomes_fabric_hot_leaves_the_racks_table(
             assert rack.controller.foreign == got.keys
             assert A not in rack.controller.plan.keys and A not in _hot_keys(leaves[0])
             assert dict(rack.controller.plan.keys) == before
+
+            # a server its failure detector declares dead is handed to the fabric
+            assert read_inputs(inputs, SERVERS).down == frozenset()  # type: ignore[union-attr]
+            rack.ctx.membership.mark_down(1)
+            assert rack.period().down == [1]
+            assert read_inputs(inputs, SERVERS).down == {1}  # type: ignore[union-attr]
         finally:
             fabric.close()
             for d in spines + leaves:

@@ -20,6 +20,7 @@ from kvswitch.controller.rackfile import RackFile
 from kvswitch.controller.rotation import (
     MapChange,
     WriteFreeze,
+    dead_holder_repairs,
     map_changes,
     merge,
     put_off,
@@ -77,6 +78,58 @@ def test_the_sync_source_of_a_rotated_key() -> None:
     # done_by not in the read set: no SYNC (the spine takes one from done_by's holder only)
     assert sync_source(kp, 7, 1, [5, 0, 7]) is None
     assert sync_source(kp, 7, 3, [7, 7, 7]) is None  # an ordinal the key no longer has
+
+
+def test_which_rotated_keys_a_dead_holder_left() -> None:
+    """docs/fabric.md "Failures": a rotated key that held a dead server and stays on its spine
+    without it has its read state reset; not one whose change was put off (it still names the
+    dead holder), one that left or moved spine (made anew there), nor one that does not rotate
+    (every write reached its origin)."""
+    rot = KeyPlan(0, (0, 2, 3), True)
+    before = plans({A: rot, B: KeyPlan(1, (1, 3))}, {})
+    after = plans({A: KeyPlan(0, (0, 2), True), B: KeyPlan(1, (1, 4))}, {})
+    assert dead_holder_repairs(before, after, {3}) == [{A: KeyPlan(0, (0, 2), True)}, {}]
+    assert dead_holder_repairs(before, after, {5}) == [{}, {}]
+    assert dead_holder_repairs(before, after, ()) == [{}, {}]
+    assert dead_holder_repairs(before, before, {3}) == [{}, {}]  # put off
+    moved = plans({B: KeyPlan(1, (1, 4))}, {A: KeyPlan(0, (0, 2), True)})
+    assert dead_holder_repairs(before, moved, {3}) == [{}, {}]
+
+
+def test_the_write_freeze_leaves_a_dead_holder_out() -> None:
+    """A holder declared dead is neither frozen nor exported from nor imported into: the change
+    is made with the live holders alone (an agent that does not answer would put it off)."""
+    calls: list[tuple[str, int]] = []
+
+    class Hooks:
+        def key_freeze(self, key: bytes, server: int) -> None:
+            if server == 3:
+                raise OSError("dead")
+            calls.append(("freeze", server))
+
+        def key_export(self, key: bytes, server: int) -> KeyExport:
+            calls.append(("export", server))
+            return KeyExport([], None)
+
+        def key_import(self, key: bytes, server: int, export: KeyExport) -> None:
+            calls.append(("import", server))
+
+        def key_release(self, key: bytes, server: int) -> None:
+            calls.append(("release", server))
+
+        def key_frozen(self, server: int) -> list[bytes]:
+            return []
+
+    change = {A: MapChange(A, (0, 2, 3), (0, 2), True, True)}
+    freeze = WriteFreeze(Hooks())
+    freeze.freeze(change)
+    assert list(freeze.failed) == [A]  # not known dead: the change is put off
+    calls.clear()
+    freeze = WriteFreeze(Hooks(), dead=frozenset({3}))
+    freeze.freeze(change)
+    assert freeze.failed == {} and freeze.frozen == {(A, 0), (A, 2)}
+    assert [c for c in calls if c[1] == 3] == [] and len(calls) == 6
+    assert freeze.release() == {} and freeze.frozen == set()
 
 
 def test_merge_keeps_every_id_once_and_the_newest_item() -> None:

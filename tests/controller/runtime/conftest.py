@@ -17,6 +17,8 @@ from kvswitch.controller.p4rt_driver import Program
 from kvswitch.controller.rackfile import RackFile
 from kvswitch.paths import p4src_dir
 from softswitch.runtime.bundle import Bundle
+from tests.controller import fabric_net as fn
+from tests.controller.runtime.test_freeze_recovery import Agents
 
 # valid_ver's 64 cells in two parts of 32 (p4src/shared/sizes.p4): the driver reads and writes
 # them as one register
@@ -72,3 +74,14 @@ def datagrams(
         except TimeoutError:
             continue
         yield data, src
+
+
+@pytest.fixture
+def agents(agent_factory, backend_factory) -> Iterator[Agents]:
+    """One in-process agent (memory backend) per server of tests/controller/fabric_net.py's
+    fabric, and a controller's AgentPool over them (test_freeze_recovery.Agents)."""
+    a = Agents(agent_factory, backend_factory, fn.RACKS * fn.SERVERS)
+    try:
+        yield a
+    finally:
+        a.sock.close()

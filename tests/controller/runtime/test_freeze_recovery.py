@@ -10,7 +10,7 @@ the fabric's switches are the software switch's (tests/controller/fabric_net.py)
 from __future__ import annotations
 
 import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -103,15 +103,6 @@ class Agents:
     def item(self, server: int, key: bytes) -> tuple[bytes, int] | None:
         got = self.agents[server].core.backend.get(key)
         return None if got is None else (got.value, got.ver)
-
-
-@pytest.fixture
-def agents(agent_factory, backend_factory) -> Iterator[Agents]:
-    a = Agents(agent_factory, backend_factory, fn.RACKS * fn.SERVERS)
-    try:
-        yield a
-    finally:
-        a.sock.close()
 
 
 def two_writes(a: Agents, key: bytes) -> tuple[p.Message, p.Message]:
