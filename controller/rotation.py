@@ -16,11 +16,15 @@ through :class:`FreezeHooks`.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from kvswitch.agent.control import KeyExport
 from kvswitch.controller.plan import KeyPlan, Plan
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 class FreezeHooks(Protocol):
@@ -90,19 +94,39 @@ def map_changes(
     return out
 
 
+def _id(row: Mapping[str, Any]) -> tuple[str, int, int]:
+    """An exported row's request id: (source address, cid, seq)."""
+    return str(row["ip"]), int(row["cid"]), int(row["seq"])
+
+
 def merge(exports: Iterable[KeyExport]) -> KeyExport:
     """One export holding every id of ``exports`` (each once) and the newest item (by version)."""
     ids: dict[tuple[str, int, int], dict[str, Any]] = {}
     item: dict[str, Any] | None = None
     for export in exports:
         for row in export.ids:
-            ids.setdefault((str(row["ip"]), int(row["cid"]), int(row["seq"])), row)
+            ids.setdefault(_id(row), row)
         got = export.item
         if got is not None and (
             item is None or (got["epoch"], got["ver"]) > (item["epoch"], item["ver"])
         ):
             item = got
     return KeyExport(list(ids.values()), item)
+
+
+def lacking(merged: KeyExport, held: KeyExport) -> KeyExport:
+    """``merged`` without the ids of ``held`` (a holder's own export): what importing the merge
+    adds to that holder (its own ids would be skipped there one by one)."""
+    own = {_id(row) for row in held.ids}
+    return KeyExport([row for row in merged.ids if _id(row) not in own], merged.item)
+
+
+def _each(pool: ThreadPoolExecutor, step: Callable[[T], R], items: Sequence[T]) -> list[R]:
+    """``step`` of every item at once (one agent each); every call ended before the first
+    error, if any, is raised (none is left running)."""
+    futures = [pool.submit(step, item) for item in items]
+    wait(futures)
+    return [future.result() for future in futures]
 
 
 @dataclass
@@ -118,23 +142,35 @@ class WriteFreeze:
     # into (a dead holder cannot answer; its ids are lost, as a dead origin's: docs/fabric.md
     # "Write rotation", "Failures"), so that its removal does not wait for it
     dead: frozenset[int] = frozenset()
+    # a key's exports (and imports) made at once at up to this many holders (1: one after the
+    # other)
+    workers: int = 16
 
     def freeze(self, changes: Mapping[bytes, MapChange]) -> None:
         """Freeze every holder of each change, export from each, import the merge into each
-        (docs/protocol.md F7, steps 1-3); the :attr:`dead` ones left out. A key any step fails
-        for is in :attr:`failed` and is released at once."""
-        for key, change in changes.items():
-            live = [s for s in change.servers if s not in self.dead]
-            try:
-                for server in live:
-                    self.hooks.key_freeze(key, server)
-                    self.frozen.add((key, server))
-                merged = merge(self.hooks.key_export(key, s) for s in live)
-                for server in live:
-                    self.hooks.key_import(key, server, merged)
-            except Exception as exc:  # an agent refused or is unreachable: reported by the caller
-                self.failed[key] = f"{type(exc).__name__}: {first_line(exc)}"
-                self.release([key])
+        (docs/protocol.md F7, steps 1-3); the :attr:`dead` ones left out. The exports and the
+        imports of a key go to its holders at once (an import carries only the ids that holder
+        lacks: :func:`lacking`); the freezes one after the other. A key any step fails for is in
+        :attr:`failed` and is released at once."""
+        if not changes:
+            return
+        with ThreadPoolExecutor(self.workers, thread_name_prefix="freeze") as pool:
+            for key, change in changes.items():
+                live = [s for s in change.servers if s not in self.dead]
+                try:
+                    for server in live:
+                        self.hooks.key_freeze(key, server)
+                        self.frozen.add((key, server))
+                    exports = _each(pool, lambda s, k=key: self.hooks.key_export(k, s), live)
+                    merged = merge(exports)
+                    _each(
+                        pool,
+                        lambda pair, k=key: self.hooks.key_import(k, pair[0], pair[1]),
+                        [(s, lacking(merged, e)) for s, e in zip(live, exports, strict=True)],
+                    )
+                except Exception as exc:  # an agent refused or is unreachable: reported
+                    self.failed[key] = f"{type(exc).__name__}: {first_line(exc)}"
+                    self.release([key])
 
     def release(self, keys: Iterable[bytes] | None = None) -> dict[tuple[bytes, int], str]:
         """Release the frozen holders (of ``keys`` only, if given); the pairs whose release

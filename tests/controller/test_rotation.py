@@ -6,6 +6,7 @@ SYNC is asked of."""
 from __future__ import annotations
 
 import socket
+import threading
 from collections.abc import Callable
 
 import pytest
@@ -21,6 +22,7 @@ from kvswitch.controller.rotation import (
     MapChange,
     WriteFreeze,
     dead_holder_repairs,
+    lacking,
     map_changes,
     merge,
     put_off,
@@ -130,6 +132,51 @@ def test_the_write_freeze_leaves_a_dead_holder_out() -> None:
     assert freeze.failed == {} and freeze.frozen == {(A, 0), (A, 2)}
     assert [c for c in calls if c[1] == 3] == [] and len(calls) == 6
     assert freeze.release() == {} and freeze.frozen == set()
+
+
+def test_the_holders_are_exported_from_and_imported_into_at_once() -> None:
+    """A key's exports, then its imports, reach all its holders at the same time (each call
+    waits at a barrier the holders' calls meet only together: one after the other, the first
+    call times out), and each holder is sent only the ids it lacks, with the newest item."""
+    holders = (0, 1, 2)
+    gate = threading.Barrier(len(holders), timeout=5.0)
+    imported: dict[int, tuple[list[int], dict | None]] = {}
+
+    def row(server: int) -> dict:
+        return {"ip": "10.0.0.1", "cid": 1 + server, "seq": 1, "status": 0, "epoch": 1, "ver": 1}
+
+    class Hooks:
+        def key_freeze(self, key: bytes, server: int) -> None:
+            pass
+
+        def key_export(self, key: bytes, server: int) -> KeyExport:
+            gate.wait()
+            return KeyExport([row(server)], {"value_hex": "00", "epoch": 1, "ver": server})
+
+        def key_import(self, key: bytes, server: int, export: KeyExport) -> None:
+            gate.wait()
+            imported[server] = ([r["cid"] for r in export.ids], export.item)
+
+        def key_release(self, key: bytes, server: int) -> None:
+            pass
+
+        def key_frozen(self, server: int) -> list[bytes]:
+            return []
+
+    freeze = WriteFreeze(Hooks())
+    freeze.freeze({A: MapChange(A, holders, holders, True, True)})
+    assert freeze.failed == {}
+    newest = {"value_hex": "00", "epoch": 1, "ver": 2}
+    assert imported == {s: ([1 + x for x in holders if x != s], newest) for s in holders}
+
+
+def test_an_import_carries_what_its_holder_lacks() -> None:
+    row = {"ip": "10.0.0.1", "cid": 1, "seq": 1, "status": 0, "epoch": 1, "ver": 3}
+    item = {"value_hex": "00", "epoch": 1, "ver": 3, "live": True}
+    merged = KeyExport([row, {**row, "seq": 2}, {**row, "ip": "10.0.0.2"}], item)
+    got = lacking(merged, KeyExport([{**row, "status": 1}], None))
+    assert [(r["ip"], r["seq"]) for r in got.ids] == [("10.0.0.1", 2), ("10.0.0.2", 1)]
+    assert got.item == item
 
 
 def test_merge_keeps_every_id_once_and_the_newest_item() -> None:
