@@ -104,6 +104,9 @@ class FabricConfig:
     # the write rotation (docs/protocol.md F7): a fabric-hot key whose writes alone exceed
     # holder_share of a server's mean load sends each write to one holder instead of all
     write_rotation: bool = True
+    # a rotating key stops rotating only once its writes fall below (1 - rotation_hysteresis) of
+    # the bound above (rotates): each switch is a write freeze of all its holders
+    rotation_hysteresis: float = 0.2
     # inside a rack, move fabric holders off servers whose unmovable load is above
     # (1 + level_inside) x their rack's mean (None: the racks only; place_fabric)
     level_inside: float | None = None
@@ -120,6 +123,8 @@ class FabricConfig:
             raise ValueError("holder share must be > 0")
         if self.tolerance < 0:
             raise ValueError("tolerance must be >= 0")
+        if not 0.0 <= self.rotation_hysteresis < 1.0:
+            raise ValueError("rotation hysteresis must be in [0, 1)")
 
 
 @dataclass
@@ -136,12 +141,26 @@ class FabricReport:
     rotated: frozenset[bytes] = frozenset()  # the fabric-hot keys that rotate their writes
 
 
-def rotates(load: float, write_ratio: float, server_mean: float, holder_share: float) -> bool:
+def rotates(
+    load: float,
+    write_ratio: float,
+    server_mean: float,
+    holder_share: float,
+    rotating: bool = False,
+    hysteresis: float = 0.0,
+) -> bool:
     """Whether a fabric-hot key rotates its writes (docs/protocol.md F7): its writes alone exceed
     ``holder_share`` of a server's mean load. Copying them to every holder would then cost each
     holder more than the share of reads it takes (``place_fabric``'s bound on such keys), while
-    a key with fewer writes keeps every holder in its read set between writes at little cost."""
-    return load * write_ratio > holder_share * server_mean
+    a key with fewer writes keeps every holder in its read set between writes at little cost.
+
+    ``rotating``: the key rotates now; it keeps rotating until its writes fall below
+    ``(1 - hysteresis)`` of that bound, so that a key whose writes hover about the bound does not
+    switch every period (each switch freezes the writes of all its holders)."""
+    bound = holder_share * server_mean
+    if rotating:
+        bound *= 1.0 - hysteresis
+    return load * write_ratio > bound
 
 
 def _priority(load: float, writes: float, n: int, unit: float) -> float:
@@ -697,7 +716,15 @@ class FabricController:
         rotated = frozenset(
             key
             for (key, load), w in zip(predicted, ratios, strict=True)
-            if cfg.write_rotation and rotates(load, w, server_mean, cfg.holder_share)
+            if cfg.write_rotation
+            and rotates(
+                load,
+                w,
+                server_mean,
+                cfg.holder_share,
+                key in self.rotated,
+                cfg.rotation_hysteresis,
+            )
         )
         was = self.rotated  # the current plans' rotated keys (their measured load splits evenly)
         # every candidate's measured load out of the base: the fabric-hot ones where the plan
