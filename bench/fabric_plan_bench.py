@@ -10,18 +10,59 @@ server, each key's write share (the period's mean, ±50 %) and the rotation rule
 ``FabricController.decide``. The first round plans from scratch; each later one starts from the
 last plan (``previous``) with the loads redrawn by ±5 %. Every round checks that both modes return
 the same holders (exit 1 otherwise) and prints both CPU times and their ratio.
+
+``--baseline REV``: the ``place_fabric`` of the git revision REV (``controller/fabric.py`` read
+with ``git show`` and loaded beside the current one) is timed on the same inputs too, and its
+plans must be the same: the speed of a change to the planner, before and after, in one run.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import subprocess
+import sys
+import tempfile
 import time
+from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 
 from kvswitch import argtypes as t
 from kvswitch.bench.workload import rack_of
+from kvswitch.controller import fabric
 from kvswitch.controller.fabric import FabricShape, place_fabric, rotates
 from kvswitch.controller.hashring import key16, origins_of_ids
+
+
+def planner_at(rev: str) -> Callable[..., list[tuple[int, ...]]]:
+    """``place_fabric`` as controller/fabric.py had it at git revision ``rev`` (its imports are
+    today's modules)."""
+    here = Path(fabric.__file__).resolve().parent
+    try:
+        root = subprocess.run(
+            ["git", "rev-parse", "--show-toplevel"],
+            cwd=here, capture_output=True, text=True, check=True,
+        ).stdout.strip()  # fmt: skip
+        path = Path(here).relative_to(root) / "fabric.py"
+        source = subprocess.run(
+            ["git", "show", f"{rev}:{path.as_posix()}"],
+            cwd=root, capture_output=True, text=True, check=True,
+        ).stdout  # fmt: skip
+    except (OSError, subprocess.CalledProcessError) as e:
+        raise ValueError(
+            f"--baseline {rev}: no controller/fabric.py at it in a git checkout"
+        ) from e
+    name = f"_fabric_at_{rev.replace('-', '_').replace('~', '_').replace('^', '_')}"
+    with tempfile.TemporaryDirectory() as tmp:
+        file = Path(tmp) / "fabric.py"
+        file.write_text(source)
+        spec = importlib.util.spec_from_file_location(name, file)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # dataclasses look their module up
+        spec.loader.exec_module(module)
+    return module.place_fabric
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -41,9 +82,18 @@ def main(argv: list[str] | None = None) -> int:
         help="the spine threshold T_f, a share of a server's mean load (0.002)",
     )  # fmt: skip
     parser.add_argument("--seed", type=int, default=1, help="random seed")
+    parser.add_argument(
+        "--baseline",
+        metavar="REV",
+        help="time the planner of this git revision too (before a change)",
+    )
     ns = parser.parse_args(argv)
     if ns.candidates > ns.keys:
         parser.error("--candidates must be <= --keys")
+    try:
+        baseline = planner_at(ns.baseline) if ns.baseline else None
+    except ValueError as e:
+        parser.error(str(e))
     rng = np.random.default_rng(ns.seed)
     shape = FabricShape(ns.racks, ns.servers)
     queries = 1_000_000.0 * ns.racks  # a period of 1M queries per rack
@@ -57,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     room = [ns.room] * shape.total
     holder_share = 0.1
     previous: dict[bytes, tuple[int, ...]] = {}
-    total_old = total_new = 0.0
+    total_old = total_new = total_base = 0.0
     for n in range(ns.rounds):
         jitter = rng.uniform(0.95, 1.05, ns.candidates) if n else np.ones(ns.candidates)
         predicted = sorted(
@@ -88,19 +138,33 @@ def main(argv: list[str] | None = None) -> int:
         new_s = time.process_time() - started
         total_old += old_s
         total_new += new_s
+        same = old == new
+        versus = ""
+        if baseline is not None:
+            started = time.process_time()
+            before = baseline(*args, **kwargs)
+            base_s = time.process_time() - started
+            total_base += base_s
+            same = same and before == new
+            versus = f"{ns.baseline} {base_s:.2f} s ({base_s / new_s:.1f} x now), "
         spread = sum(1 for hs in new if len(hs) > 1)
         print(
             f"round {n + 1}: {ns.racks}x{ns.servers} servers, {ns.candidates} candidates, "
             f"{spread} keys with holders in other racks ({sum(len(hs) for hs in new if len(hs) > 1)} "
-            f"holders): stepwise {old_s:.2f} s, now {new_s:.2f} s, {old_s / new_s:.1f} x; "
-            f"same holders: {'yes' if old == new else 'NO'}",
+            f"holders): stepwise {old_s:.2f} s, {versus}now {new_s:.2f} s, {old_s / new_s:.1f} x; "
+            f"same holders: {'yes' if same else 'NO'}",
             flush=True,
         )
-        if old != new:
+        if not same:
             return 1
         previous = {key: hs for (key, _), hs in zip(predicted, new, strict=True) if len(hs) > 1}
+    versus = (
+        f"{ns.baseline} {total_base:.2f} s ({total_base / total_new:.1f} x now), "
+        if baseline is not None
+        else ""
+    )
     print(
-        f"place_fabric over {ns.rounds} rounds: stepwise {total_old:.2f} s, now {total_new:.2f} s, "
-        f"{total_old / total_new:.1f} x faster, the same plans"
+        f"place_fabric over {ns.rounds} rounds: stepwise {total_old:.2f} s, {versus}now "
+        f"{total_new:.2f} s, {total_old / total_new:.1f} x faster than stepwise, the same plans"
     )
     return 0
