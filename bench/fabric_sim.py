@@ -22,7 +22,7 @@ draws: every query at its key's origin.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -54,6 +54,8 @@ class FabricSimConfig:
     fabric_replicas: int = 16
     # write-heavy fabric-hot keys send each write to one holder (docs/protocol.md F7)
     write_rotation: bool = True
+    # a rotating key stops only below (1 - this) of the rotation bound (fabric.rotates)
+    rotation_hysteresis: float = 0.2
     # each key's most holders: the spines' MAX_HOLDERS (255: a spine built with
     # -DMAX_HOLDERS=255, the ordinal's width, as the paper's scale needs; the default build has
     # 64); None: unbounded (more than a spine program holds)
@@ -179,7 +181,8 @@ def simulate_fabric(
                 f"{period + 1}/{b.periods}: lambda all={row['imbalance']:.4f} "
                 f"racks mean={row['rack_imbalance_mean']:.4f} max/mean={row['max_over_mean']:.3f} "
                 f"{row['throughput_qps'] / 1e6:.1f} MQPS (original {row['original_qps'] / 1e6:.1f}) "
-                f"fabric keys={row['fabric_keys']} replicas/server<={row['replicas_max']} "
+                f"fabric keys={row['fabric_keys']} rotated={row['rotated_keys']} "
+                f"flips={row['rotation_flips']} replicas/server<={row['replicas_max']} "
                 f"({row['seconds']:.0f} s)"
             )
     return rows
@@ -247,11 +250,24 @@ def _measure(
         "fabric_keys": len(fabric.spine_of) if fabric is not None else 0,
         "fabric_holders": fabric_holders,
         "rotated_keys": rotated,
+        "rotation_flips": 0,  # set at the period's end by _control
         "spine_share": at_spine / total,
         "cross_rack_share": crossing / total,
         # requests and replies through a spine, plus the spines' write copies and their CONFIRMs
         "spine_packets_per_query": (2 * crossing + 2 * copies) / total,
     }
+
+
+def rotation_flips(
+    before: Collection[bytes],
+    was_rotated: Collection[bytes],
+    after: Collection[bytes],
+    rotated: Collection[bytes],
+) -> int:
+    """The keys fabric-hot before and after a plan (``before``, ``after``) whose rotation switched
+    on or off: each switch is a write freeze of all the key's holders (docs/fabric.md "Write
+    rotation"). A key that joins or leaves the fabric is not counted."""
+    return sum(1 for key in before if key in after and (key in was_rotated) != (key in rotated))
 
 
 def _leaf_cap(cfg: FabricSimConfig) -> int | None:
@@ -331,11 +347,13 @@ def _control(
                         cfg.fabric_replicas if b.max_replicas_per_server is not None else None
                     ),
                     write_rotation=cfg.write_rotation,
+                    rotation_hysteresis=cfg.rotation_hysteresis,
                     max_holders=cfg.max_holders,
                 ),
                 lambda key: int(origin[key_id(key)]),
             )
         before = dict(fabric.spine_of)
+        was_rotated = fabric.rotated
         started = time.perf_counter()
         cold = [x for leaf in leaves for x in leaf.cold]
         # each rack-hot key's holders in its rack's plan of this period, as fabric server ids
@@ -363,6 +381,7 @@ def _control(
                 r = int(origin[key_id(key)]) // b.servers
                 reads[r][1].append((key, observed[key]))
         row.update(
+            rotation_flips=rotation_flips(before, was_rotated, report.spine_of, report.rotated),
             fabric_threshold=report.threshold,
             promoted=report.promoted,
             demoted=report.demoted,

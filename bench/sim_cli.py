@@ -187,6 +187,7 @@ def _fabric_config(
         holder_share=ns.holder_share,
         fabric_replicas=ns.fabric_replicas,
         write_rotation=ns.write_rotation,
+        rotation_hysteresis=ns.rotation_hysteresis,
         max_holders=ns.max_holders or None,
     )
 
@@ -215,7 +216,8 @@ def cmd_racks(ns: argparse.Namespace) -> int:
         f"{s['throughput_qps'] / 1e6:.1f} MQPS ({s['throughput_qps'] / s['original_qps']:.2f} x "
         f"original {s['original_qps'] / 1e6:.1f}), replicas/server max={s['replicas_max']:.0f} "
         f"mean={s['replicas_mean']:.2f}, fabric-hot keys={s['fabric_keys']:.0f} "
-        f"(holders {s['fabric_holders']:.0f}, rotated {s['rotated_keys']:.0f}), requests "
+        f"(holders {s['fabric_holders']:.0f}, rotated {s['rotated_keys']:.0f}, rotation flips "
+        f"per period {s['rotation_flips']:.1f}), requests "
         f"through a spine="
         f"{s['cross_rack_share']:.3f}, spine packets/query={s['spine_packets_per_query']:.3f}; "
         f"{time.perf_counter() - started:.0f} s"
@@ -305,6 +307,11 @@ def main(argv: list[str] | None = None) -> int:
         help="a fabric-hot key whose writes exceed --holder-share of a server sends each write to "
         "one holder (docs/protocol.md F7; --no-write-rotation: to every holder)",
     )
+    racks.add_argument(
+        "--rotation-hysteresis", type=t.fraction, default=0.2,
+        help="a rotating key stops rotating only once its writes fall below (1 - this) of the "
+        "bound that starts it (0.2; 0: decided each period afresh)",
+    )  # fmt: skip
     racks.add_argument(
         "--max-holders", type=t.nonneg_int, default=255,
         help="each fabric-hot key's most holders: the spines' MAX_HOLDERS (255, a spine built "

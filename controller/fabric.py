@@ -104,6 +104,9 @@ class FabricConfig:
     # the write rotation (docs/protocol.md F7): a fabric-hot key whose writes alone exceed
     # holder_share of a server's mean load sends each write to one holder instead of all
     write_rotation: bool = True
+    # a rotating key stops rotating only once its writes fall below (1 - rotation_hysteresis) of
+    # the bound above (rotates): each switch is a write freeze of all its holders
+    rotation_hysteresis: float = 0.2
     # inside a rack, move fabric holders off servers whose unmovable load is above
     # (1 + level_inside) x their rack's mean (None: the racks only; place_fabric)
     level_inside: float | None = None
@@ -120,6 +123,8 @@ class FabricConfig:
             raise ValueError("holder share must be > 0")
         if self.tolerance < 0:
             raise ValueError("tolerance must be >= 0")
+        if not 0.0 <= self.rotation_hysteresis < 1.0:
+            raise ValueError("rotation hysteresis must be in [0, 1)")
 
 
 @dataclass
@@ -136,12 +141,26 @@ class FabricReport:
     rotated: frozenset[bytes] = frozenset()  # the fabric-hot keys that rotate their writes
 
 
-def rotates(load: float, write_ratio: float, server_mean: float, holder_share: float) -> bool:
+def rotates(
+    load: float,
+    write_ratio: float,
+    server_mean: float,
+    holder_share: float,
+    rotating: bool = False,
+    hysteresis: float = 0.0,
+) -> bool:
     """Whether a fabric-hot key rotates its writes (docs/protocol.md F7): its writes alone exceed
     ``holder_share`` of a server's mean load. Copying them to every holder would then cost each
     holder more than the share of reads it takes (``place_fabric``'s bound on such keys), while
-    a key with fewer writes keeps every holder in its read set between writes at little cost."""
-    return load * write_ratio > holder_share * server_mean
+    a key with fewer writes keeps every holder in its read set between writes at little cost.
+
+    ``rotating``: the key rotates now; it keeps rotating until its writes fall below
+    ``(1 - hysteresis)`` of that bound, so that a key whose writes hover about the bound does not
+    switch every period (each switch freezes the writes of all its holders)."""
+    bound = holder_share * server_mean
+    if rotating:
+        bound *= 1.0 - hysteresis
+    return load * write_ratio > bound
 
 
 def _priority(load: float, writes: float, n: int, unit: float) -> float:
@@ -172,7 +191,12 @@ def _water_level(levels: Sequence[float], spare: Sequence[int], extra: int, each
 
 
 def _fill(
-    levels: Sequence[float], spare: Sequence[int], extra: int, each: float, ahead: bool = True
+    levels: Sequence[float],
+    spare: Sequence[int],
+    extra: int,
+    each: float,
+    ahead: bool = True,
+    rise: tuple[Mapping[int, float], float] | None = None,
 ) -> list[int] | None:
     """How many of ``extra`` new holders (``each`` load apiece) each rack gets when every one
     goes to the least loaded rack as filled so far (ties to the lower rack number) among those
@@ -182,7 +206,15 @@ def _fill(
     rack, c). Each rack first takes one less than its share at the continuous water level
     (:func:`_water_level`) and the rest go one by one; if a holder placed ahead lies above a
     level left out, they all go one by one. None if the racks have fewer than ``extra`` spare
-    servers."""
+    servers.
+
+    ``rise`` = (start, top): None as well once a rack r given c holders reaches ``levels[r] +
+    (start.get(r, 0.0) + each + ... + each) >= top`` (c additions; ``fits``'s test of the
+    racks that take holders). Counts only grow as holders are placed and adding ``each`` (>= 0)
+    never lowers a float sum, so the whole spread would reach it too. The holders placed one by
+    one are the spread's (the smallest of those not placed ahead, and a rack's own come in
+    order); those placed ahead count once no holder left out lies below them (then the spread
+    keeps them)."""
     racks = [r for r, s in enumerate(spare) if s > 0]
     if sum(spare[r] for r in racks) < extra:
         return None
@@ -198,6 +230,9 @@ def _fill(
     counts = list(first)
     heap: list[tuple[float, int]] = []
     last: tuple[float, int] | None = None  # the highest (level, rack) placed ahead
+    start, top = rise if rise is not None else ({}, math.inf)
+    value: dict[int, float] = {}  # rise's sum of each rack given holders so far
+    over = False  # a rack given holders ahead reached ``top``
     for r in racks:
         level = levels[r]
         if first[r]:
@@ -205,17 +240,28 @@ def _fill(
             if last is None or (level, r) > last:
                 last = (level, r)
             level += each
+            if rise is not None:
+                value[r] = functools.reduce(
+                    operator.add, itertools.repeat(each, first[r]), start.get(r, 0.0)
+                )
+                over = over or levels[r] + value[r] >= top
         if first[r] < spare[r]:
             heap.append((level, r))
     heapq.heapify(heap)
     for _ in range(extra - sum(first)):
+        if over and (last is None or not heap or last <= heap[0]):
+            return None  # the spread keeps what was placed ahead, and that is too much already
         level, r = heapq.heappop(heap)
         counts[r] += 1
         if counts[r] < spare[r]:
             heapq.heappush(heap, (level + each, r))
+        if rise is not None:
+            value[r] = value.get(r, start.get(r, 0.0)) + each
+            if levels[r] + value[r] >= top:
+                return None  # a holder of the spread (r's holders below it are too)
     if last is not None and heap and last > heap[0]:
-        return _fill(levels, spare, extra, each, ahead=False)
-    return counts
+        return _fill(levels, spare, extra, each, ahead=False, rise=rise)
+    return None if over else counts
 
 
 def place_fabric(
@@ -378,17 +424,32 @@ def place_fabric(
                 heapq.heappush(order, (level + each, r))
         return chosen if len(chosen) == extra else None
 
-    def fits(i: int, extra: int, top: int, spare: Sequence[int]) -> bool:
+    def fits(
+        i: int, extra: int, top: int, spare: Sequence[int], room: tuple[float, int, int | None]
+    ) -> bool:
         """Whether ``extra`` new holders of key i, spread over the racks, bring the top rack
         down without lifting a rack to its level (``spare``: each rack's servers with budget
-        left and without the key)."""
+        left and without the key; ``room``: :func:`headroom`'s)."""
         load, w = keys[i][1], write_ratios[i]
         after = holder_load(load, len(holders[i]) + extra, w)
+        level = rack[top]
+        if not stepwise:
+            below, share, low = room
+            if low is not None and low not in per_rack[i] and rack[low] + after >= level:
+                return False  # the first new holder goes there
+            # the new holders' load must fit below the top rack's level on the racks without the
+            # key (each of the racks with it takes at most its spare servers' worth); the margin
+            # covers the float sums' rounding (``extra`` additions, ``racks`` terms), far below
+            # any rack's load
+            if extra * after >= below + share * after + level * 1e-12 * (extra + shape.racks**2):
+                return False
         change = {r: -x for r, x in now(i).items()}
         for r, c in per_rack[i].items():
             change[r] += c * after
-        level = rack[top]
-        fill = _fill(rack, spare, extra, after, ahead=not stepwise)
+        if stepwise:  # as before issue 21: the whole spread, then the test
+            fill = _fill(rack, spare, extra, after, ahead=False)
+        else:
+            fill = _fill(rack, spare, extra, after, rise=(change, level))
         if fill is None:
             return False
         counts = {r: c for r, c in enumerate(fill) if c}
@@ -399,6 +460,24 @@ def place_fabric(
         return rack[top] + change.get(top, 0.0) < level and all(
             rack[r] + change[r] < level for r in counts
         )
+
+    def headroom(i: int, top: int, spare: Sequence[int]) -> tuple[float, int, int | None]:
+        """What bounds key i's new holders, whatever their number: the room below the top rack's
+        level on the racks without the key that have a spare server, the spare servers of the
+        racks with it, and the least loaded rack with a spare server (ties to the lower number:
+        it takes the first new holder)."""
+        level, held = rack[top], per_rack[i]
+        below, share, low = 0.0, 0, None
+        for r, n in enumerate(spare):
+            if n <= 0:
+                continue
+            if low is None or rack[r] < rack[low]:
+                low = r
+            if r in held:
+                share += n
+            else:
+                below += level - rack[r]
+        return below, share, low
 
     def smallest(i: int, top: int) -> list[int] | None:
         """The racks of the fewest extra holders that fit (doubling, then bisection)."""
@@ -418,17 +497,18 @@ def place_fabric(
         first = min(first, limit)  # a goal: with fewer servers, as many as there are
         if first < 1:
             return None
+        room = headroom(i, top, spare)
         hi = first
-        ok = fits(i, hi, top, spare)
+        ok = fits(i, hi, top, spare, room)
         while not ok and hi < limit:
             hi = min(limit, hi * 2)
-            ok = fits(i, hi, top, spare)
+            ok = fits(i, hi, top, spare, room)
         if not ok:
             return None
         lo = max(first, hi // 2)
         while lo < hi:  # the smallest count in [lo, hi] that fits
             mid = (lo + hi) // 2
-            if fits(i, mid, top, spare):
+            if fits(i, mid, top, spare, room):
                 hi = mid
             else:
                 lo = mid + 1
@@ -755,7 +835,15 @@ class FabricController:
         rotated = frozenset(
             key
             for (key, load), w in zip(predicted, ratios, strict=True)
-            if cfg.write_rotation and rotates(load, w, server_mean, cfg.holder_share)
+            if cfg.write_rotation
+            and rotates(
+                load,
+                w,
+                server_mean,
+                cfg.holder_share,
+                key in self.rotated,
+                cfg.rotation_hysteresis,
+            )
         )
         was = self.rotated  # the current plans' rotated keys (their measured load splits evenly)
         # every candidate's measured load out of the base: the fabric-hot ones where the plan

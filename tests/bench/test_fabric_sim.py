@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kvswitch.bench.fabric_sim import FabricSimConfig, simulate_fabric
+from kvswitch.bench.fabric_sim import FabricSimConfig, rotation_flips, simulate_fabric
 from kvswitch.bench.model import Model
 from kvswitch.bench.simulator import SimConfig, summary
 
@@ -68,7 +68,14 @@ def test_the_write_rotation_takes_the_write_copies_off_the_holders() -> None:
         summary(simulate_fabric(FabricSimConfig(base, racks=4, spines=2, write_rotation=r)), 3)
         for r in (True, False)
     )
-    assert on["rotated_keys"] > 0 and off["rotated_keys"] == 0
+    assert on["rotated_keys"] > 0 and off["rotated_keys"] == 0 == off["rotation_flips"]
     assert on["spine_packets_per_query"] < 0.8 * off["spine_packets_per_query"]
     assert on["throughput_qps"] > 1.2 * off["throughput_qps"]
     assert on["imbalance"] < off["imbalance"]
+
+
+def test_a_rotation_flip_is_a_key_that_stays_fabric_hot_and_switches() -> None:
+    before, after = {b"a", b"b", b"c", b"d"}, {b"a", b"b", b"c", b"e"}
+    # a switches off, b on, c stays rotated; d left and e joined the fabric (no freeze)
+    assert rotation_flips(before, {b"a", b"c", b"d"}, after, {b"b", b"c", b"e"}) == 2
+    assert rotation_flips(before, {b"c"}, after, {b"c"}) == 0

@@ -229,6 +229,9 @@ def test_shape_and_config_refuse_nonsense() -> None:
         FabricShape(0, 4)
     with pytest.raises(ValueError):
         FabricConfig(holder_share=0.0)
+    for h in (-0.1, 1.0):
+        with pytest.raises(ValueError):
+            FabricConfig(rotation_hysteresis=h)
     addresses = SHAPE.addresses()
     assert len(addresses) == SHAPE.total
     assert len({a.ip for a in addresses.servers}) == SHAPE.total
@@ -318,6 +321,30 @@ def test_a_rotated_key_costs_each_holder_its_share_and_only_write_heavy_keys_rot
             assert {round(split[s], 6) for s in hs} == {round(1600 / len(hs), 6)}
     with pytest.raises(ValueError):
         place_fabric(keys, [0], SHAPE, base, threshold=10.0, rotate=[True, False])
+
+
+@pytest.mark.parametrize(
+    ("hysteresis", "expected"),
+    [(0.2, [True, True, True, True, False]), (0.0, [True, False, True, False, False])],
+)
+def test_a_key_whose_writes_hover_about_the_bound_keeps_its_rotation(
+    hysteresis: float, expected: list[bool]
+) -> None:
+    """Each switch of a key's rotation freezes the writes of all its holders. The bound is 10
+    writes (holder_share 0.1 of a server's mean 100); a key of 400 queries with 12, 9, 12, 9
+    writes (after a first period, predicted at half its load) rotates from the second period on and
+    keeps rotating (9 is above 0.8 x 10) until its writes fall to 7; decided afresh (hysteresis
+    0) it switches every period."""
+    key = key16(SHAPE.total * 7 + 1)
+    loads = [100.0] * SHAPE.total
+    cfg = FabricConfig(k=8, t0=5.0, rotation_hysteresis=hysteresis)
+    fc = FabricController(SHAPE, cfg, origin_of)
+    seen = []
+    for writes in (12, 12, 9, 12, 9, 7):
+        report = fc.decide({key: 400}, {key: writes}, loads, floors=[0, 0])
+        assert key in report.spine_of  # fabric-hot throughout: every switch would freeze it
+        seen.append(key in report.rotated)
+    assert seen == [False, *expected]
 
 
 def test_a_rack_hot_key_costs_its_rack_the_write_copies_of_its_replicas() -> None:
