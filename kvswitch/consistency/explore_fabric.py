@@ -43,23 +43,46 @@ variants must be caught:
   the value from before them (preset ``rotation``).
 
 A change of the key's writer map (docs/protocol.md F7, "Changing the writer map") is modelled by
-``map_change``: once, while no write of the key is on its way to a server (the drain the
-controller's round trips give, as F4's), the controller takes the last holder out of the map.
-With ``"frozen"`` (the rule) it does so inside the write freeze, as one step: every holder's
-request ids and newest item imported into every holder (items only if newer, ids merged), then
-the spine's map (the holder's cell zeroed, n - 1 holders), then the release; no write is applied
-in between, which is what the freeze's RETRY guarantees. ``"unfrozen"`` (broken) changes the
-map without the export and import, which the explorer catches on preset ``rotation-map-change``
-(1 171 states): the replica took c0's write, the map loses it, its reply (no longer a holder's
-report) acknowledges the write, and the origin, now the only writer and never given the value,
-answers a read at origin_ver with the value from before it. ``"items-only"`` (broken) imports
-the newest item but not the ids: c0's repeat, its first reply lost, meets the origin, which never
-saw its id, and is applied a second time after c2's write (105 874 states): c1 read a1, c2's a2
-completed, c2 then reads a1.
+``map_change``, once, while no write of the key is on its way to a server (the drain the
+controller's round trips give, as F4's): ``"remove"`` takes the last holder out of the map,
+``"add"`` puts one more in (its cell 0, the floor at global_ver, as plan.diff does), ``"on"`` and
+``"off"`` turn the rotation on (the key starts with rule 1: the origin takes every write, copies
+to every replica) or off (rule 1 from then on). The spine's state then carries the slot's
+``rotated`` cell (which the controller writes with the flag) and ``done_by``; replies, confirms
+and syncs are judged by the cell as it is when they arrive, so a reply sent before the change is
+judged by the new flag (the explorer records what crossed a change: :attr:`FabricExplorer.
+crossed`). With ``freeze="frozen"`` (the rule) the change is one step inside the write freeze:
+every holder's request ids and newest item imported into every holder of both maps (items only
+if newer, ids merged), then the spine, then the release; ``"unfrozen"`` (broken) skips the export
+and import, ``"items-only"`` (broken) imports the item but not the ids. Caught: removing
+without the import (``map-change-unfrozen``: the origin, now the only writer, answers at
+origin_ver with the value from before the removed holder's write), with the item only
+(``map-change-items-only``, ``add-items-only``: a repeat meets a writer that never saw its id and
+is applied a second time after another write), turning the rotation off without the import
+(``off-unfrozen``: the stale origin is authoritative again). Turning it on without the import is
+caught only when a copy was lost too (two losses, 4 772 698 states; not a test): replicas
+remember the ids of the copies they apply.
 
-Not modelled for the rotation: hot-set changes, a switch restart, the controller's repair of a
-replica above origin_ver and SYNCs (the presets turn them off); docs/fabric.md "Write rotation"
-says what they need.
+Found: turning the rotation off lets a read reply of the origin sent before the import (the
+origin stale, the reply one R6 would drop) cross the change and pass rule 2, which passes any
+read reply of the origin (``off-undrained``, 7 steps). A Get reaches a stale origin after a
+write was acknowledged only through R4's fallback when done_by's holder is skipped (a down
+holder, not built yet), so ``reads="any"`` (which covers it) finds it and ``reads="done_by"``
+(R4 as built) does not (preset ``rotation-off-built``). The fix, ``drain_reads``: the freeze
+keeps the key rotated until no read reply of the origin sent before the import is on its way,
+then turns it off (preset ``rotation-off``).
+
+A push (``sync``): the controller reads the spine's registers and asks the holder
+:func:`kvswitch.controller.rotation.sync_source` names for a SYNC, once, at any moment; the spine
+stamps it only from done_by's holder while origin_ver != 0 (R5), the holder sends SYNC_DONE
+(R2), the controller pushes its item into every other holder, which confirm (rule 3). With
+``sync_from_any`` (broken) the spine stamps a SYNC from any holder: the origin, asked while it
+was done_by, has its SYNC stamped after c0's write completed at the replica, and the old value
+gets the newest version (``sync-from-any-holder``).
+
+Not modelled for the rotation: hot-set changes, a switch restart (so no SYNC at origin_ver 0),
+the controller's repair of a replica above origin_ver, SYNC retries and a dead holder (the
+presets turn them off); docs/fabric.md "Write rotation" says what they need.
 """
 
 from __future__ import annotations
@@ -271,6 +294,15 @@ _ROTATION_PRESETS: dict[str, FabricScenario] = {
         rotation="by-id",
         map_change="off",
         drain_reads=True,
+    ),
+    # the same as the spine and the controller are built: R4 exact (done_by's holder if in the
+    # read set, else the origin: no DownTable for done_by yet) and no drain; linearizable, as
+    # no Get reaches a stale origin after an acknowledged write
+    "rotation-off-built": FabricScenario(
+        _scenario(((b"a1",), (_G,), (b"a2", _G)), replicas=1),
+        rotation="by-id",
+        map_change="off",
+        reads="done_by",
     ),
     # a push of the rotated key (R5: the SYNC asked of done_by's holder) at any moment, racing
     # c0's write (to the replica) and c2's (to the origin), which may make the other done_by

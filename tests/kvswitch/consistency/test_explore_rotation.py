@@ -21,6 +21,7 @@ FAST = (
     "rotation-reread",
     "rotation-map-change",
     "rotation-add",
+    "rotation-off-built",
     "rotation-sync",
 )
 
