@@ -1058,7 +1058,8 @@ class Explorer:
         sw_id, cl, ms, ctl_id = s[:4]
         sretry = s[8]
         agents = s[9:]
-        gver, slot_ver, origin_ver, valid, epoch, floor, holders = self._sw.values[sw_id]
+        # (a fabric's rotated key adds registers after these: explore_fabric.py)
+        gver, slot_ver, origin_ver, valid, epoch, floor, holders = self._sw.values[sw_id][:7]
         phase, restarted, sync_for, pushes = self._ctl.values[ctl_id]
         sc = self.sc
         for item in dict.fromkeys(pushes):  # the control channel's push into one replica

@@ -20,6 +20,9 @@ FAST = (
     "rotation-retry",
     "rotation-reread",
     "rotation-map-change",
+    "rotation-add",
+    "rotation-off-built",
+    "rotation-sync",
 )
 
 
@@ -43,6 +46,40 @@ def test_a_broken_rotation_rule_is_caught(name: str) -> None:
     assert rep.complete
 
 
+@pytest.mark.parametrize(
+    ("name", "crossing"),
+    [
+        # a write reply and a confirm sent under rule 1, judged under the rotation
+        ("rotation-on", ("SET_REPLY origin->switch(->c0)", "CONFIRM r1->switch")),
+        # the writer's reply sent under the rotation, judged under rule 1
+        ("rotation-off", ("SET_REPLY r1->switch(->c0)", "GET_REPLY r1->switch(->c1)")),
+    ],
+)
+def test_replies_cross_the_rotation_flag_change(name: str, crossing: tuple[str, ...]) -> None:
+    """The flag presets are linearizable, and they explore the window the spine's rotated cell leaves: a reply of a request
+    sent before the change reaches the spine after it (judged by the new flag)."""
+    from kvswitch.consistency.explore_fabric import FabricExplorer
+
+    ex = FabricExplorer(PRESETS[name])
+    rep = ex.run()
+    assert rep.ok, rep.summary()
+    assert rep.histories > 1
+    assert set(crossing) <= ex.crossed, sorted(ex.crossed)
+
+
+def test_turning_the_rotation_off_lets_an_undrained_origin_read_through() -> None:
+    """The defect the explorer found (docs/fabric.md "Write rotation", "Checked"): a Get sent to
+    the origin while it was stale (R4's fallback, e.g. done_by's holder in DownTable) is
+    answered v0 after c0's a1 was acknowledged; the reply crosses the change to rule 1, which
+    passes any read reply of the origin. Shortest trace, 7 steps."""
+    rep = explore_rotation_broken("off-undrained")
+    assert rep.violation is not None
+    assert rep.violation[-2:] == [
+        "controller: writer map rotated 1 -> 0 frozen",
+        "deliver GET_REPLY origin->switch(->c1) id=(2,19) v0 v=(1,1)",
+    ]
+
+
 def test_the_rotation_writes_to_one_holder_and_no_other() -> None:
     """What the presets rest on: the rotation's writes of one request id reach one holder, and
     the presets' ids reach the holders explore_fabric.py's comment says (else the presets would
@@ -56,6 +93,8 @@ def test_the_rotation_writes_to_one_holder_and_no_other() -> None:
     assert [writer(0, 0, 2), writer(1, 0, 2)] == [1, 1]
     assert [writer(0, 1, 2), writer(1, 1, 2), writer(2, 0, 2)] == [0, 0, 0]
     assert [writer(0, 0, 3), writer(2, 0, 3)] == [1, 2]
+    # rotation-add: c2's first write moves from the origin to the joining holder
+    assert [writer(2, 0, 2), writer(2, 0, 3)] == [0, 2]
 
 
 def test_the_writer_hash_is_crc32_low_byte_mod_n() -> None:
