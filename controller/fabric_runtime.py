@@ -433,6 +433,13 @@ class FabricRuntime:
         plans, m.capped = cap_plans(before, report.plans, self.fabric.max_holders)
         plans = [pl if self.layouts[s].rotation else unrotated(pl) for s, pl in enumerate(plans)]
         plans = self._freeze_changes(m, before, plans)
+        changes = map_changes(before, plans, self.controller.origin_of).values()
+        if any(c.rotated_before and not c.rotated_after for c in changes):
+            # the rotation goes off: the origin's read replies sent before the import (of a
+            # value older than a write another holder completed) must arrive while the spine
+            # still judges them by R6, not by rule 2 (docs/protocol.md F7; the explorer's
+            # `off-undrained`)
+            self._drain()
         repairs = dead_holder_repairs(before, plans, self.dead)
         self.controller.rotated = frozenset(
             key for pl in plans for key, kp in pl.keys.items() if kp.rotate
@@ -783,7 +790,7 @@ class FabricRuntime:
             ops.setdefault(s, []).append(RebaseRequest(key, (origin,)))
         if not ops:
             return
-        time.sleep(self.drain)
+        self._drain()
         for s, batch in ops.items():
             drv = self.spines[s]
             errors = drv.agent_errors
@@ -882,13 +889,17 @@ class FabricRuntime:
         finally:
             self._release(m)
 
+    def _drain(self) -> None:
+        """Wait :attr:`drain` seconds: the messages on their way now arrive meanwhile."""
+        time.sleep(self.drain)
+
     def _rebase_origins(self, m: FabricMetrics, gone: set[bytes]) -> None:
         """The origins of keys that left the spines outside a plan: their next serializer's
         versions must apply (those of a lost spine cannot be compared)."""
         ops = [RebaseRequest(key, (self.controller.origin_of(key),)) for key in gone]
         live = [s for s, ok in enumerate(self.spine_ok) if ok]
         if ops and live:
-            time.sleep(self.drain)
+            self._drain()
             try:
                 self.spines[live[0]].apply(ops)
             except DriverError as exc:
