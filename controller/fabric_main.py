@@ -128,6 +128,14 @@ def build_parser() -> t.Parser:
         help="inside a rack, move fabric holders off a server whose load its rack controller "
         "cannot move is above (1 + FRACTION) x its rack's mean (default 0.1)",
     )
+    ap.add_argument(
+        "--rotation-hysteresis",
+        type=t.float_range(0.0, 0.99),
+        default=0.2,
+        metavar="FRACTION",
+        help="a rotated key stops rotating only once its writes fall below (1 - FRACTION) x "
+        "the bound that starts its rotation (default 0.2; 0: decided afresh each period)",
+    )
     ap.add_argument("--timeout", type=t.positive_float, default=10.0, help="switch call timeout")
     ap.add_argument(
         "--liveness",
@@ -241,7 +249,10 @@ def main(argv: list[str] | None = None) -> int:
                 spines,
                 leaves,
                 FabricConfig(
-                    k=fabric.k, level_inside=args.level_inside, max_holders=fabric.max_holders
+                    k=fabric.k,
+                    level_inside=args.level_inside,
+                    max_holders=fabric.max_holders,
+                    rotation_hysteresis=args.rotation_hysteresis,
                 ),
                 ring.origin,
                 Path(args.state) if args.state else None,

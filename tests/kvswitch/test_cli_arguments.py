@@ -45,6 +45,8 @@ BAD = [
     ["controller", "--rack", "r.json", "--alpha", "1.5"],
     ["controller", "--rack", "r.json", "--gamma", "nan"],
     ["controller"],
+    ["fabric-controller", "--config", "f.json", "--rotation-hysteresis", "1"],
+    ["fabric-controller", "--config", "f.json", "--repeat-window", "0"],
     ["demo", "--servers", "0"],
     ["demo", "--rate", "-10"],
     ["demo", "--duration", "inf"],
