@@ -44,6 +44,7 @@ from kvswitch.controller.fabric_ops import (
     SPINE_DYNAMIC,
     SpineLayout,
     cap_plans,
+    fit_pools,
     implied_spine_entries,
     leaf_static,
     spine_diff,
@@ -304,7 +305,7 @@ class FabricRuntime:
                     drv.read_register(names.REG_SLOT_VER),
                     drv.read_register(names.REG_ORIGIN_VER),
                     drv.read_register(names.REG_VALID_VER),
-                    self.fabric.max_holders,
+                    {key: self.layouts[s].row_of(key, kp)[0] for key, kp in plan.keys.items()},
                 )
                 pushes = self._sync_sources(s, pushes)
                 if pushes:
@@ -420,8 +421,11 @@ class FabricRuntime:
         planned = time.perf_counter()
         report = self.controller.decide(observed, writes, loads, replicas, floors, cold)
         plans, m.capped = cap_plans(before, report.plans, self.fabric.max_holders)
+        plans, pooled = fit_pools(before, plans, self.layouts)
         plans = [pl if self.layouts[s].rotation else unrotated(pl) for s, pl in enumerate(plans)]
         plans = self._freeze_changes(m, before, plans)
+        plans, late = fit_pools(before, plans, self.layouts)  # a change put off keeps its row
+        m.capped += pooled + late
         self.controller.rotated = frozenset(
             key for pl in plans for key, kp in pl.keys.items() if kp.rotate
         )
@@ -578,7 +582,7 @@ class FabricRuntime:
         :func:`~kvswitch.controller.rotation.sync_source`), pushed to every other holder, the
         origin included; a push no holder can SYNC is left out (the key's next write validates
         its writer)."""
-        plan, row = self.plans[s], self.fabric.max_holders
+        plan, layout = self.plans[s], self.layouts[s]
         rotated = {
             op.key: plan.keys[op.key]
             for op in ops
@@ -590,8 +594,9 @@ class FabricRuntime:
         slots = sorted({kp.slot for kp in rotated.values()})
         origin_ver = drv.read_register_cells(names.REG_ORIGIN_VER, slots)
         done_by = drv.read_register_cells(names.REG_DONE_BY, slots)
+        rows = {key: layout.row_of(key, kp) for key, kp in rotated.items()}
         valid = drv.read_register_cells(
-            names.REG_VALID_VER, [slot * row + o for slot in slots for o in range(row)]
+            names.REG_VALID_VER, [base + o for base, cells in rows.values() for o in range(cells)]
         )
         out: list[Operation] = []
         for op in ops:
@@ -599,7 +604,7 @@ class FabricRuntime:
             if kp is None:
                 out.append(op)
                 continue
-            cells = [valid[kp.slot * row + o] for o in range(len(kp.holders))]
+            cells = [valid[rows[op.key][0] + o] for o in range(len(kp.holders))]
             j = sync_source(kp, origin_ver[kp.slot], done_by[kp.slot], cells)
             if j is None:
                 LOG.info("push of rotated key %s: no holder in its read set", op.key.hex())
