@@ -324,9 +324,10 @@ class SpineLayout:
     def port(self, server: int) -> int:
         return self.fabric.spines[self.spine].ports[self.fabric.rack_of(server)]
 
-    def row_of(self, key: bytes, kp: KeyPlan) -> Row:
-        """``key``'s row (in the plan the spine was last given)."""
-        return (kp.slot * self.row, self.row) if self.pool is None else self.rows[key]
+    def row_of(self, key: bytes, kp: KeyPlan) -> Row | None:
+        """``key``'s row in the plan the spine was last given; None for a pooled key of a plan
+        it was not given (a batch the spine refused: its recovery adopts the rows it holds)."""
+        return (kp.slot * self.row, self.row) if self.pool is None else self.rows.get(key)
 
     def place(self, new: Plan) -> tuple[dict[bytes, Row], HolderPool | None, dict[bytes, int]]:
         """The rows of ``new``'s keys from :attr:`rows`, the pool after them, and the keys that
@@ -482,7 +483,11 @@ def spine_batch(
     if over:
         raise ValueError(f"spine {layout.spine}: {len(over)} keys do not fit its holder pool")
     before = {key: layout.row_of(key, kp) for key, kp in old.keys.items()}
-    moved = {key for key in new.keys if key in before and rows[key][0] != before[key][0]}
+    moved = {  # a row not known: as a moved one (a new row zeroed, every replica pushed)
+        key
+        for key, row in before.items()
+        if key in new.keys and (row is None or rows[key][0] != row[0])
+    }
     at_old = {kp.slot: key for key, kp in old.keys.items()}
     at_new = {kp.slot: key for key, kp in new.keys.items()}
     pushed = {op.key for op in ops if isinstance(op, PushRequest)}
@@ -574,7 +579,7 @@ def spine_batch(
 
 
 def _ordinal_break(
-    before: KeyPlan, after: KeyPlan, layout: SpineLayout, row: Row, out: list[Operation]
+    before: KeyPlan, after: KeyPlan, layout: SpineLayout, row: Row | None, out: list[Operation]
 ) -> bool:
     """The break step of a staying key whose holders change (see :func:`spine_batch`), appended
     to ``out`` (``row``: its row before the change; a cell past it is another key's, and a key
@@ -588,7 +593,7 @@ def _ordinal_break(
         if o in old:
             out.append(layout.serveroffset(EntryOp.DELETE, slot, o, old[o]))
     for o in changed:
-        if o < row[1]:
+        if row is not None and o < row[1]:
             out.append(RegisterWrite(names.REG_VALID_VER, row[0] + o, 0))
     return any(new[o] in before.holders for o in changed if o in new)
 

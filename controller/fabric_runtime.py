@@ -305,7 +305,11 @@ class FabricRuntime:
                     drv.read_register(names.REG_SLOT_VER),
                     drv.read_register(names.REG_ORIGIN_VER),
                     drv.read_register(names.REG_VALID_VER),
-                    {key: self.layouts[s].row_of(key, kp)[0] for key, kp in plan.keys.items()},
+                    {
+                        key: row[0]
+                        for key, kp in plan.keys.items()
+                        if (row := self.layouts[s].row_of(key, kp)) is not None
+                    },
                 )
                 pushes = self._sync_sources(s, pushes)
                 if pushes:
@@ -594,7 +598,9 @@ class FabricRuntime:
         slots = sorted({kp.slot for kp in rotated.values()})
         origin_ver = drv.read_register_cells(names.REG_ORIGIN_VER, slots)
         done_by = drv.read_register_cells(names.REG_DONE_BY, slots)
-        rows = {key: layout.row_of(key, kp) for key, kp in rotated.items()}
+        rows = {
+            key: row for key, kp in rotated.items() if (row := layout.row_of(key, kp)) is not None
+        }
         valid = drv.read_register_cells(
             names.REG_VALID_VER, [base + o for base, cells in rows.values() for o in range(cells)]
         )
@@ -604,8 +610,9 @@ class FabricRuntime:
             if kp is None:
                 out.append(op)
                 continue
-            cells = [valid[rows[op.key][0] + o] for o in range(len(kp.holders))]
-            j = sync_source(kp, origin_ver[kp.slot], done_by[kp.slot], cells)
+            row = rows.get(op.key)
+            cells = [valid[row[0] + o] for o in range(len(kp.holders))] if row else []
+            j = sync_source(kp, origin_ver[kp.slot], done_by[kp.slot], cells) if row else None
             if j is None:
                 LOG.info("push of rotated key %s: no holder in its read set", op.key.hex())
                 continue

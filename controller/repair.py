@@ -101,12 +101,14 @@ def unconfirmed_pushes(
     """A push of every key with a replica that is not valid at the latest write or SYNC
     (``slot_ver`` 0, ``origin_ver`` or a replica's ``valid_ver`` behind ``slot_ver``): at start-up,
     a push the previous controller did not make or that was lost. ``bases``: a spine's row base of
-    each key (a cell per ordinal from there, docs/fabric.md "Holders per key"); None for a
-    rack's (a cell per server)."""
+    each key (a cell per ordinal from there, docs/fabric.md "Holders per key"; a key without
+    one is pushed); None for a rack's (a cell per server)."""
     pushes: list[Operation] = []
     for key, kp in plan.items():
         ver = slot_ver[kp.slot]
-        if bases is not None:
+        if bases is not None and key not in bases:  # its row not known: pushed again
+            cells, ver = [], 0
+        elif bases is not None:
             cells = [bases[key] + o for o in range(1, len(kp.holders))]
         else:
             cells = [names.valid_base(kp.slot, servers) + s for s in kp.replicas]

@@ -393,3 +393,18 @@ def test_a_restarted_controller_recovers_the_rows() -> None:
     }
     got, broken = spine_plan(hot, bad, pooled(16), 8)
     assert (list(got.keys), broken) == ([KEY], [OTHER])
+
+
+def test_a_key_whose_row_the_layout_does_not_know_is_moved_to_a_zeroed_row() -> None:
+    """A plan the spine was not given through this layout (a refused batch, before recovery
+    adopts the spine's rows): the key's next change takes a new row, zeroed before
+    KeyindexTable names it, every ServermapTable entry re-pointed and every replica pushed;
+    no cell of an unknown old row is written."""
+    lay = pooled(32)
+    old = keys((KEY, 2, (0, 2, 5)))
+    ops = spine_diff(old, keys((KEY, 2, (0, 2, 5, 1))), lay)
+    assert lay.rows == {KEY: (0, 4)}
+    assert cells(ops) == [(0, 4)]  # the new row whole, nothing of the old one
+    smap = entries(ops, names.SERVERMAP_TABLE)
+    assert sorted(e.param_dict()["vidx"] for e in smap) == [0, 1, 2, 3]
+    assert [op for op in ops if isinstance(op, PushRequest)] == [PushRequest(KEY, 0, (2, 5, 1))]
