@@ -219,7 +219,11 @@ def main(argv: list[str] | None = None) -> int:
 
             spines = [
                 connect(
-                    s.switch, spine_prog, fabric.spine_rack(), agents=agents, row=fabric.max_holders
+                    s.switch,
+                    spine_prog,
+                    fabric.spine_rack(),
+                    agents=agents,
+                    row=fabric.spine_cells // fabric.k,
                 )
                 for s in fabric.spines
             ]

@@ -8,6 +8,7 @@ them."""
 
 from __future__ import annotations
 
+from bisect import bisect_left, insort
 from collections.abc import Mapping, Sequence
 
 from kvswitch import protocol as p
@@ -203,14 +204,105 @@ def unrotated(plan: Plan) -> Plan:
     return Plan(plan.servers, plan.slots, keys)
 
 
+# -- the spine's holder pool ---------------------------------------------------------------------
+
+#: A key's row in a spine's ``valid_ver``: (base, cells); ordinal o's cell is base + o.
+Row = tuple[int, int]
+
+
+def row_cells(holders: int) -> int:
+    """A row's cells for ``holders`` holders: the smallest power of two >= ``holders``."""
+    return 1 << max(0, holders - 1).bit_length()
+
+
+class HolderPool:
+    """The free cells of a spine's ``valid_ver`` pool of ``cells`` cells (HOLDER_CELLS), as
+    blocks of a power of two cells aligned to their size (a buddy allocator): a row is taken
+    from the lowest free block of the smallest size that holds it, split in halves down to it;
+    a row given back merges with its free buddy. Power-of-two rows keep a freed row whole for
+    the next key of its size or less, and a row's size follows from its key's holders, so a
+    restarted controller recovers every row from its base and the key's HotkeyTable ``n``."""
+
+    def __init__(self, cells: int) -> None:
+        self.cells = cells
+        self.free: dict[int, list[int]] = {}  # block size -> sorted bases
+        self.free_cells = 0
+        base = 0
+        while base < cells:  # the pool as maximal aligned blocks
+            size = base & -base if base else 1 << (cells.bit_length() - 1)
+            while base + size > cells:
+                size >>= 1
+            self._add(base, size)
+            base += size
+
+    def copy(self) -> HolderPool:
+        out = HolderPool.__new__(HolderPool)
+        out.cells, out.free_cells = self.cells, self.free_cells
+        out.free = {size: list(bases) for size, bases in self.free.items()}
+        return out
+
+    def _add(self, base: int, size: int) -> None:
+        insort(self.free.setdefault(size, []), base)
+        self.free_cells += size
+
+    def _remove(self, base: int, size: int) -> bool:
+        bases = self.free.get(size, [])
+        i = bisect_left(bases, base)
+        if i == len(bases) or bases[i] != base:
+            return False
+        del bases[i]
+        self.free_cells -= size
+        return True
+
+    def take(self, size: int) -> int | None:
+        """The base of a free row of ``size`` cells (a power of two), or None."""
+        fits = [s for s, bases in self.free.items() if s >= size and bases]
+        if not fits:
+            return None
+        block = min(fits)
+        base = self.free[block][0]
+        self._remove(base, block)
+        while block > size:  # keep the low half, free the high one
+            block >>= 1
+            self._add(base + block, block)
+        return base
+
+    def reserve(self, base: int, size: int) -> bool:
+        """Take the row (base, size) if it is aligned, inside the pool and free."""
+        if size < 1 or size & (size - 1) or base % size or base + size > self.cells:
+            return False
+        block = size
+        while block <= self.cells:
+            start = base - base % block
+            if self._remove(start, block):
+                while block > size:  # free the halves that do not hold the row
+                    block >>= 1
+                    other = start + block if base < start + block else start
+                    start = start if base < start + block else start + block
+                    self._add(other, block)
+                return True
+            block <<= 1
+        return False
+
+    def release(self, base: int, size: int) -> None:
+        """Give back the row (base, size), merged with its free buddies."""
+        while self._remove(base ^ size, size):
+            base = min(base, base ^ size)
+            size <<= 1
+        self._add(base, size)
+
+
 # -- the spine's layout ---------------------------------------------------------------------------
 
 
 class SpineLayout:
     """One spine's view of the fabric's servers: address, its leaf's MAC, its port to that
-    leaf; ``valid_ver`` rows of ``max_holders`` cells (one per ordinal). ``rotation``: the
-    spine's program has the write rotation (docs/protocol.md F7: ``set_hot``'s ``rotate``
-    parameter, the ``done_by`` register); without it no key of this spine may rotate."""
+    leaf; its hot keys' ``valid_ver`` rows (one cell per ordinal). Without ``holder_cells`` in
+    the fabric file, slot i's row is ``max_holders`` cells at i x ``max_holders``; with it, each
+    key's row comes from a :class:`HolderPool` of that many cells (``rows``: the rows of the
+    plan the spine was last given, by key). ``rotation``: the spine's program has the write
+    rotation (docs/protocol.md F7: ``set_hot``'s ``rotate`` parameter, the ``done_by``
+    register); without it no key of this spine may rotate."""
 
     def __init__(self, fabric: FabricFile, spine: int, rotation: bool = True) -> None:
         self.fabric = fabric
@@ -220,6 +312,8 @@ class SpineLayout:
         self.total = fabric.total
         # plan.diff's view of the same servers (FabricController.addresses)
         self.addresses: Rack = fabric.shape.addresses()
+        self.pool = None if fabric.holder_cells is None else HolderPool(fabric.holder_cells)
+        self.rows: dict[bytes, Row] = {}
 
     def ip(self, server: int) -> int:
         return self.fabric.server_ip(server)
@@ -230,9 +324,81 @@ class SpineLayout:
     def port(self, server: int) -> int:
         return self.fabric.spines[self.spine].ports[self.fabric.rack_of(server)]
 
-    def servermap(self, op: EntryOp, slot: int, ordinal: int, server: int) -> TableEntry:
+    def row_of(self, key: bytes, kp: KeyPlan) -> Row | None:
+        """``key``'s row in the plan the spine was last given; None for a pooled key of a plan
+        it was not given (a batch the spine refused: its recovery adopts the rows it holds)."""
+        return (kp.slot * self.row, self.row) if self.pool is None else self.rows.get(key)
+
+    def place(self, new: Plan) -> tuple[dict[bytes, Row], HolderPool | None, dict[bytes, int]]:
+        """The rows of ``new``'s keys from :attr:`rows`, the pool after them, and the keys that
+        do not fit (their most holders: a row of fewer cells than they have, 0 for none), pure.
+
+        A key keeps its row while its holders fit it (the high halves it no longer needs are
+        given back); a new key, or one whose holders outgrow its row, takes a row of its
+        holders' size (largest first, then by slot), or a smaller one when the pool has no
+        such row, keeping one cell per unused slot for the keys to come (a key that outgrows
+        its row and finds no larger one keeps its own). The rows of keys that leave are free
+        at once (their entries go first in the batch); the cells a staying key gives back or
+        moves from only after every row is placed: its ServermapTable entries may still point
+        at them until the make step of this batch (docs/fabric.md "Holders per key")."""
+        if self.pool is None:
+            rows = {key: (kp.slot * self.row, self.row) for key, kp in new.keys.items()}
+            over = {key: self.row for key, kp in new.keys.items() if len(kp.holders) > self.row}
+            return rows, None, over
+        pool = self.pool.copy()
+        rows: dict[bytes, Row] = {}
+        later: list[Row] = []
+        for key, (base, size) in self.rows.items():
+            if key not in new.keys:
+                pool.release(base, size)
+        for key, (base, size) in self.rows.items():
+            kp = new.keys.get(key)
+            if kp is None:
+                continue
+            want = row_cells(len(kp.holders))
+            if want <= size:
+                rows[key] = (base, want)
+                while size > want:
+                    size >>= 1
+                    later.append((base + size, size))
+        pending = sorted(
+            (key for key in new.keys if key not in rows),
+            key=lambda k: (-row_cells(len(new.keys[k].holders)), new.keys[k].slot),
+        )
+        waiting = sum(1 for key in pending if key not in self.rows)
+        spare = new.slots - len(new.keys)
+        over: dict[bytes, int] = {}
+        for key in pending:
+            kp, old = new.keys[key], self.rows.get(key)
+            if old is None:
+                waiting -= 1
+            size, got = row_cells(len(kp.holders)), None
+            while got is None and size >= (1 if old is None else old[1] * 2):
+                if pool.free_cells - size >= spare + waiting:
+                    got = pool.take(size)
+                if got is None:
+                    size >>= 1
+            if got is not None:
+                rows[key] = (got, size)
+                if old is not None:
+                    later.append(old)
+            elif old is not None:
+                rows[key] = old
+            if key not in rows or rows[key][1] < len(kp.holders):
+                over[key] = rows[key][1] if key in rows else 0
+        for base, size in later:
+            pool.release(base, size)
+        return rows, pool, over
+
+    def adopt(self, rows: dict[bytes, Row], pool: HolderPool | None) -> None:
+        """The rows of the plan the spine is given now (from :meth:`place` or a recovery)."""
+        self.rows = dict(rows) if pool is not None else {}
+        if pool is not None:
+            self.pool = pool
+
+    def servermap(self, op: EntryOp, slot: int, ordinal: int, server: int, base: int) -> TableEntry:
         params = {
-            names.PARAM_VIDX: slot * self.row + ordinal,
+            names.PARAM_VIDX: base + ordinal,
             names.PARAM_IP: self.ip(server),
             names.PARAM_MAC: self.mac(server),
             names.PARAM_PORT: self.port(server),
@@ -254,14 +420,49 @@ class SpineLayout:
         return MulticastGroupSet(group, tuple(members))
 
 
+def fit_pools(
+    previous: Sequence[Plan], plans: Sequence[Plan], layouts: Sequence[SpineLayout]
+) -> tuple[list[Plan], int]:
+    """``plans`` with every key's holders cut to the row its spine's pool can give it
+    (:meth:`SpineLayout.place`; a key that gets no cell is not made this period), slots kept;
+    and how many keys were cut."""
+    out, cut = [], 0
+    for before, plan, layout in zip(previous, plans, layouts, strict=True):
+        counted: set[bytes] = set()
+        for _ in range(8):  # each round cuts some key's holders: a few rounds settle
+            over = layout.place(plan)[2]
+            if not over:
+                break
+            counted |= set(over)
+            held = sorted(plan.keys.items(), key=lambda item: item[1].slot)
+            plan = build_plan(
+                [(key, kp.holders[: over.get(key, len(kp.holders))]) for key, kp in held
+                 if over.get(key, 1)],
+                before,
+                plan.servers,
+                plan.slots,
+                {key for key, kp in held if kp.rotate},
+            )  # fmt: skip
+        else:
+            plan = Plan(before.servers, before.slots, dict(before.keys))
+        cut += len(counted)
+        out.append(plan)
+    return out, cut
+
+
 def spine_batch(
     ops: Sequence[Operation], old: Plan, new: Plan, layout: SpineLayout
 ) -> list[Operation]:
     """``plan.diff(old, new, layout.addresses)`` in the spine's layout, same order:
 
-    1. ServermapTable: vidx = slot x ``max_holders`` + ordinal, the holder's leaf MAC and port;
-       KeyindexTable's base = slot x ``max_holders``; a new slot's ``valid_ver`` reset covers its
-       ``max_holders`` cells;
+    1. ServermapTable: vidx = the key's row base + ordinal, the holder's leaf MAC and port;
+       KeyindexTable's base = the row's base; a new key's ``valid_ver`` reset covers its row
+       (rows from :meth:`SpineLayout.place`, adopted by the layout: a plan that does not fit
+       them is refused, ValueError; :func:`fit_pools` cuts it first);
+    1a. a key that moves to another row (its holders outgrew its pooled row) has the new row
+       zeroed before its KeyindexTable entry names it, then, with its break, the
+       ServermapTable entries of its unchanged ordinals point at their new (zeroed) cells: its
+       Gets go to the origin until its replicas, all pushed again, confirm there;
     2. ServeroffsetTable (slot, holder address) -> (ordinal, leaf port) with each ServermapTable
        entry; a staying key whose holder at some ordinal changes loses, in its break step, the
        ServeroffsetTable entries of those ordinals' old holders and then their ``valid_ver``
@@ -277,7 +478,16 @@ def spine_batch(
     """
     if not layout.rotation and any(kp.rotate for kp in new.keys.values()):
         raise ValueError(f"spine {layout.spine} has no write rotation: no key of it may rotate")
-    total, row = layout.total, layout.row
+    total = layout.total
+    rows, pool, over = layout.place(new)
+    if over:
+        raise ValueError(f"spine {layout.spine}: {len(over)} keys do not fit its holder pool")
+    before = {key: layout.row_of(key, kp) for key, kp in old.keys.items()}
+    moved = {  # a row not known: as a moved one (a new row zeroed, every replica pushed)
+        key
+        for key, row in before.items()
+        if key in new.keys and (row is None or rows[key][0] != row[0])
+    }
     at_old = {kp.slot: key for key, kp in old.keys.items()}
     at_new = {kp.slot: key for key, kp in new.keys.items()}
     pushed = {op.key for op in ops if isinstance(op, PushRequest)}
@@ -287,7 +497,8 @@ def spine_batch(
         if isinstance(op, RegisterWrite) and op.name == names.REG_VALID_VER:
             if op.count == total:  # a new key's slot reset
                 slot = op.index // total
-                out.append(RegisterWrite(names.REG_VALID_VER, slot * row, 0, row))
+                base, cells = rows[at_new[slot]]
+                out.append(RegisterWrite(names.REG_VALID_VER, base, 0, cells))
                 if layout.rotation:
                     out.append(RegisterWrite(names.REG_DONE_BY, slot, 0))
             continue  # single cells of a changing key: at its rr reset below, by ordinal
@@ -298,8 +509,15 @@ def spine_batch(
                 and key in old.keys
                 and old.keys[key].holders != new.keys[key].holders
             ):
-                moved = _ordinal_break(old.keys[key], new.keys[key], layout, out)
-                if moved and key not in pushed:
+                shifted = _ordinal_break(old.keys[key], new.keys[key], layout, before[key], out)
+                if key in moved:
+                    kp = new.keys[key]
+                    out += [
+                        layout.servermap(EntryOp.MODIFY, kp.slot, o, h, rows[key][0])
+                        for o, h in enumerate(old.keys[key].holders)
+                        if o < len(kp.holders) and kp.holders[o] == h
+                    ]
+                if (shifted or key in moved) and key not in pushed:
                     kp = new.keys[key]
                     repush.append(PushRequest(key, kp.origin, kp.replicas))
             out.append(op)
@@ -310,7 +528,11 @@ def spine_batch(
             and op.op is not EntryOp.DELETE
         ):
             params = dict(op.params)
-            params[names.PARAM_BASE] = params[names.PARAM_SLOT] * row
+            key = at_new[params[names.PARAM_SLOT]]
+            base, cells = rows[key]
+            if key in moved:  # its new row zeroed before anything names it
+                out.append(RegisterWrite(names.REG_VALID_VER, base, 0, cells))
+            params[names.PARAM_BASE] = base
             out.append(TableEntry(op.op, op.table, op.match, op.action, tuple(params.items())))
             continue
         if isinstance(op, TableEntry) and op.table == names.SERVERMAP_TABLE:
@@ -326,8 +548,9 @@ def spine_batch(
                         )
                     )
                 continue
-            server = new.keys[at_new[slot]].holders[ordinal]
-            out.append(layout.servermap(op.op, slot, ordinal, server))
+            key = at_new[slot]
+            server = new.keys[key].holders[ordinal]
+            out.append(layout.servermap(op.op, slot, ordinal, server, rows[key][0]))
             out.append(layout.serveroffset(EntryOp.ADD, slot, ordinal, server))
             continue
         if isinstance(op, MulticastGroupSet):
@@ -351,14 +574,17 @@ def spine_batch(
             out += repush
             repush = []
         out.append(op)
+    layout.adopt(rows, pool)
     return out + repush
 
 
 def _ordinal_break(
-    before: KeyPlan, after: KeyPlan, layout: SpineLayout, out: list[Operation]
+    before: KeyPlan, after: KeyPlan, layout: SpineLayout, row: Row | None, out: list[Operation]
 ) -> bool:
     """The break step of a staying key whose holders change (see :func:`spine_batch`), appended
-    to ``out``; whether a holder that stays moved to another ordinal."""
+    to ``out`` (``row``: its row before the change; a cell past it is another key's, and a key
+    that moves has its whole new row zeroed); whether a holder that stays moved to another
+    ordinal."""
     old = dict(enumerate(before.holders))
     new = dict(enumerate(after.holders))
     changed = sorted(o for o in set(old) | set(new) if old.get(o) != new.get(o))
@@ -367,7 +593,8 @@ def _ordinal_break(
         if o in old:
             out.append(layout.serveroffset(EntryOp.DELETE, slot, o, old[o]))
     for o in changed:
-        out.append(RegisterWrite(names.REG_VALID_VER, slot * layout.row + o, 0))
+        if row is not None and o < row[1]:
+            out.append(RegisterWrite(names.REG_VALID_VER, row[0] + o, 0))
     return any(new[o] in before.holders for o in changed if o in new)
 
 
@@ -395,17 +622,24 @@ def spine_plan(
     """The hot keys a spine holds (its HotkeyTable and ServermapTable entries) as a plan, and the
     HotkeyTable keys that are no whole hot key: an ordinal missing or naming no server of the
     fabric in this spine's layout (vidx, leaf MAC and port), a holder twice, more holders than
-    ``max_holders``, a slot out of range or taken by an earlier key."""
+    ``max_holders``, a slot out of range or taken by an earlier key; with a holder pool, also a
+    row (base: ordinal 0's vidx; cells: the power of two its holders need) that is not aligned,
+    not inside the pool or overlaps an earlier key's. The layout adopts the rows of the plan."""
     server_of_ip = layout.fabric.server_of_ip()
+    entries = [(dict(e.raw_match), e.params) for e in servermap.values()]
+    bases = {
+        int(m[names.MATCH_SLOT]): int(params.get(names.PARAM_VIDX, -1))
+        for m, params in entries
+        if int(m[names.MATCH_ORDINAL]) == 0
+    }
+    if layout.pool is None:
+        bases = {slot: slot * layout.row for slot in bases}
     ordinals: dict[tuple[int, int], int] = {}
-    for entry in servermap.values():
-        match = dict(entry.raw_match)
+    for match, params in entries:
         slot, ordinal = int(match[names.MATCH_SLOT]), int(match[names.MATCH_ORDINAL])
-        server = server_of_ip.get(entry.params.get(names.PARAM_IP, -1), -1)
-        if (
-            server >= 0
-            and layout.servermap(EntryOp.ADD, slot, ordinal, server).param_dict() != entry.params
-        ):
+        server = server_of_ip.get(params.get(names.PARAM_IP, -1), -1)
+        wanted = layout.servermap(EntryOp.ADD, slot, ordinal, max(server, 0), bases.get(slot, 0))
+        if server >= 0 and (slot not in bases or wanted.param_dict() != params):
             server = -1
         ordinals[(slot, ordinal)] = server
     hot = [
@@ -421,7 +655,21 @@ def spine_plan(
         for e in hot_entries.values()
         if layout.rotation and e.params.get(names.PARAM_ROTATE, 0)
     }
-    return assemble(hot, ordinals, layout.total, slots, layout.row, rotated)
+    plan, broken = assemble(hot, ordinals, layout.total, slots, layout.row, rotated)
+    if layout.pool is None:
+        layout.adopt({}, None)
+        return plan, broken
+    pool = HolderPool(layout.pool.cells)
+    rows: dict[bytes, Row] = {}
+    for key, kp in sorted(plan.keys.items(), key=lambda item: item[1].slot):
+        row = (bases[kp.slot], row_cells(len(kp.holders)))
+        if pool.reserve(*row):
+            rows[key] = row
+        else:
+            broken.append(key)
+            del plan.keys[key]
+    layout.adopt(rows, pool)
+    return plan, broken
 
 
 def steering_of(held: Mapping[Match, HeldEntry], fabric: FabricFile, rack: int) -> dict[bytes, int]:

@@ -44,6 +44,7 @@ from kvswitch.controller.fabric_ops import (
     SPINE_DYNAMIC,
     SpineLayout,
     cap_plans,
+    fit_pools,
     implied_spine_entries,
     leaf_static,
     spine_diff,
@@ -308,7 +309,11 @@ class FabricRuntime:
                     drv.read_register(names.REG_SLOT_VER),
                     drv.read_register(names.REG_ORIGIN_VER),
                     drv.read_register(names.REG_VALID_VER),
-                    self.fabric.max_holders,
+                    {
+                        key: row[0]
+                        for key, kp in plan.keys.items()
+                        if (row := self.layouts[s].row_of(key, kp)) is not None
+                    },
                 )
                 pushes = self._sync_sources(s, pushes)
                 if pushes:
@@ -431,8 +436,11 @@ class FabricRuntime:
             observed, writes, loads, replicas, floors, cold, dead=self.dead
         )
         plans, m.capped = cap_plans(before, report.plans, self.fabric.max_holders)
+        plans, pooled = fit_pools(before, plans, self.layouts)
         plans = [pl if self.layouts[s].rotation else unrotated(pl) for s, pl in enumerate(plans)]
         plans = self._freeze_changes(m, before, plans)
+        plans, late = fit_pools(before, plans, self.layouts)  # a change put off keeps its row
+        m.capped += pooled + late
         changes = map_changes(before, plans, self.controller.origin_of).values()
         if any(c.rotated_before and not c.rotated_after for c in changes):
             # the rotation goes off: the origin's read replies sent before the import (of a
@@ -633,7 +641,7 @@ class FabricRuntime:
         :func:`~kvswitch.controller.rotation.sync_source`), pushed to every other holder, the
         origin included; a push no holder can SYNC is left out (the key's next write validates
         its writer)."""
-        plan, row = self.plans[s], self.fabric.max_holders
+        plan, layout = self.plans[s], self.layouts[s]
         rotated = {
             op.key: plan.keys[op.key]
             for op in ops
@@ -645,8 +653,11 @@ class FabricRuntime:
         slots = sorted({kp.slot for kp in rotated.values()})
         origin_ver = drv.read_register_cells(names.REG_ORIGIN_VER, slots)
         done_by = drv.read_register_cells(names.REG_DONE_BY, slots)
+        rows = {
+            key: row for key, kp in rotated.items() if (row := layout.row_of(key, kp)) is not None
+        }
         valid = drv.read_register_cells(
-            names.REG_VALID_VER, [slot * row + o for slot in slots for o in range(row)]
+            names.REG_VALID_VER, [base + o for base, cells in rows.values() for o in range(cells)]
         )
         out: list[Operation] = []
         for op in ops:
@@ -654,8 +665,9 @@ class FabricRuntime:
             if kp is None:
                 out.append(op)
                 continue
-            cells = [valid[kp.slot * row + o] for o in range(len(kp.holders))]
-            j = sync_source(kp, origin_ver[kp.slot], done_by[kp.slot], cells)
+            row = rows.get(op.key)
+            cells = [valid[row[0] + o] for o in range(len(kp.holders))] if row else []
+            j = sync_source(kp, origin_ver[kp.slot], done_by[kp.slot], cells) if row else None
             if j is None:
                 LOG.info("push of rotated key %s: no holder in its read set", op.key.hex())
                 continue

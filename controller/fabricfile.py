@@ -14,7 +14,10 @@ leaves and their servers, the ports between them (docs/fabric.md "Runtime").
 A spine's ``ports[r]`` is its port to rack r's leaf; a leaf's ``uplinks[s]`` its port to spine s.
 ``k`` is each spine's hot-key slots the controller uses, ``max_holders`` the spines' MAX_HOLDERS
 and ``leaf_keys`` the leaves' FabricHotTable size (FABRIC_KEYS): every fabric-hot key is steered
-by every leaf, so k x spines must fit it. A server is its address, or ``{"ip", "control"}`` with its agent's control endpoint (pushes
+by every leaf, so k x spines must fit it. ``holder_cells`` (optional, k .. 2^24): the spines'
+HOLDER_CELLS, a pool of ``valid_ver`` cells from which each hot key gets a row of its own, a power
+of two >= its holders (docs/fabric.md "Holders per key"); without it every slot keeps a row of
+``max_holders`` cells at slot x ``max_holders``, as the default spine build has. A server is its address, or ``{"ip", "control"}`` with its agent's control endpoint (pushes
 and removals of fabric replicas, as in a rack file). ``inputs`` (optional) is the file the
 rack's controller writes each period for the fabric controller (``kvswitch controller
 --fabric-out``), ``share`` (optional) the file the fabric controller writes each period for the
@@ -93,10 +96,16 @@ class FabricFile(JsonFile):
     k: int = 1024
     max_holders: int = MAX_HOLDERS
     leaf_keys: int = LEAF_KEYS
+    holder_cells: int | None = None  # None: a row of max_holders cells per slot
 
     @property
     def shape(self) -> FabricShape:
         return FabricShape(len(self.racks), len(self.racks[0].servers), len(self.spines))
+
+    @property
+    def spine_cells(self) -> int:
+        """The ``valid_ver`` cells the controller uses on a spine."""
+        return self.k * self.max_holders if self.holder_cells is None else self.holder_cells
 
     @property
     def total(self) -> int:
@@ -146,6 +155,7 @@ class FabricFile(JsonFile):
             "k": self.k,
             "max_holders": self.max_holders,
             "leaf_keys": self.leaf_keys,
+            **({} if self.holder_cells is None else {"holder_cells": self.holder_cells}),
             "spines": [
                 {**_endpoint_doc(s.switch), "mac": _mac_text(s.mac), "ports": list(s.ports)}
                 for s in self.spines
@@ -166,6 +176,8 @@ class FabricFile(JsonFile):
             k = _int(top.get("k", 1024), "k", 1, 1 << 20)
             holders = _int(top.get("max_holders", MAX_HOLDERS), "max_holders", 2, 255)
             leaf_keys = _int(top.get("leaf_keys", LEAF_KEYS), "leaf_keys", 1, 1 << 24)
+            cells = top.get("holder_cells")
+            cells = None if cells is None else _int(cells, "holder_cells", k, 1 << 24)
         except (TypeError, ValueError) as exc:
             raise FabricFileError(f"{where}: {exc}") from exc
         if not spines or not racks:
@@ -189,7 +201,7 @@ class FabricFile(JsonFile):
                 f"{where}: {len(spines)} spines x k = {k} fabric-hot keys do not fit the "
                 f"leaves' {leaf_keys} steering entries (leaf_keys)"
             )
-        return cls(spines, racks, k, holders, leaf_keys)
+        return cls(spines, racks, k, holders, leaf_keys, cells)
 
 
 def _endpoint(h: dict[str, Any], what: str) -> Endpoint:

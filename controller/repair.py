@@ -91,17 +91,25 @@ def restore_sources(
 
 
 def unconfirmed_pushes(
-    plan: Mapping[bytes, KeyPlan], servers: int, slot_ver, origin_ver, valid, row: int = 0
+    plan: Mapping[bytes, KeyPlan],
+    servers: int,
+    slot_ver,
+    origin_ver,
+    valid,
+    bases: Mapping[bytes, int] | None = None,
 ) -> list[Operation]:
     """A push of every key with a replica that is not valid at the latest write or SYNC
     (``slot_ver`` 0, ``origin_ver`` or a replica's ``valid_ver`` behind ``slot_ver``): at start-up,
-    a push the previous controller did not make or that was lost. ``row``: a spine's cells per
-    slot (a cell per ordinal, docs/fabric.md), 0 for a rack's (a cell per server)."""
+    a push the previous controller did not make or that was lost. ``bases``: a spine's row base of
+    each key (a cell per ordinal from there, docs/fabric.md "Holders per key"; a key without
+    one is pushed); None for a rack's (a cell per server)."""
     pushes: list[Operation] = []
     for key, kp in plan.items():
         ver = slot_ver[kp.slot]
-        if row:
-            cells = [kp.slot * row + o for o in range(1, len(kp.holders))]
+        if bases is not None and key not in bases:  # its row not known: pushed again
+            cells, ver = [], 0
+        elif bases is not None:
+            cells = [bases[key] + o for o in range(1, len(kp.holders))]
         else:
             cells = [names.valid_base(kp.slot, servers) + s for s in kp.replicas]
         if kp.replicas and (

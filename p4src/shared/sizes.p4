@@ -115,7 +115,24 @@
 #define ORDINAL_W 8
 #endif
 
+// valid_ver's cells. A leaf: a row of MAX_HOLDERS (= MAX_SERVERS) cells per slot. A spine: a pool
+// of HOLDER_CELLS cells from which the fabric controller gives each hot key a row of its own (a
+// power of two >= the key's holders, at the base it writes into KeyindexTable and ServermapTable's
+// vidx = base + ordinal; controller/fabric_ops.py HolderPool, docs/fabric.md "Holders per key").
+// The pool need not hold K rows of MAX_HOLDERS: at the paper's scale 62 keys took 3 083 holders
+// (K = 10 000 x MAX_HOLDERS = 255 would be 2.55 M cells, more than valid_ver's four parts).
+// Default: K rows of MAX_HOLDERS, as many cells as a spine had before the pool.
+#ifdef KVS_SPINE
+#ifndef HOLDER_CELLS
+#define HOLDER_CELLS (HOT_KEYS * MAX_HOLDERS)
+#endif
+#if HOLDER_CELLS < HOT_KEYS
+#error "HOLDER_CELLS must give every hot-key slot at least one cell (>= HOT_KEYS)"
+#endif
+#define VALID_VER_ENTRIES HOLDER_CELLS
+#else
 #define VALID_VER_ENTRIES (HOT_KEYS * MAX_HOLDERS)
+#endif
 
 // valid_ver's parts. A register array lives in one MAU stage, whose stateful ALU reaches at most
 // 48 SRAM blocks (one map RAM each) of 4 096 32-bit cells: p4c-barefoot places 2^17 cells (32
@@ -147,11 +164,11 @@
 #define VALID_VER_SIZE_3 (VALID_VER_ENTRIES - 3 * VALID_VER_PART)
 #endif
 #else
-#error "valid_ver (HOT_KEYS * MAX_HOLDERS) must fit four parts of 2^VALID_VER_PART_BITS cells"
+#error "valid_ver (a spine's HOLDER_CELLS, a leaf's HOT_KEYS * MAX_HOLDERS) must fit four parts of 2^VALID_VER_PART_BITS cells"
 #endif
 
 // ServeroffsetTable: a leaf names every server of its rack once; a spine names each holder of each
-// hot key, (slot, address).
+// hot key, (slot, address): at most one per valid_ver cell (ServermapTable's size, too).
 #ifdef KVS_SPINE
 #define SERVEROFFSET_ENTRIES VALID_VER_ENTRIES
 #else

@@ -1,6 +1,7 @@
 """controller/fabric_ops.py, pure: plan.diff's operations in a spine's layout (a cell per
 ordinal, ServeroffsetTable per (slot, holder), groups by replication id), the leaves' steering,
-the MAX_HOLDERS cut, the read-back of a spine's plan, and the fabric file's errors."""
+the MAX_HOLDERS cut, the read-back of a spine's plan, the holder pool's rows, and the fabric
+file's errors."""
 
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ import pytest
 from kvswitch import protocol as p
 from kvswitch.controller import names
 from kvswitch.controller.fabric_ops import (
+    HolderPool,
     SpineLayout,
     cap_plans,
+    fit_pools,
     implied_spine_entries,
     spine_diff,
     spine_plan,
@@ -252,6 +255,7 @@ def test_steering_deletes_then_adds() -> None:
         (lambda d: d["racks"][1].update(subnet="10.9.0.0/16"), "outside its rack's subnet"),
         (lambda d: d["spines"][1].update(mac="nope"), "spines[1].mac"),
         (lambda d: d.update(max_holders=300), "max_holders"),
+        (lambda d: d.update(holder_cells=7), "holder_cells"),  # fewer cells than k = 8 slots
         (lambda d: d["spines"][1].update(name="leaf1"), "share a name"),
     ],
 )
@@ -261,3 +265,146 @@ def test_a_bad_fabric_file_is_one_line(change, message: str) -> None:
     with pytest.raises(FabricFileError, match=re.escape(message)) as err:
         FabricFile.parse(raw)
     assert "\n" not in str(err.value)
+
+
+# -- the holder pool (docs/fabric.md "Holders per key") ------------------------------------------
+
+OTHER = p.pad_key(b"other")
+
+
+def pooled(cells: int) -> SpineLayout:
+    """Spine 1 with a ``valid_ver`` pool of ``cells`` cells, up to 6 holders per key."""
+    return SpineLayout(
+        FabricFile.parse({**fabric_dict(), "max_holders": 6, "holder_cells": cells}), 1
+    )
+
+
+def keys(*held_keys: tuple[bytes, int, tuple[int, ...]]) -> Plan:
+    return Plan(FABRIC.total, 8, {key: KeyPlan(slot, hs) for key, slot, hs in held_keys})
+
+
+def cells(ops) -> list[tuple[int, int]]:
+    return [
+        (op.index, op.count)
+        for op in ops
+        if isinstance(op, RegisterWrite) and op.name == names.REG_VALID_VER
+    ]
+
+
+def test_the_pool_takes_first_fit_power_of_two_rows_and_merges_what_is_given_back() -> None:
+    pool = HolderPool(16)
+    assert [pool.take(4), pool.take(1), pool.take(2), pool.take(8)] == [0, 4, 6, 8]
+    assert (pool.free_cells, pool.take(4), pool.take(2)) == (1, None, None)
+    pool.release(0, 4)
+    assert pool.take(2) == 0  # the freed row, split
+    for base, size in ((0, 2), (4, 1), (6, 2), (8, 8)):
+        pool.release(base, size)
+    assert (pool.free_cells, {s: b for s, b in pool.free.items() if b}) == (16, {16: [0]})
+    odd = HolderPool(12)  # not a power of two: blocks 0..7 and 8..11
+    assert odd.reserve(4, 4) and not odd.reserve(4, 4)  # taken
+    assert not odd.reserve(2, 4) and not odd.reserve(12, 4) and not odd.reserve(8, 3)
+    assert odd.reserve(8, 4) and odd.free_cells == 4 and odd.take(8) is None
+
+
+def test_a_key_gets_a_row_of_its_own_and_a_leaving_keys_row_is_reused() -> None:
+    lay = pooled(16)
+    ops = spine_diff(keys(), keys((KEY, 2, (0, 2, 5)), (OTHER, 5, (1, 3))), lay)
+    assert lay.rows == {KEY: (0, 4), OTHER: (4, 2)}
+    assert cells(ops) == [(0, 4), (4, 2)]  # each new key's whole row zeroed
+    bases = {e.param_dict()["slot"]: e.param_dict()["base"] for e in entries(ops, "KeyindexTable")}
+    assert bases == {2: 0, 5: 4}
+    vidx = {
+        tuple(e.match_dict().values()): e.param_dict()["vidx"]
+        for e in entries(ops, names.SERVERMAP_TABLE)
+    }
+    assert vidx == {(2, 0): 0, (2, 1): 1, (2, 2): 2, (5, 0): 4, (5, 1): 5}
+    # KEY leaves, a new key takes its row in the same batch (KEY's entries go first)
+    new = p.pad_key(b"new")
+    ops = spine_diff(lay_plan := keys((KEY, 2, (0, 2, 5)), (OTHER, 5, (1, 3))), keys(
+        (OTHER, 5, (1, 3)), (new, 0, (4, 0, 1, 2))), lay)  # fmt: skip
+    assert lay_plan and lay.rows == {OTHER: (4, 2), new: (0, 4)}
+    assert cells(ops) == [(0, 4)]
+    # fewer holders: the row shrinks in place, its high half free for the next key
+    spine_diff(
+        keys((OTHER, 5, (1, 3)), (new, 0, (4, 0, 1, 2))),
+        keys((OTHER, 5, (1, 3)), (new, 0, (4, 0))),
+        lay,
+    )
+    assert lay.rows[new] == (0, 2) and lay.pool is not None and lay.pool.free_cells == 12
+
+
+def test_a_key_that_outgrows_its_row_moves_break_before_make() -> None:
+    """(0, 2, 5) in row (0, 4) -> five holders: a row of 8 at 8. The new row is zeroed before
+    KeyindexTable names it; the old row's cells of changed ordinals are zeroed (ServermapTable
+    still points there); the unchanged ordinals' ServermapTable entries point at their new,
+    zeroed cells in the break step; every replica is pushed again; the old row is free after."""
+    lay = pooled(32)
+    old = keys((KEY, 2, (0, 2, 5)))
+    spine_diff(keys(), old, lay)
+    ops = spine_diff(old, keys((KEY, 2, (0, 2, 5, 1, 3))), lay)
+    assert lay.rows == {KEY: (8, 8)}
+    zero = ops.index(RegisterWrite(names.REG_VALID_VER, 8, 0, 8))
+    [keyindex] = entries(ops, names.KEYINDEX_TABLE)
+    assert keyindex.param_dict()["base"] == 8 and ops.index(keyindex) == zero + 1
+    assert RegisterWrite(names.REG_VALID_VER, 3, 0) in ops  # ordinal 3: in the old row
+    assert RegisterWrite(names.REG_VALID_VER, 4, 0) not in ops  # past it: another key's
+    smap = entries(ops, names.SERVERMAP_TABLE)
+    assert {e.match_dict()["ordinal"]: e.param_dict()["vidx"] for e in smap} == {
+        o: 8 + o for o in range(5)
+    }
+    assert all(ops.index(e) > zero for e in smap)
+    pushes = [op for op in ops if isinstance(op, PushRequest)]
+    assert pushes == [PushRequest(KEY, 0, (2, 5, 1, 3))]
+    assert lay.pool is not None and lay.pool.take(4) == 0  # the old row, free again
+
+
+def test_a_full_pool_cuts_holders_and_keeps_a_cell_for_each_empty_slot() -> None:
+    lay = pooled(12)  # 8 slots: 7 empty ones keep 7 cells, so one key gets a row of 4
+    want = keys((KEY, 2, (0, 2, 5, 1, 3)))
+    assert lay.place(want)[2] == {KEY: 4}
+    with pytest.raises(ValueError, match="do not fit its holder pool"):
+        spine_diff(keys(), want, lay)
+    [fitted], cut = fit_pools([keys()], [want], [lay])
+    assert (fitted.keys[KEY].holders, cut) == ((0, 2, 5, 1), 1)
+    spine_diff(keys(), fitted, lay)
+    assert lay.rows == {KEY: (8, 4)}  # the smallest free block that holds it: 8..11, not 0..7
+    # a growing key that finds no larger row keeps its own, cut to it
+    grown = keys((KEY, 2, (0, 2, 5, 1, 3)))
+    assert lay.place(grown)[2] == {KEY: 4} and lay.place(grown)[0] == {KEY: (8, 4)}
+    # the default (no holder_cells): a row of max_holders per slot, as before the pool
+    assert LAYOUT.place(want)[0] == {KEY: (2 * ROW, ROW)}
+
+
+def test_a_restarted_controller_recovers_the_rows() -> None:
+    lay = pooled(16)
+    want = keys((KEY, 2, (0, 2, 5)), (OTHER, 5, (1, 3)))
+    ops = spine_diff(keys(), want, lay)
+    hot, smap = held(entries(ops, names.HOTKEY_TABLE)), held(entries(ops, names.SERVERMAP_TABLE))
+    fresh = pooled(16)
+    got, broken = spine_plan(hot, smap, fresh, 8)
+    assert (got.keys, broken, fresh.rows) == (want.keys, [], lay.rows)
+    assert fresh.pool is not None and fresh.pool.free_cells == 10
+    # OTHER's row moved onto KEY's cells (1 + ordinal): it overlaps, so it is no whole hot key
+    bad = {
+        m: HeldEntry(e.action, {**e.params, "vidx": e.params["vidx"] - 3}, e.raw_match)
+        if dict(m)["slot"] == 5
+        else e
+        for m, e in smap.items()
+    }
+    got, broken = spine_plan(hot, bad, pooled(16), 8)
+    assert (list(got.keys), broken) == ([KEY], [OTHER])
+
+
+def test_a_key_whose_row_the_layout_does_not_know_is_moved_to_a_zeroed_row() -> None:
+    """A plan the spine was not given through this layout (a refused batch, before recovery
+    adopts the spine's rows): the key's next change takes a new row, zeroed before
+    KeyindexTable names it, every ServermapTable entry re-pointed and every replica pushed;
+    no cell of an unknown old row is written."""
+    lay = pooled(32)
+    old = keys((KEY, 2, (0, 2, 5)))
+    ops = spine_diff(old, keys((KEY, 2, (0, 2, 5, 1))), lay)
+    assert lay.rows == {KEY: (0, 4)}
+    assert cells(ops) == [(0, 4)]  # the new row whole, nothing of the old one
+    smap = entries(ops, names.SERVERMAP_TABLE)
+    assert sorted(e.param_dict()["vidx"] for e in smap) == [0, 1, 2, 3]
+    assert [op for op in ops if isinstance(op, PushRequest)] == [PushRequest(KEY, 0, (2, 5, 1))]

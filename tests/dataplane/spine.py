@@ -24,16 +24,31 @@ from dataclasses import dataclass, field
 
 from kvswitch.controller import names
 
-from .base import EPOCH, SWITCH_MAC, Dataplane, Host, ip_int, key16, mac_int
+from .base import (
+    EPOCH,
+    SWITCH_MAC,
+    VALID_VER_PART_BITS,
+    Dataplane,
+    Host,
+    ip_int,
+    key16,
+    mac_int,
+)
 
-# Small spine build: K = 64 slots, 16 servers in the fabric, at most 8 holders per key.
+# Small spine build: K = 64 slots, 16 servers in the fabric, at most 8 holders per key, and a
+# valid_ver pool of 256 cells, half of K rows of 8: slot 32 and above have no row at slot x 8, a
+# key there needs a row from the pool (docs/fabric.md "Holders per key"). valid_ver in parts of
+# 128 cells as the rack's test build (base.VALID_VER_PART_BITS): the pool is two registers.
 HOT_KEYS = 64
 MAX_SERVERS = 16
 MAX_HOLDERS = 8
+HOLDER_CELLS = 256
 SPINE_DEFINES = {
     "HOT_KEYS": str(HOT_KEYS),
     "MAX_SERVERS": str(MAX_SERVERS),
     "MAX_HOLDERS": str(MAX_HOLDERS),
+    "HOLDER_CELLS": str(HOLDER_CELLS),
+    "VALID_VER_PART_BITS": str(VALID_VER_PART_BITS),
 }
 
 # a spine's names beyond the rack switch's (docs/protocol.md F7)
@@ -71,10 +86,12 @@ class SpinePlane(Dataplane):
     """base.Dataplane on the spine: its static entries (:meth:`setup_rack`) and hot keys."""
 
     holders: dict[int, list[Host]] = field(default_factory=dict)
+    bases: dict[int, int] = field(default_factory=dict)  # each slot's valid_ver row
 
     def reset(self) -> None:
         super().reset()
         self.holders.clear()
+        self.bases.clear()
 
     def setup_rack(self) -> None:
         for rack in RACKS:
@@ -129,13 +146,15 @@ class SpinePlane(Dataplane):
         floor: int = 0,
         *,
         rotate: bool = False,
+        base: int | None = None,
     ) -> None:
         """A fabric-hot key as the fabric controller installs it: ``holders[0]`` the origin;
-        valid_ver row ``slot * MAX_HOLDERS``, one cell per ordinal; ``rotate``: its writes
-        rotate over its holders (docs/protocol.md F7)."""
+        valid_ver row at ``base`` (default ``slot * MAX_HOLDERS``), one cell per ordinal;
+        ``rotate``: its writes rotate over its holders (docs/protocol.md F7)."""
         k = int.from_bytes(key16(key), "big")
-        base = slot * MAX_HOLDERS
+        base = slot * MAX_HOLDERS if base is None else base
         self.holders[slot] = list(holders)
+        self.bases[slot] = base
         self.handles[(names.HOTKEY_TABLE, key16(key))] = self.sw.table_add(
             names.HOTKEY_TABLE,
             {names.MATCH_KEY: k},
@@ -187,10 +206,10 @@ class SpinePlane(Dataplane):
 
     def make_valid(self, slot: int, holders: Sequence[Host], ver: int) -> None:
         """Registers as after a write of version ``ver`` that ``holders`` of the slot confirmed."""
-        base = slot * MAX_HOLDERS
+        base = self.bases[slot]
         self.sw.register_write(self.register(names.REG_GLOBAL_VER), 0, ver)
         self.sw.register_write(self.register(names.REG_SLOT_VER), slot, ver)
         self.sw.register_write(self.register(names.REG_ORIGIN_VER), slot, ver)
         for server in holders:
             cell = base + self.holders[slot].index(server)
-            self.sw.register_write(self.register(names.REG_VALID_VER), cell, ver)
+            self.set_valid_ver(cell, ver)

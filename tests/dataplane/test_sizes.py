@@ -103,3 +103,29 @@ def test_valid_ver_beyond_four_parts_is_refused() -> None:
 
     with pytest.raises(P4Error, match="four parts"):
         _build({"HOT_KEYS": "64", "MAX_SERVERS": "8", "VALID_VER_PART_BITS": "6"})
+
+
+def _spine_text(defines: dict[str, str], program: str = "kvswitch_spine.p4") -> str:
+    """The spine's source after the preprocessor (cheap: no load)."""
+    from softswitch.frontend.preprocessor import preprocess
+
+    source = p4src_dir() / program
+    return preprocess(source.read_text(), str(source), defines, [source.parent]).text
+
+
+def test_a_spine_pool_holds_the_papers_scale_where_rows_per_slot_cannot() -> None:
+    """K = 10 000 with 255 holders per key: rows of MAX_HOLDERS per slot are 2.55 M cells, more
+    than valid_ver's four parts (both builds share sizes.p4, so both stop); a pool of 2^17
+    cells (HOLDER_CELLS) is one part and sizes ServermapTable and ServeroffsetTable too; a pool
+    of fewer cells than slots is refused."""
+    from softswitch.errors import P4Error
+
+    paper = {"HOT_KEYS": "10000", "MAX_HOLDERS": "255"}
+    for program in ("kvswitch_spine.p4", "kvswitch_spine_tna.p4"):
+        with pytest.raises(P4Error, match="four parts"):
+            _spine_text(paper, program)
+    text = _spine_text({**paper, "HOLDER_CELLS": str(1 << 17)})
+    assert "register<bit<32>>(131072) valid_ver;" in text and "valid_ver_1" not in text
+    assert text.count("size = 131072;") == 2  # ServermapTable, ServeroffsetTable
+    with pytest.raises(P4Error, match="HOLDER_CELLS must give every hot-key slot"):
+        _spine_text({"HOT_KEYS": "64", "HOLDER_CELLS": "63"})

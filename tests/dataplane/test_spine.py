@@ -13,6 +13,7 @@ from kvswitch.controller import names
 from .base import EPOCH, SWITCH_IP, Host, key16, kvs, proto, routed, udp_packet, with_kvs
 from .spine import (
     FAR_CLIENT,
+    HOLDER_CELLS,
     MAX_HOLDERS,
     PARAM_ROTATE,
     REG_DONE_BY,
@@ -397,3 +398,31 @@ def test_a_reused_slot_judges_replies_by_its_new_keys_flag_before_any_request(
     reply = udp_packet(A, FAR_CLIENT.ip, msg, sport=proto().kvs_port)
     _passes(sp, A, reply)
     assert sp.reg(names.REG_ORIGIN_VER, SLOT) == 4
+
+
+def test_keys_served_from_rows_at_any_base_of_the_pool(sp: SpinePlane) -> None:
+    """The build's valid_ver is a pool of HOLDER_CELLS cells, fewer than K rows of MAX_HOLDERS:
+    slots 60 and 61 have no row at slot x MAX_HOLDERS; the controller gives each key a row of
+    the pool (here the last cells, and the first) and the spine reads and confirms at that
+    row's base + ordinal only."""
+    op = proto().op
+    far, near = "pooled-far", "pooled-near"
+    assert 60 * MAX_HOLDERS >= HOLDER_CELLS
+    sp.make_hot(far, 60, HOLDERS, base=HOLDER_CELLS - 4)
+    sp.make_hot(near, 61, [B, E], base=0)
+    sp.make_valid(60, [A, C], ver=5)
+    sp.make_valid(61, [B, E], ver=7)
+    before = sp.snapshot()
+    assert sum(len(cells) for r, cells in before.items() if "valid_ver" in r) == HOLDER_CELLS
+    confirm = udp_packet(D, SWITCH_IP, kvs(op.CONFIRM, far, epoch=EPOCH, ver=5, cid=0))
+    sp.send_expect(D.port, confirm, [])
+    assert [sp.reg(names.REG_VALID_VER, HOLDER_CELLS - 4 + o) for o in range(4)] == [5, 5, 5, 0]
+    after = sp.snapshot()
+    changed = {(r, i) for r in before for i, v in enumerate(before[r]) if after[r][i] != v}
+    assert changed == {sp.valid_ver_cell(HOLDER_CELLS - 4 + 2)}  # d's cell, nothing else
+    for key, holders in ((far, HOLDERS), (near, [B, E])):
+        for i, holder in enumerate(holders):
+            get = udp_packet(FAR_CLIENT, holders[0].ip, kvs(op.GET, key, seq=i))
+            want = routed(get, holder, redirect=holder != holders[0])
+            sp.send_expect(FAR_CLIENT.port, get, [(holder.port, want)])
+    assert [sp.reg(names.REG_VALID_VER, o) for o in range(3)] == [7, 7, 0]
