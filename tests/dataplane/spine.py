@@ -51,10 +51,16 @@ SPINE_DEFINES = {
     "VALID_VER_PART_BITS": str(VALID_VER_PART_BITS),
 }
 
+
+def valid_ver_parts() -> list[int]:
+    """The cells of each ``valid_ver`` register of this build's pool (sizes.p4's parts)."""
+    part = 1 << VALID_VER_PART_BITS
+    return [min(part, HOLDER_CELLS - i) for i in range(0, HOLDER_CELLS, part)]
+
+
 # a spine's names beyond the rack switch's (docs/protocol.md F7)
 PARAM_ROTATE = names.PARAM_ROTATE
 REG_DONE_BY = names.REG_DONE_BY
-REG_ROTATED = names.REG_ROTATED
 REG_ROTATED = names.REG_ROTATED
 
 RACKS = (1, 2, 3)  # rack r hangs off the spine's port r

@@ -128,14 +128,18 @@ def test_spine_tables_registers_and_sizes(spine_target: SwitchTarget) -> None:
         names.REG_RR: spine.HOT_KEYS,
         names.REG_SLOT_VER: spine.HOT_KEYS,
         names.REG_ORIGIN_VER: spine.HOT_KEYS,
-        names.REG_VALID_VER: spine.HOT_KEYS * spine.MAX_HOLDERS,  # (slot, ordinal)
+        # the pool of rows (HOLDER_CELLS, "Holders per key"), in parts of 2^VALID_VER_PART_BITS
+        **{
+            names.REG_VALID_VER + (f"_{i}" if i else ""): part
+            for i, part in enumerate(spine.valid_ver_parts())
+        },
         names.REG_GLOBAL_VER: 1,
         names.REG_EPOCH: 1,
         spine.REG_DONE_BY: spine.HOT_KEYS,  # F7: the holder whose report last raised origin_ver
         spine.REG_ROTATED: spine.HOT_KEYS,  # F7: the last request's rotate flag, for replies
     }
-    assert tables[names.SERVEROFFSET_TABLE].size == spine.HOT_KEYS * spine.MAX_HOLDERS
-    assert tables[names.SERVERMAP_TABLE].size == spine.HOT_KEYS * spine.MAX_HOLDERS
+    assert tables[names.SERVEROFFSET_TABLE].size == spine.HOLDER_CELLS
+    assert tables[names.SERVERMAP_TABLE].size == spine.HOLDER_CELLS
     assert tables[names.RIDTOSERVER_TABLE].size == spine.MAX_SERVERS
     assert tables[names.LOADCOUNT_TABLE].size == spine.MAX_SERVERS
     assert {c.preamble.alias for c in p4info.counters} == {names.HOTKEY_WRITES}

@@ -121,18 +121,32 @@ class SwitchProcess:
 def switch_process(
     args: list[str], cwd: Path | None = None, cpu_port: int | None = None
 ) -> Iterator[SwitchProcess]:
-    """``kvswitch switch ARGS`` on free Thrift and gRPC ports; stopped with SIGTERM at the end."""
-    thrift, grpc_port = free_port(), free_port()
-    target = ["--", "--grpc-server-addr", f"127.0.0.1:{grpc_port}"]
-    if cpu_port is not None:
-        target += ["--cpu-port", str(cpu_port)]
-    cmd = [sys.executable, "-m", "kvswitch", "switch", "--thrift-port", str(thrift), *args, *target]
-    proc = subprocess.Popen(
-        cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=dict(os.environ)
-    )
-    sp = SwitchProcess(proc, thrift, grpc_port)
+    """``kvswitch switch ARGS`` on free Thrift and gRPC ports; stopped with SIGTERM at the end.
+    A port another process took between its choice and the switch's bind (tests run in
+    parallel) is chosen again, up to three times; a crash prints its Python stacks
+    (PYTHONFAULTHANDLER) in the error."""
+    for attempt in range(3):
+        thrift, grpc_port = free_port(), free_port()
+        target = ["--", "--grpc-server-addr", f"127.0.0.1:{grpc_port}"]
+        if cpu_port is not None:
+            target += ["--cpu-port", str(cpu_port)]
+        cmd = [sys.executable, "-m", "kvswitch", "switch", "--thrift-port", str(thrift)]
+        proc = subprocess.Popen(
+            [*cmd, *args, *target],
+            cwd=cwd,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env={**os.environ, "PYTHONFAULTHANDLER": "1"},
+        )
+        sp = SwitchProcess(proc, thrift, grpc_port)
+        try:
+            wait_port(grpc_port, proc)
+            break
+        except (RuntimeError, TimeoutError) as exc:
+            sp.stop()
+            if "Address already in use" not in str(exc) or attempt == 2:
+                raise
     try:
-        wait_port(grpc_port, proc)
         yield sp
     finally:
         sp.stop()
