@@ -333,9 +333,7 @@ class FabricRuntime:
             if twice and self.spine_ok[s]:
                 kept = plan.without(twice)
                 try:
-                    self.spines[s].apply(
-                        [op for op in spine_diff(plan, kept, self.layouts[s]) if _switch_op(op)]
-                    )
+                    self.spines[s].apply(self._switch_diff(s, plan, kept))
                     plan = self.controller.plans[s] = kept
                 except DriverError as exc:
                     LOG.error("spine %s: %s", self._spine_name(s), exc)
@@ -761,7 +759,7 @@ class FabricRuntime:
             kept = plan.without(bad)
             if len(kept.keys) == len(plan.keys):
                 continue
-            ops = [op for op in spine_diff(plan, kept, self.layouts[s]) if _switch_op(op)]
+            ops = self._switch_diff(s, plan, kept)
             try:
                 self.spines[s].apply(ops)
                 self._remember(s, plan, kept)  # made again by the first plan all leaves steer
@@ -901,6 +899,11 @@ class FabricRuntime:
         finally:
             self._release(m)
 
+    def _switch_diff(self, s: int, old: Plan, new: Plan) -> list[Operation]:
+        """Spine ``s``'s switch writes from ``old`` to ``new`` (no agent's push or removal: a key
+        broken outside a plan)."""
+        return [op for op in spine_diff(old, new, self.layouts[s]) if _switch_op(op)]
+
     def _drain(self) -> None:
         """Wait :attr:`drain` seconds: the messages on their way now arrive meanwhile."""
         time.sleep(self.drain)
@@ -947,9 +950,7 @@ class FabricRuntime:
             len(stale),
         )
         kept = plan.without(stale)
-        self.spines[s].apply(
-            [op for op in spine_diff(plan, kept, self.layouts[s]) if _switch_op(op)]
-        )
+        self.spines[s].apply(self._switch_diff(s, plan, kept))
         self.controller.plans[s] = kept
         others = {key for x, pl in enumerate(self.plans) if x != s for key in pl.keys}
         self._rebase_origins(m, stale - others)

@@ -287,17 +287,17 @@ _ROTATION_PRESETS: dict[str, FabricScenario] = {
     # the reverse: a rotated key goes back to rule 1 at some quiet moment; the replica's write
     # reply and the origin's read reply sent under the rotation reach the spine under rule 1.
     # Gets as in "any" (the origin whatever done_by: R4 with done_by's holder in DownTable).
-    # The change waits until no read reply of the origin is on its way (the fix; as built it
-    # does not: "off-undrained")
+    # The change waits until no read reply of the origin is on its way (the fabric runtime's
+    # drain; without it: "off-undrained")
     "rotation-off": FabricScenario(
         _scenario(((b"a1",), (_G,), (b"a2", _G)), replicas=1),
         rotation="by-id",
         map_change="off",
         drain_reads=True,
     ),
-    # the same as the spine and the controller are built: R4 exact (done_by's holder if in the
-    # read set, else the origin: no DownTable for done_by yet) and no drain; linearizable, as
-    # no Get reaches a stale origin after an acknowledged write
+    # R4 as the spine is built (done_by's holder if in the read set, else the origin: no
+    # DownTable for done_by yet) without the drain: linearizable, as no Get reaches a stale
+    # origin after an acknowledged write (the drain is for R4 with DownTable)
     "rotation-off-built": FabricScenario(
         _scenario(((b"a1",), (_G,), (b"a2", _G)), replicas=1),
         rotation="by-id",
