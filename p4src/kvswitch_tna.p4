@@ -46,7 +46,6 @@
 // overlap"), then splits HashPipe's stateful-ALU outputs across containers the ALU cannot write
 // ("invalid container action"). Tofino 1 needs none of them.
 @pa_no_overlay("ingress", "replicas_sm_ip")
-@pa_no_overlay("ingress", "replicas_first")
 #ifndef KVS_SPINE
 @pa_no_overlay("ingress", "hashpipe_hp_stage0_same")
 @pa_container_size("ingress", "hashpipe_hp_stage0_w0", 32)

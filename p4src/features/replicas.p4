@@ -16,9 +16,10 @@
 // reply carrying any other version than the one the origin last reported is dropped (rule 6), so
 // no client sees a value before the origin holds it, nor one at a version the origin never held.
 //
-// Tofino shape: each register is accessed at one place per packet, in the order global_ver,
-// origin_ver, slot_ver, valid_ver (rr before them), and every access is one read-modify-write a
-// stateful ALU can do (increment; max; compare-and-set against a value computed earlier).
+// Tofino shape: each register is accessed at one place per packet, in the order rr, global_ver and
+// origin_ver, slot_ver, valid_ver, and every access is one read-modify-write a stateful ALU can do
+// (increment; max; compare-and-set against a value computed earlier); replicas_tna.p4 says which
+// step waits for what.
 //
 // Tables (controller contract):
 //   ServermapTable    (slot, ordinal) -> set_server(vidx, ip, mac, port): for ordinal 0 the key's
@@ -66,8 +67,9 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout standard_meta
     PortId_t so_port = 0;
     ordinal_t ordinal = 0;
 
-    // Versions are compared as serial numbers through a difference's sign; each difference is
-    // computed in an action, as the TNA build must (replicas_tna.p4), so both have the same actions.
+    // Versions are compared as serial numbers through a difference's sign. The TNA build
+    // (replicas_tna.p4) takes the differences with a register's value (ov_sv, vv_ov, sv_ver) from
+    // the stateful ALU and floor_ver from confirm_diffs, the action both builds have.
     bit<32> ov = 0;
     bit<32> sv = 0;
     bit<32> vv = 0;
@@ -75,12 +77,6 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout standard_meta
     bit<32> vv_ov = 0;
     bit<32> floor_ver = 0;
     bit<32> sv_ver = 0;
-    action settled_diff() {
-        ov_sv = ov - sv;
-    }
-    action read_set_diff() {
-        vv_ov = vv - ov;
-    }
     action confirm_diffs() {
         floor_ver = meta.floor - hdr.kvs.ver;
         sv_ver = sv - hdr.kvs.ver;
@@ -292,7 +288,7 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout standard_meta
         // Versions are compared as serial numbers (RFC 1982): a <= b when b - a < 2^31, as
         // Tofino's gateways can (they compare a field with a constant: a difference's sign);
         // the same as <= while the versions compared are below 2^31, and across the wrap.
-        settled_diff();
+        ov_sv = ov - sv;
         bool settled = ov_sv[31:31] == 0;
         bool stamp = write || (sync && settled);
         if (stamp) {
@@ -307,7 +303,7 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout standard_meta
             if (sm_hit) {
                 VALID_VER_AT(sm_vidx, VALID_VER_READ)
             }
-            read_set_diff();  // vv >= ov (serial)
+            vv_ov = vv - ov;  // vv >= ov (serial)
             if (ordinal != 0 && sm_hit && ov != 0 && vv_ov[31:31] == 0 && hdr.udp.isValid()) {
                 std.egress_spec = sm_port;
                 hdr.ethernet.dst_addr = sm_mac;

@@ -1,10 +1,27 @@
 // Replica selection and the version registers, TNA build: the rules 1-6 of replicas.p4 (read its
 // header for what they mean and for the controller contract), with every register reached through
-// one RegisterAction per packet, in the order rr, epoch, global_ver, origin_ver, slot_ver,
-// valid_ver. Each RegisterAction is one stateful-ALU program: a read, an increment, a wrapping
-// increment, a max, or a compare-and-set against values the packet carries (PHV inputs computed
-// before). valid_ver has two RegisterActions, on exclusive paths (a GET reads it, a CONFIRM raises
-// it). Same registers, tables, actions and names as the v1model build.
+// one RegisterAction per packet. Each RegisterAction is one stateful-ALU program: a read, an
+// increment, a wrapping increment, a max, or a compare-and-set against values the packet carries
+// (PHV inputs computed before), and its output is the register's value or one difference of it
+// (the stateful ALU's second ALU computes it). Same registers, tables, actions and names as the
+// v1model build, and the same results (tests/dataplane/test_builds_agree.py).
+//
+// Shape (docs/tofino.md, "Down to 26 stages": each step below is one MAU stage at best, and each
+// is written where its inputs are ready, so that a path waits only for what it reads):
+//   1. the header's facts (one else-if chain), `rr` (a Get's ordinal, the turn's offset inside
+//      the stateful ALU), ServeroffsetTable, `epoch`, rule 3's floor difference;
+//   2. ServermapTable (slot, ordinal); the sender's port and the epoch compared;
+//   3. `origin_ver` (raised by the origin's report, tested against ServermapTable's address in the
+//      gateway) and `global_ver` (a write addressed to the origin, the origin's SYNC: the fresh
+//      version goes straight into the header, where the packet carries it out);
+//   4. `slot_ver`: a write's or a SYNC's ov - slot_ver (settled: its sign), a CONFIRM's
+//      slot_ver - ver (rule 3's bound), from the stateful ALU;
+//   5. `valid_ver`: a Get's valid_ver - ov (the read set: its sign), a CONFIRM's max;
+//      F_SETTLED, rule 5's unstamped SYNC, rule 6's drop;
+//   6. the Get's redirect.
+// The order of the registers (rr, epoch, global_ver and origin_ver, slot_ver, valid_ver) is one
+// order for every path: a SYNC compares slot_ver with origin_ver, a CONFIRM valid_ver with
+// slot_ver, and the origin's report needs ServermapTable, which needs a Get's `rr`.
 #ifndef KVSWITCH_REPLICAS_TNA_P4
 #define KVSWITCH_REPLICAS_TNA_P4
 
@@ -13,11 +30,12 @@
 #include "writer_table_tna.p4"
 #endif
 
-// a part of valid_ver and its two RegisterActions: the GET's read, rule 3's max(valid_ver, ver)
+// a part of valid_ver and its two RegisterActions: the GET's valid_ver - ov (its sign: the read
+// set, rule 4), rule 3's max(valid_ver, ver). Two PHV inputs: ov and hdr.kvs.ver.
 #define VALID_VER_DECLARE(name, size)                                                           \
     @name(#name) Register<bit<32>, bit<VALID_VER_INDEX_W>>(size) name;                          \
     RegisterAction<bit<32>, bit<VALID_VER_INDEX_W>, bit<32>>(name) name##_read = {              \
-        void apply(inout bit<32> value, out bit<32> rv) { rv = value; }                        \
+        void apply(inout bit<32> value, out bit<32> rv) { rv = value - ov; }                   \
     };                                                                                          \
     RegisterAction<bit<32>, bit<VALID_VER_INDEX_W>, bit<32>>(name) name##_max = {               \
         void apply(inout bit<32> value) {                                                       \
@@ -26,7 +44,14 @@
             }                                                                                   \
         }                                                                                       \
     };
-#define VALID_VER_READ(reg, cell) vv = reg##_read.execute(cell);
+#define VALID_VER_READ(reg, cell) vv_ov = reg##_read.execute(cell);
+// rules 1 and 5: the fresh version, stamped on the packet at once (a write is always stamped; a
+// SYNC that is not settled is reflected with epoch and ver 0). Statements, not an action: an
+// action would be one more P4Info entity than the v1model build has.
+#define TAKE_VERSION                                                                            \
+    hdr.kvs.ver = global_ver_next.execute(0);                                                   \
+    hdr.kvs.epoch = cur_epoch;                                                                  \
+    meta.l4_dirty = true;
 #define VALID_VER_MAX(reg, cell) reg##_max.execute(cell);
 
 control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout kvs_fwd_t fwd,
@@ -49,49 +74,57 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout kvs_fwd_t fwd
 #endif
     PortId_t so_port = 0;
     ordinal_t ordinal = 0;
-    // PHV inputs of the stateful ALUs, computed before the access
-    bool origin_report = false;
+    bit<16> cur_epoch = 0;
     bool write = false;
     bool sync = false;
-    bit<32> gv = 0;
     bit<32> ov = 0;
-    bit<32> sv = 0;
-    bit<32> vv = 0;
-    // Versions are compared as serial numbers through a difference's sign, as replicas.p4; each
-    // difference is computed in an action (a PHV field), which the gateway tests: a local computed
-    // in the apply block is folded into the if ("condition expression too complex").
+    // Versions are compared as serial numbers through a difference's sign, as replicas.p4. The
+    // differences with a register's value come out of its stateful ALU (ov_sv, sv_ver, vv_ov);
+    // floor_ver is computed in an action, confirm_diffs (a PHV field the gateway tests: a local
+    // computed in the apply block is folded into the if, "condition expression too complex").
     bit<32> ov_sv = 0;
+    bit<32> sv_ver = 0;
     bit<32> vv_ov = 0;
     bit<32> floor_ver = 0;
-    bit<32> sv_ver = 0;
-    action settled_diff() {
-        ov_sv = ov - sv;
-    }
-    action read_set_diff() {
-        vv_ov = vv - ov;
-    }
     action confirm_diffs() {
         floor_ver = meta.floor - hdr.kvs.ver;
-        sv_ver = sv - hdr.kvs.ver;
     }
 
-    // rule 4 input, as in replicas.p4: the turn t rotates over n' ordinals from `first`; `last`
-    // = n' - 1 is a PHV input, so the stateful ALU makes two comparisons (t < last: the next turn
-    // is t + 1, else 0; t > last: turn 0, after a change of n or of the origin's liveness)
-    ordinal_t last = 0;
-    RegisterAction<ordinal_t, bit<32>, ordinal_t>(rr) rr_next = {
+    // rule 4 input, as in replicas.p4: the turn t rotates over n' ordinals from `first`. One
+    // RegisterAction per case (the gateway picks it), each comparing t with n' - 1 (its one PHV
+    // input, meta.n, minus a constant: the stateful ALU's comparison adds it) and returning the
+    // ordinal t + first (the second ALU adds `first`): t < n' - 1: the next turn is t + 1, else 0;
+    // t > n' - 1 (n or the origin's liveness changed): turn 0.
+    RegisterAction<ordinal_t, bit<32>, ordinal_t>(rr) rr_next = {  // n >= 1: ordinals 0 .. n-1
         void apply(inout ordinal_t value, out ordinal_t rv) {
-            if (value > last) {
+            if (value > meta.n - 1) {
                 rv = 0;
             } else {
                 rv = value;
             }
-            if (value < last) {
+            if (value < meta.n - 1) {
                 value = value + 1;
             } else {
                 value = 0;
             }
         }
+    };
+    RegisterAction<ordinal_t, bit<32>, ordinal_t>(rr) rr_skip = {  // origin down, n >= 2: 1 .. n-1
+        void apply(inout ordinal_t value, out ordinal_t rv) {
+            if (value > meta.n - 2) {
+                rv = 1;
+            } else {
+                rv = value + 1;
+            }
+            if (value < meta.n - 2) {
+                value = value + 1;
+            } else {
+                value = 0;
+            }
+        }
+    };
+    RegisterAction<ordinal_t, bit<32>, ordinal_t>(rr) rr_zero = {  // n = 0: ordinal 0
+        void apply(inout ordinal_t value) { value = 0; }
     };
     RegisterAction<bit<16>, bit<32>, bit<16>>(epoch) epoch_read = {
         void apply(inout bit<16> value, out bit<16> rv) { rv = value; }
@@ -99,34 +132,40 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout kvs_fwd_t fwd
     RegisterAction<bit<32>, bit<32>, bit<32>>(global_ver) global_ver_next = {
         void apply(inout bit<32> value, out bit<32> rv) { value = value + 1; rv = value; }
     };
-    // rule 2: max(origin_ver, ver) on an origin report; the (new) value either way
+    RegisterAction<bit<32>, bit<32>, bit<32>>(origin_ver) origin_ver_read = {
+        void apply(inout bit<32> value, out bit<32> rv) { rv = value; }
+    };
+#ifndef KVS_SPINE
+    // rule 2: max(origin_ver, ver) on an origin report; the new value
     RegisterAction<bit<32>, bit<32>, bit<32>>(origin_ver) origin_ver_max = {
         void apply(inout bit<32> value, out bit<32> rv) {
-            if (origin_report && hdr.kvs.ver > value) {
+            if (hdr.kvs.ver > value) {
                 value = hdr.kvs.ver;
             }
             rv = value;
         }
     };
-    // rules 1 and 5: the old value; a write takes the fresh version, a SYNC only if no write is on
-    // its way to the origin (slot_ver <= origin_ver); anything else reads. Three actions on
-    // exclusive paths: a stateful ALU takes at most two PHV inputs (here gv, and ov for a SYNC)
+#endif
+    // rules 1 and 5: a write takes the fresh version (in hdr.kvs.ver already), a SYNC only if no
+    // write is on its way to the origin (slot_ver <= origin_ver); both return ov - the old value
+    // (settled: its sign). Rule 3's bound for a CONFIRM: slot_ver - ver. Three actions on
+    // exclusive paths; two PHV inputs for all of them (hdr.kvs.ver, ov).
     RegisterAction<bit<32>, bit<32>, bit<32>>(slot_ver) slot_ver_write = {
         void apply(inout bit<32> value, out bit<32> rv) {
-            rv = value;
-            value = gv;
+            rv = ov - value;
+            value = hdr.kvs.ver;
         }
     };
     RegisterAction<bit<32>, bit<32>, bit<32>>(slot_ver) slot_ver_sync = {
         void apply(inout bit<32> value, out bit<32> rv) {
-            rv = value;
+            rv = ov - value;
             if (value <= ov) {
-                value = gv;
+                value = hdr.kvs.ver;
             }
         }
     };
-    RegisterAction<bit<32>, bit<32>, bit<32>>(slot_ver) slot_ver_read = {
-        void apply(inout bit<32> value, out bit<32> rv) { rv = value; }
+    RegisterAction<bit<32>, bit<32>, bit<32>>(slot_ver) slot_ver_confirm = {
+        void apply(inout bit<32> value, out bit<32> rv) { rv = value - hdr.kvs.ver; }
     };
     VALID_VER_REGISTERS(VALID_VER_DECLARE)
 #ifdef KVS_SPINE
@@ -235,21 +274,42 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout kvs_fwd_t fwd
         if (rot == 1) {
             rotated_key = true;
         }
-        if (op == KvsOp.GET && !rotated_key) {
-#else
-        if (op == KvsOp.GET) {
 #endif
-            // (ifs, not ?:: a match-action stage selects a value only in an if)
-            // (one operation per step: a Tofino action's operations run in parallel)
-            ordinal_t first = 0;
-            last = 0;
-            if (meta.origin_down && meta.n > 1) {
-                first = 1;
-                last = meta.n - 2;
-            } else if (meta.n != 0) {
-                last = meta.n - 1;
+        // 1. The header's facts, one else-if chain (its branches share a stage; bools set in
+        // ifs: on Tofino a bool computed from comparisons is folded into every test reading it).
+        // Rule 2's reports, as in replicas.p4: `acked`, a write's OK or STALE reply or an OK
+        // SYNC_DONE (both carry the version the origin holds); `report_kind`, those and a read
+        // reply.
+        bool write_kind = false;
+        bool sync_kind = false;
+        bool acked = false;
+        bool report_kind = false;
+        if (op == KvsOp.SET || op == KvsOp.DEL) {
+            write_kind = true;
+        } else if (op == KvsOp.SYNC && hdr.udp.isValid()) {
+            sync_kind = true;
+        } else if (op == KvsOp.GET_REPLY) {
+            report_kind = true;
+        } else if (op == KvsOp.SYNC_DONE && hdr.kvs.status == KvsStatus.OK) {
+            acked = true;
+            report_kind = true;
+        } else if ((op == KvsOp.SET_REPLY || op == KvsOp.DEL_REPLY)
+                   && (hdr.kvs.status == KvsStatus.OK || hdr.kvs.status == KvsStatus.STALE)) {
+            acked = true;
+            report_kind = true;
+        }
+        // Rule 4 input (Gets only): the ordinal straight from rr's stateful ALU.
+#ifdef KVS_SPINE
+        if (!rotated_key)  // R4: a rotated key's Get takes done_by's ordinal (below)
+#endif
+        {
+            if (op == KvsOp.GET && meta.origin_down && meta.n > 1) {
+                ordinal = rr_skip.execute(slot);
+            } else if (op == KvsOp.GET && meta.n != 0) {
+                ordinal = rr_next.execute(slot);
+            } else if (op == KvsOp.GET) {
+                rr_zero.execute(slot);
             }
-            ordinal = rr_next.execute(slot) + first;
         }
 #ifdef KVS_SPINE
         so_ip = hdr.ipv4.src_addr;
@@ -260,99 +320,56 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout kvs_fwd_t fwd
             serveroffset_table.apply();
         }
 #else
-        servermap_table.apply();
         if (op != KvsOp.GET && op != KvsOp.SET && op != KvsOp.DEL) {
             serveroffset_table.apply();
         }
 #endif
+        cur_epoch = epoch_read.execute(0);
+        confirm_diffs();  // rule 3: ver > floor (serial); its other bound from slot_ver's ALU
 
-        bit<16> cur_epoch = epoch_read.execute(0);
-        // (bools set in ifs: replicas.p4's conditions, one test each, for Tofino's gateways)
+        // 2. ServermapTable (a Get's chosen server; the origin, ordinal 0, for the rest); the
+        // sender's port and the epoch.
+#ifndef KVS_SPINE
+        servermap_table.apply();
+#endif
         bool current = false;
         if (hdr.kvs.epoch == cur_epoch) {
             current = true;
         }
         bool sender_ok = false;
-        if (so_hit) {
-            if (so_port == ingress_port) {
-                sender_ok = true;
-            }
+        if (so_hit && so_port == ingress_port) {
+            sender_ok = true;
         }
-        bool from_origin = false;
+
+        // 3. origin_ver and global_ver. Rule 1 only for a write addressed to the key's origin,
+        // as in replicas.p4; rule 5 only for the origin's SYNC.
 #ifdef KVS_SPINE
+        bool from_origin = false;
         if (sender_ok && so_offset == 0) {  // ordinal 0
             from_origin = true;
         }
-#else
-        if (sender_ok && sm_hit) {
-            if (sm_ip == hdr.ipv4.src_addr) {
-                from_origin = true;
-            }
+        bool replier = true;  // rule 6's sender: a spine judges every read reply but the origin's
+        if (write_kind && so_hit && so_offset == 0) {  // addressed to the origin
+            write = true;
+        } else if (write_kind) {
+            meta.misaddressed = true;
         }
-#endif
-        // rule 6's sender: as in replicas.p4 (a spine judges every read reply but the origin's)
-#ifdef KVS_SPINE
-        bool replier = true;
-#else
-        bool replier = sender_ok;
-#endif
-        // rule 1 only for a write addressed to the key's origin, as in replicas.p4 (a bool a
-        // stateful ALU reads, or the metadata takes, is set in an if's branches on Tofino)
-        write = false;
-        meta.misaddressed = false;
-        if (op == KvsOp.SET || op == KvsOp.DEL) {
-#ifdef KVS_SPINE
-            if (so_hit && so_offset == 0) {  // addressed to the origin
-#else
-            if (sm_hit && sm_ip == hdr.ipv4.dst_addr) {
-#endif
-                write = true;
-            } else {
-                meta.misaddressed = true;
-            }
-        }
-        sync = false;
-#ifndef KVS_SPINE
-        if (op == KvsOp.SYNC && from_origin && hdr.udp.isValid()) {
-            sync = true;
-        }
-#endif
-        // rule 2 as in replicas.p4: OK or STALE write replies (both carry the origin's version)
-        origin_report = false;
-#ifdef KVS_SPINE
+        bool origin_report = false;
         if (rotated_key) {
             // R2: any holder's write reply or SYNC_DONE; no read reply
-            if (sender_ok && current) {
-                if (op == KvsOp.SYNC_DONE && hdr.kvs.status == KvsStatus.OK) {
-                    origin_report = true;
-                } else if (op == KvsOp.SET_REPLY || op == KvsOp.DEL_REPLY) {
-                    if (hdr.kvs.status == KvsStatus.OK || hdr.kvs.status == KvsStatus.STALE) {
-                        origin_report = true;
-                    }
-                }
-            }
-        } else
-#endif
-        if (from_origin && current) {
-            if (op == KvsOp.GET_REPLY) {
+            if (sender_ok && current && acked) {
                 origin_report = true;
-            } else if (op == KvsOp.SYNC_DONE && hdr.kvs.status == KvsStatus.OK) {
-                origin_report = true;
-            } else if (op == KvsOp.SET_REPLY || op == KvsOp.DEL_REPLY) {
-                if (hdr.kvs.status == KvsStatus.OK || hdr.kvs.status == KvsStatus.STALE) {
-                    origin_report = true;
-                }
             }
+        } else if (from_origin && current && report_kind) {
+            origin_report = true;
         }
-
-#ifdef KVS_SPINE
         bool raised = false;
         if (origin_report) {
             if (origin_ver_raise.execute(slot) == 1) {
                 raised = true;
             }
         } else {
-            ov = origin_ver_max.execute(slot);
+            ov = origin_ver_read.execute(slot);
         }
         // done_by (replicas.p4): the raiser's ordinal; a rotated Get's holder; R5's test
         if (raised) {
@@ -371,52 +388,82 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout kvs_fwd_t fwd
                     sync = true;
                 }
             }
-        } else if (op == KvsOp.SYNC && from_origin && hdr.udp.isValid()) {
+        } else if (sync_kind && from_origin) {
             sync = true;
         }
         // R1: the writer, WriterTable on (n, crc32(cid, seq)'s low 8 bits); TCP: the origin
-        if (rotated_key && (op == KvsOp.SET || op == KvsOp.DEL)) {
+        if (rotated_key && write_kind) {
             if (hdr.udp.isValid()) {
                 writer_ordinal.apply(hdr, meta.n, ordinal);
             }
         }
         servermap_table.apply();
-        gv = 0;
         if (write || sync) {
-            gv = global_ver_next.execute(0);
+            TAKE_VERSION
         }
 #else
-        gv = 0;
-        if (write || sync) {
-            gv = global_ver_next.execute(0);
-        }
-        ov = origin_ver_max.execute(slot);
-#endif
-        if (write) {
-            sv = slot_ver_write.execute(slot);
-        } else if (sync) {
-            sv = slot_ver_sync.execute(slot);
+        // (the origin's address compared in each gateway: no from_origin bool in between)
+        if (report_kind && current && sender_ok && sm_hit && sm_ip == hdr.ipv4.src_addr) {
+            ov = origin_ver_max.execute(slot);
         } else {
-            sv = slot_ver_read.execute(slot);
+            ov = origin_ver_read.execute(slot);
         }
-        settled_diff();
-        bool settled = false;  // no write on its way to the origin (F_SETTLED, replicas.p4)
-        if (ov_sv[31:31] == 0) {
-            settled = true;
+        if (write_kind && sm_hit && sm_ip == hdr.ipv4.dst_addr) {
+            write = true;
+            TAKE_VERSION
+        } else if (write_kind) {
+            meta.misaddressed = true;
+        } else if (sync_kind && sender_ok && sm_hit && sm_ip == hdr.ipv4.src_addr) {
+            sync = true;
+            TAKE_VERSION
         }
-        bool stamp = false;
+        bool from_origin = false;
+        if (sender_ok && sm_hit && sm_ip == hdr.ipv4.src_addr) {
+            from_origin = true;
+        }
+        bool replier = sender_ok;  // rule 6's sender: a server of the rack on its own port
+#endif
+
+        // 4. slot_ver (rules 1, 5; rule 3's bound)
         if (write) {
-            stamp = true;
-        } else if (sync && settled) {
-            stamp = true;
+            ov_sv = slot_ver_write.execute(slot);
+        } else if (sync) {
+            ov_sv = slot_ver_sync.execute(slot);
+        } else if (op == KvsOp.CONFIRM) {
+            sv_ver = slot_ver_confirm.execute(slot);
         }
+#ifdef KVS_SPINE
+        else if (rotated_key && origin_report) {
+            sv_ver = slot_ver_confirm.execute(slot);
+        }
+#endif
+
+        // 5. F_SETTLED: a write stamped while no write is on its way to the origin (ov >= the
+        // old slot_ver, serial; replicas.p4)
+#ifdef KVS_SPINE
+        if (write && rotated_key) {
+            // R1: to the writer only, F_REDIRECT, never F_SETTLED (replicas.p4)
+            hdr.kvs.flags = hdr.kvs.flags | KVS_F_REDIRECT;
+            if (ordinal != 0 && sm_hit) {
+                fwd.port = sm_port;
+                fwd.drop = false;
+                hdr.ethernet.dst_addr = sm_mac;
+                hdr.ipv4.dst_addr = sm_ip;
+            }
+        } else if (write && ov_sv[31:31] == 0) {
+            hdr.kvs.flags = hdr.kvs.flags | KVS_F_SETTLED;
+        }
+#else
+        if (write && ov_sv[31:31] == 0) {
+            hdr.kvs.flags = hdr.kvs.flags | KVS_F_SETTLED;
+        }
+#endif
 
         if (op == KvsOp.GET) {
-            vv = 0;
+            // 5. valid_ver - ov; 6. the redirect if the chosen replica is in the read set
             if (sm_hit) {
                 VALID_VER_AT(sm_vidx, VALID_VER_READ)
             }
-            read_set_diff();  // vv >= ov (serial)
             if (ordinal != 0 && sm_hit && ov != 0 && vv_ov[31:31] == 0 && hdr.udp.isValid()) {
                 fwd.port = sm_port;
                 fwd.drop = false;
@@ -426,7 +473,7 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout kvs_fwd_t fwd
                 meta.l4_dirty = true;
             }
         } else if (op == KvsOp.CONFIRM) {
-            confirm_diffs();  // ver > floor, ver <= sv (serial)
+            // ver > floor, ver <= sv (serial)
             if (sender_ok && current && floor_ver[31:31] == 1 && sv_ver[31:31] == 0) {
                 VALID_VER_AT(so_vidx, VALID_VER_MAX)
             }
@@ -434,7 +481,6 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout kvs_fwd_t fwd
 #ifdef KVS_SPINE
         } else if (rotated_key && origin_report) {
             // R2: the reporting holder's own cell, rule 3's test (replicas.p4)
-            confirm_diffs();
             if (floor_ver[31:31] == 1 && sv_ver[31:31] == 0) {
                 VALID_VER_AT(so_vidx, VALID_VER_MAX)
             }
@@ -480,10 +526,10 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout kvs_fwd_t fwd
                 bit<16> port = hdr.udp.dst_port;
                 hdr.udp.dst_port = hdr.udp.src_port;
                 hdr.udp.src_port = port;
-                if (!stamp) {
+                if (ov_sv[31:31] == 1) {
+                    // not settled: reflected unstamped (TAKE_VERSION marked it dirty)
                     hdr.kvs.epoch = 0;
                     hdr.kvs.ver = 0;
-                    meta.l4_dirty = true;
                 }
             } else {
                 fwd_drop(fwd);
@@ -491,30 +537,6 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout kvs_fwd_t fwd
         } else if (op == KvsOp.SYNC_DONE) {
             fwd_drop(fwd);
         }
-
-        if (stamp) {
-            hdr.kvs.epoch = cur_epoch;
-            hdr.kvs.ver = gv;
-            meta.l4_dirty = true;
-        }
-#ifdef KVS_SPINE
-        if (write && rotated_key) {
-            // R1: to the writer only, F_REDIRECT, never F_SETTLED (replicas.p4)
-            hdr.kvs.flags = hdr.kvs.flags | KVS_F_REDIRECT;
-            if (ordinal != 0 && sm_hit) {
-                fwd.port = sm_port;
-                fwd.drop = false;
-                hdr.ethernet.dst_addr = sm_mac;
-                hdr.ipv4.dst_addr = sm_ip;
-            }
-        } else if (write && settled) {
-            hdr.kvs.flags = hdr.kvs.flags | KVS_F_SETTLED;
-        }
-#else
-        if (write && settled) {
-            hdr.kvs.flags = hdr.kvs.flags | KVS_F_SETTLED;
-        }
-#endif
     }
 }
 

@@ -25,6 +25,7 @@ from .base import (
     Dataplane,
     Host,
     SwitchTarget,
+    key16,
     kvs,
     proto,
     tcp_packet,
@@ -197,6 +198,45 @@ def test_same_packets_registers_and_counters_on_one_trace(planes: dict[str, Data
         assert v1.sw.direct_counter_read(table, handle) == tna.sw.direct_counter_read(
             table, tna.handles[(table, key)]
         ), (table, key)
+    for plane in planes.values():
+        plane.reset()
+
+
+def test_round_robin_agrees_as_holders_and_liveness_change(
+    planes: dict[str, Dataplane],
+) -> None:
+    """Rule 4's turn on both builds (TNA: rr_next, rr_skip and rr_zero, the ordinal straight from
+    the stateful ALU): Gets of one slot under keys of n = 4, 2, 1 and 0 holders (a turn beyond the
+    new n' restarts) addressed to an origin that is up or down (then the turns go over ordinals
+    1 .. n-1). Every holder in the read set, so each Get's redirect shows its ordinal; the same
+    packets and the same turn after every Get."""
+    holders = [SERVERS[0], SERVERS[1], SERVERS[2], SERVERS[3]]
+    for plane in planes.values():
+        plane.reset()
+        plane.setup_rack()
+        plane.make_hot("rr-4", 5, holders)
+        for key, n in (("rr-2", 2), ("rr-1", 1), ("rr-0", 0)):
+            k = int.from_bytes(key16(key), "big")
+            plane.sw.table_add("HotkeyTable", {"key": k}, "set_hot", {"slot": 5, "n": n})
+        plane.make_valid(5, holders, ver=7)
+        plane.set_down(SERVERS[3])
+    v1, tna = planes["v1model"], planes["tna"]
+    holders_of = {"rr-4": 4, "rr-2": 2, "rr-1": 1, "rr-0": 0}
+    rng = random.Random(4)
+    cases, stale = set(), 0
+    for seq in range(240):
+        key = rng.choice(["rr-4", "rr-4", "rr-2", "rr-1", "rr-0"])
+        down = rng.random() < 0.5
+        n = holders_of[key]
+        turns = n - 1 if down and n > 1 else n  # n'
+        stale += v1.reg("rr", 5) > max(turns - 1, 0)
+        cases.add((key, down))
+        dst = SERVERS[3] if down else SERVERS[0]
+        frame = bytes(udp_packet(CLIENT, dst.ip, kvs(proto().op.GET, key, seq=seq)))
+        out_v1 = v1.send(CLIENT.port, frame)
+        assert tna.send(CLIENT.port, frame) == out_v1, f"step {seq}: {key} to {dst.ip}"
+        assert tna.reg("rr", 5) == v1.reg("rr", 5), f"step {seq}: {key} to {dst.ip}"
+    assert len(cases) == 8 and stale >= 20  # every (n, liveness), and turns beyond n' - 1
     for plane in planes.values():
         plane.reset()
 
