@@ -91,32 +91,35 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout kvs_fwd_t fwd
     }
 
     // rule 4 input, as in replicas.p4: the turn t rotates over n' ordinals from `first`. One
-    // RegisterAction per case (the gateway picks it), each comparing t with n' - 1 (its one PHV
-    // input, meta.n, minus a constant: the stateful ALU's comparison adds it) and returning the
-    // ordinal t + first (the second ALU adds `first`): t < n' - 1: the next turn is t + 1, else 0;
-    // t > n' - 1 (n or the origin's liveness changed): turn 0.
+    // RegisterAction per case (the gateway picks it), each comparing t with n' - 1 through its one
+    // PHV input, meta.n, and returning the ordinal t + first (the second ALU adds `first`):
+    // t < n' - 1: the next turn is t + 1, else 0; t > n' - 1 (n or the origin's liveness
+    // changed): turn 0. The comparisons add constants to t, never subtract them from n: the
+    // compiler's front end turns `n - c` into `n + (2^8 - c)`, and the stateful ALU compares in 34
+    // bits. t never exceeds 254 (it only grows below n' - 1 <= 254), so t + 1 does not wrap.
     RegisterAction<ordinal_t, bit<32>, ordinal_t>(rr) rr_next = {  // n >= 1: ordinals 0 .. n-1
         void apply(inout ordinal_t value, out ordinal_t rv) {
-            if (value > meta.n - 1) {
+            if (value >= meta.n) {
                 rv = 0;
             } else {
                 rv = value;
             }
-            if (value < meta.n - 1) {
+            if (value + 1 < meta.n) {
                 value = value + 1;
             } else {
                 value = 0;
             }
         }
     };
-    RegisterAction<ordinal_t, bit<32>, ordinal_t>(rr) rr_skip = {  // origin down, n >= 2: 1 .. n-1
+    // origin down, n >= 2: ordinals 1 .. n-1 (t + 2 < n tested with t + 1 < n: exact at t = 254)
+    RegisterAction<ordinal_t, bit<32>, ordinal_t>(rr) rr_skip = {
         void apply(inout ordinal_t value, out ordinal_t rv) {
-            if (value > meta.n - 2) {
+            if (value + 1 >= meta.n) {
                 rv = 1;
             } else {
                 rv = value + 1;
             }
-            if (value < meta.n - 2) {
+            if (value + 2 < meta.n && value + 1 < meta.n) {
                 value = value + 1;
             } else {
                 value = 0;
