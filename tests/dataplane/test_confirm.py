@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import pytest
 
+from kvswitch.paths import p4src_dir
+
 from .base import (
     CLIENT,
+    DEFINES,
     EPOCH,
     MAX_SERVERS,
     SERVERS,
@@ -20,6 +23,7 @@ from .base import (
     routed,
     udp_packet,
 )
+from .conftest import fresh_plane
 
 KEY = "confirmed-key"
 SLOT = 44  # valid_ver part 2 (base.py)
@@ -118,3 +122,31 @@ def test_late_confirm_during_a_write_keeps_the_replica_serving(dp: Dataplane) ->
         dp.send_expect(
             CLIENT.port, get, [(holder.port, routed(get, holder, redirect=holder != ORIGIN))]
         )
+
+
+@pytest.fixture(scope="module", params=["kvswitch.p4", "kvswitch_tna.p4"])
+def untrusting(request: pytest.FixtureRequest) -> object:
+    """A build without trust's rules S and O (-DKVS_TEST_NO_TRUST_SOURCE, _SERVER_OPS:
+    features/trust.p4): a server's message from another port reaches the replica rules, whose own
+    sender check must hold."""
+    from softswitch import Switch
+
+    source = p4src_dir() / request.param
+    defines = DEFINES | {"KVS_TEST_NO_TRUST_SOURCE": "1", "KVS_TEST_NO_TRUST_SERVER_OPS": "1"}
+    return Switch.from_file(str(source), defines=defines, include_dirs=[str(source.parent)])
+
+
+def test_replica_rules_check_the_sender_port_themselves(untrusting: object) -> None:
+    # Rules 2 and 3 change a register only for a message from the server's own port, even where
+    # the trust stage lets another port's through: an origin report and a CONFIRM from R2's port.
+    op = proto().op
+    for dp in fresh_plane(untrusting):  # type: ignore[arg-type]
+        _setup(dp)
+        report = kvs(op.SET_REPLY, KEY, epoch=EPOCH, ver=VER + 3, seq=9)
+        frame = bytes(udp_packet(ORIGIN, CLIENT.ip, report, sport=proto().kvs_port))
+        before = dp.snapshot()
+        dp.send(R2.port, frame)
+        dp.send_expect(R2.port, _confirm(R1), [])
+        assert dp.snapshot() == before
+        dp.send(ORIGIN.port, frame)  # from its own port: origin_ver takes it
+        assert dp.reg("origin_ver", SLOT) == VER + 3
