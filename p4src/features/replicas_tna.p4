@@ -476,7 +476,7 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout kvs_fwd_t fwd
                 meta.l4_dirty = true;
             }
         } else if (op == KvsOp.CONFIRM) {
-            // ver > floor, ver <= sv (serial)
+            // ver > floor, ver <= slot_ver (serial)
             if (sender_ok && current && floor_ver[31:31] == 1 && sv_ver[31:31] == 0) {
                 VALID_VER_AT(so_vidx, VALID_VER_MAX)
             }
