@@ -168,3 +168,28 @@ def test_registers_equal_reference_after_trace(dp: Dataplane) -> None:
     assert all(any(c > 0 for c in stage) for stage in counts)
     assert any(population[0] in stage for stage in keys)
     assert sum(map(sum, counts)) <= TRACE
+
+
+def test_counted_in_the_egress_once_per_packet(dp: Dataplane) -> None:
+    """HashPipe counts in the egress (both builds): a cold request the ingress drops (TTL
+    expired, or no route to its address) is not counted, and a hot write that the multicast
+    group copies to three holders counts nowhere; a cold request that leaves counts once."""
+    op = proto().op
+    key = key16("egress-counted")
+    hot = key16("egress-hot")
+    dp.make_hot(hot, 3, [SERVERS[0], SERVERS[1], SERVERS[2]])
+    dropped = [
+        udp_packet(CLIENT, SERVERS[0].ip, kvs(op.GET, key, seq=1), ttl=1),
+        udp_packet(CLIENT, "10.9.9.9", kvs(op.SET, key, b"v", seq=2)),
+    ]
+    for pkt in dropped:
+        assert dp.send(CLIENT.port, pkt) == []
+    out = dp.send(CLIENT.port, udp_packet(CLIENT, SERVERS[0].ip, kvs(op.SET, hot, b"v", seq=3)))
+    assert sorted(port for port, _ in out) == sorted(s.port for s in SERVERS[:3])
+    keys, counts = _registers(dp)
+    assert counts == [[0] * HP_SLOTS for _ in range(HP_STAGES)]
+    _send_requests(dp, [key])
+    keys, counts = _registers(dp)
+    idx0 = stage_index(0, proto().hp_seeds[0], key, HP_SLOTS)
+    assert (keys[0][idx0], counts[0][idx0]) == (key, 1)
+    assert sum(map(sum, counts)) == 1
