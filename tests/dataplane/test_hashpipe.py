@@ -128,26 +128,25 @@ def _request_bytes(server: Host, message: bytes) -> bytes:
 
 
 def test_registers_equal_reference_after_trace(dp: Dataplane) -> None:
+    """The trace goes to one server: HashPipe counts in the egress, which BMv2 runs as four
+    threads (egress port mod 4), so requests to different ports would reach it in the order the
+    threads take them, not in the trace's (docs/tofino.md "HashPipe in the egress")."""
     op = proto().op
     vectors = _vectors()
     hot = key16("hot-untracked")
     dp.make_hot(hot, 0, [SERVERS[0]])
     population = [key16(f"key-{j}") for j in range(vectors["population"])]
     ops = [op.GET, op.SET, op.DEL]
-    heads = [_request_bytes(s, kvs(op.GET, hot))[:42] for s in SERVERS]
+    head = _request_bytes(SERVERS[0], kvs(op.GET, hot))[:42]
     trace = vectors["trace"]
     for start in range(0, TRACE, 997):
-        # one burst of requests, each to server i % 4; each comes out once, on that server's
-        # port (told apart by their sequence numbers, the message's bytes 8-11)
+        # one burst of requests; each comes out once, in order, on the server's port (told apart
+        # by their sequence numbers, the message's bytes 8-11)
         seqs = range(start, min(start + 997, TRACE))
-        frames = [
-            heads[i % len(SERVERS)] + kvs(ops[i % 3], population[trace[i]], seq=i) for i in seqs
-        ]
+        frames = [head + kvs(ops[i % 3], population[trace[i]], seq=i) for i in seqs]
         out = dp.send_stream(CLIENT.port, frames)
-        for s, server in enumerate(SERVERS):
-            got = [int.from_bytes(data[50:54], "big") for port, data in out if port == server.port]
-            assert got == [i for i in seqs if i % len(SERVERS) == s], server.name
-        assert len(out) == len(frames)
+        assert [port for port, _ in out] == [SERVERS[0].port] * len(frames)
+        assert [int.from_bytes(data[50:54], "big") for _, data in out] == list(seqs)
         # Requests of hot keys and replies never enter HashPipe.
         dp.send(CLIENT.port, udp_packet(CLIENT, SERVERS[0].ip, kvs(op.GET, hot)))
         reply = kvs(op.GET_REPLY, population[trace[start]], seq=start)
