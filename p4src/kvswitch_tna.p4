@@ -15,9 +15,10 @@
 // Feature files that differ only in an extern or two say so under this name (liveness.p4).
 #define KVSWITCH_TNA
 
-// d on Tofino: HashPipe runs in the egress, four MAU stages per HashPipe stage, and Tofino 1's
-// egress has 12 (docs/tofino.md "HashPipe in the egress"); v1model's default is 4 (sizes.p4).
-// The controller reads d from the P4Info. Tofino 2 (20 stages) takes -DHP_STAGES=4.
+// d on Tofino: HashPipe runs in the egress, four MAU stages per HashPipe stage: d = 3 fills
+// Tofino 1's 12 egress stages (measured: 0-11; the egress's own tables still follow it, 15 in all:
+// docs/tofino.md "HashPipe in the egress"); v1model's default is 4 (sizes.p4). The controller
+// reads d from the P4Info. Tofino 2 (20 stages) takes -DHP_STAGES=4.
 #ifndef HP_STAGES
 #define HP_STAGES 3
 #endif
@@ -52,7 +53,7 @@
 // these, it overlays three fields of exclusive branches in one container ("contains fields which
 // overlap"), then splits HashPipe's stateful-ALU outputs across containers the ALU cannot write
 // ("invalid container action"). Tofino 1 needs none of them. HashPipe's were measured with
-// HashPipe in the ingress; it runs in the egress now (not compiled there yet: docs/tofino.md).
+// HashPipe in the ingress; it runs in the egress now (not compiled for Tofino 2 since).
 @pa_no_overlay("ingress", "replicas_sm_ip")
 @pa_no_overlay("ingress", "replicas_first")
 #ifndef KVS_SPINE
@@ -255,9 +256,9 @@ control KvsEgress(inout kvs_tna_headers_t hdr, inout kvs_tna_meta_t meta,
 
     apply {
 #ifndef KVS_SPINE
-        // HashPipe runs in the egress, whose 12 stages are nearly free (the ingress has none to
-        // spare: docs/tofino.md "HashPipe in the egress"); it reads only the bridged bit and the
-        // key, so the compiler can place it beside the egress's own tables.
+        // HashPipe runs in the egress, whose 12 stages were nearly free (the ingress has none to
+        // spare: docs/tofino.md "HashPipe in the egress"). It reads only the bridged bit and the
+        // key, yet p4c-barefoot places the tables below after it, not beside it (15 stages).
         if (hdr.bridge.hp_count == 1) {
             hashpipe.apply(hdr.h.kvs.key);
         }
