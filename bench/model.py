@@ -69,8 +69,8 @@ class Model(Driver):
         self, rack: Rack, slots: int, stages: int, origin: np.ndarray, lag: int = 0
     ) -> None:
         servers = len(rack)
-        if servers <= 0 or slots <= 0 or stages <= 0 or slots % stages:
-            raise ValueError("need servers, slots > 0 and stages dividing slots")
+        if servers <= 0 or slots <= 0 or stages <= 0:
+            raise ValueError("need servers, slots and stages > 0")
         if lag < 0:
             raise ValueError("lag must be >= 0")
         self.rack = rack

@@ -80,8 +80,9 @@ class SimConfig:
 
     @property
     def slots(self) -> int:
-        """K rounded up to a multiple of the HashPipe stages (kernel.hashpipe_width gives w)."""
-        return -(-self.k // self.stages) * self.stages
+        """K, as the P4 program's HOT_KEYS: w = kernel.hashpipe_width(K, d), a power of two, so
+        any d works (the TNA build's default d = 3 does not divide K = 10 000)."""
+        return self.k
 
     def label(self) -> str:
         return self.policy if self.mode == "kvswitch" else self.mode

@@ -42,9 +42,6 @@ control KvsIngress(inout headers_t hdr, inout kvs_meta_t meta, inout standard_me
     HotKeys() hot_keys;
     KeyIndex() key_index;
     Replicas() replicas;
-#ifndef KVS_SPINE
-    HashPipe() hashpipe;
-#endif
     MulticastIngress() multicast;
 #ifdef KVS_FABRIC_LEAF
     Steering() steering;
@@ -59,6 +56,7 @@ control KvsIngress(inout headers_t hdr, inout kvs_meta_t meta, inout standard_me
         meta.hot = false;
         meta.origin_down = false;
         meta.misaddressed = false;
+        meta.hp_count = false;
         if (meta.ipv4_refused || std.checksum_error == 1) {
             mark_to_drop(std);
         } else {
@@ -128,7 +126,7 @@ control KvsIngress(inout headers_t hdr, inout kvs_meta_t meta, inout standard_me
                 }
 #ifndef KVS_SPINE
                 else if (request && !meta.origin_down) {
-                    hashpipe.apply(hdr.kvs.key);
+                    meta.hp_count = true;  // HashPipe counts it in the egress (hashpipe.p4)
                 }
 #endif
                 if (request && meta.hot && op != KvsOp.GET && !down_write && !meta.misaddressed) {
@@ -164,8 +162,18 @@ control KvsIngress(inout headers_t hdr, inout kvs_meta_t meta, inout standard_me
 control KvsEgress(inout headers_t hdr, inout kvs_meta_t meta, inout standard_metadata_t std) {
     MulticastEgress() multicast_egress;
     LoadCount() load_count;
+#ifndef KVS_SPINE
+    HashPipe() hashpipe;
+#endif
 
     apply {
+#ifndef KVS_SPINE
+        // HashPipe in the egress, as in the TNA build (where the ingress has no stages to spare):
+        // a packet the ingress dropped is not counted (hashpipe.p4)
+        if (meta.hp_count) {
+            hashpipe.apply(hdr.kvs.key);
+        }
+#endif
         if (meta.kvs_ok) {
             if (meta.mcast && std.egress_rid != 0) {
                 multicast_egress.apply(hdr, meta, std);

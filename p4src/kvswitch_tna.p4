@@ -15,6 +15,14 @@
 // Feature files that differ only in an extern or two say so under this name (liveness.p4).
 #define KVSWITCH_TNA
 
+// d on Tofino: HashPipe runs in the egress, four MAU stages per HashPipe stage: d = 3 fills
+// Tofino 1's 12 egress stages (measured: 0-11; the egress's own tables still follow it, 15 in all:
+// docs/tofino.md "HashPipe in the egress"); v1model's default is 4 (sizes.p4). The controller
+// reads d from the P4Info. Tofino 2 (20 stages) takes -DHP_STAGES=4.
+#ifndef HP_STAGES
+#define HP_STAGES 3
+#endif
+
 #include "shared/sizes.p4"
 #include "shared/protocol.p4"
 #include "shared/headers.p4"
@@ -44,13 +52,14 @@
 // Tofino 2's PHV allocation (p4c-barefoot --target tofino2, docs/tofino.md message 23): without
 // these, it overlays three fields of exclusive branches in one container ("contains fields which
 // overlap"), then splits HashPipe's stateful-ALU outputs across containers the ALU cannot write
-// ("invalid container action"). Tofino 1 needs none of them.
+// ("invalid container action"). Tofino 1 needs none of them. HashPipe's were measured with
+// HashPipe in the ingress; it runs in the egress now (not compiled for Tofino 2 since).
 @pa_no_overlay("ingress", "replicas_sm_ip")
 #ifndef KVS_SPINE
-@pa_no_overlay("ingress", "hashpipe_hp_stage0_same")
-@pa_container_size("ingress", "hashpipe_hp_stage0_w0", 32)
-@pa_container_size("ingress", "hashpipe_carry.key", 32, 32, 32, 32)
-@pa_container_size("ingress", "hashpipe_hp_stage1_decision", 32)
+@pa_no_overlay("egress", "hashpipe_hp_stage0_same")
+@pa_container_size("egress", "hashpipe_hp_stage0_w0", 32)
+@pa_container_size("egress", "hashpipe_carry.key", 32, 32, 32, 32)
+@pa_container_size("egress", "hashpipe_hp_stage1_decision", 32)
 #endif
 #endif
 control KvsIngress(inout kvs_tna_headers_t hdr, inout kvs_tna_meta_t meta,
@@ -66,9 +75,6 @@ control KvsIngress(inout kvs_tna_headers_t hdr, inout kvs_tna_meta_t meta,
     HotKeys() hot_keys;
     KeyIndex() key_index;
     Replicas() replicas;
-#ifndef KVS_SPINE
-    HashPipe() hashpipe;
-#endif
     MulticastIngress() multicast;
 #ifdef KVS_FABRIC_LEAF
     Steering() steering;
@@ -83,6 +89,7 @@ control KvsIngress(inout kvs_tna_headers_t hdr, inout kvs_tna_meta_t meta,
         meta.kvs.hot = false;
         meta.kvs.origin_down = false;
         meta.kvs.misaddressed = false;
+        meta.kvs.hp_count = false;
         // The operation's class, from the header alone, before the checks (it does not depend
         // on them): the hot-key lookups below then wait only for the checks' verdict, not for
         // the `request`/`maintenance` bools computed after it (28 -> 26 ingress stages on
@@ -184,7 +191,7 @@ control KvsIngress(inout kvs_tna_headers_t hdr, inout kvs_tna_meta_t meta,
                 }
 #ifndef KVS_SPINE
                 else if (request && !meta.kvs.origin_down) {
-                    hashpipe.apply(hdr.h.kvs.key);
+                    meta.kvs.hp_count = true;  // HashPipe counts it in the egress (bridged)
                 }
 #endif
                 // The verdict's last words, as kvswitch.p4's four ifs: at most one holds (a
@@ -231,6 +238,7 @@ control KvsIngress(inout kvs_tna_headers_t hdr, inout kvs_tna_meta_t meta,
         hdr.bridge.kvs_ok = (bit<1>)meta.kvs.kvs_ok;
         hdr.bridge.mcast = (bit<1>)meta.kvs.mcast;
         hdr.bridge.l4_dirty = (bit<1>)meta.kvs.l4_dirty;
+        hdr.bridge.hp_count = (bit<1>)meta.kvs.hp_count;
     }
 }
 
@@ -241,8 +249,19 @@ control KvsEgress(inout kvs_tna_headers_t hdr, inout kvs_tna_meta_t meta,
                   inout egress_intrinsic_metadata_for_output_port_t eg_oport_md) {
     MulticastEgress() multicast_egress;
     LoadCount() load_count;
+#ifndef KVS_SPINE
+    HashPipe() hashpipe;
+#endif
 
     apply {
+#ifndef KVS_SPINE
+        // HashPipe runs in the egress, whose 12 stages were nearly free (the ingress has none to
+        // spare: docs/tofino.md "HashPipe in the egress"). It reads only the bridged bit and the
+        // key, yet p4c-barefoot places the tables below after it, not beside it (15 stages).
+        if (hdr.bridge.hp_count == 1) {
+            hashpipe.apply(hdr.h.kvs.key);
+        }
+#endif
         meta.kvs.l4_dirty = false;  // (set in an if: a stage writes no comparison into a field)
         if (hdr.bridge.l4_dirty == 1) {
             meta.kvs.l4_dirty = true;

@@ -1,5 +1,11 @@
 // HashPipe heavy-hitter tracker for cold keys (Sivaraman et al., SOSR'17), d = HP_STAGES stages of
-// w = HP_SLOTS slots. Only requests (GET/SET/DEL) that miss HotkeyTable enter it.
+// w = HP_SLOTS slots. It runs in the egress, in both builds (Tofino's ingress has no stages to
+// spare: docs/tofino.md "HashPipe in the egress"), on the packets the ingress marks
+// (kvs_meta_t.hp_count, bridged on TNA): a request (GET/SET/DEL) that passed KvsCheck and Trust,
+// of a key that missed HotkeyTable, whose origin is not down, the switch's own (not steered). A
+// packet the ingress drops never reaches the egress, so a request Forwarding drops (TTL <= 1, no
+// route to its address) is not counted. Only hot keys take a multicast group: a marked packet
+// has one copy, counted once.
 //
 // Stage s indexes with crc32({seed_s, key, s 32-bit zero words}) mod w, w a power of two
 // (hashpipe_stages.p4; docs/protocol.md "HashPipe hashing"). The first

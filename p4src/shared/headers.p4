@@ -109,6 +109,10 @@ struct kvs_meta_t {
     bit<32> floor;
     // A hot SET/DEL sent to a multicast group: egress rewrites every copy with egress_rid != 0.
     bool mcast;
+    // The ingress's verdict for HashPipe, which counts in the egress (hashpipe.p4): a request that
+    // passed the checks and trust, of a key that is not hot, whose origin is not down, the switch's
+    // own (not steered). Never with a group (only a hot key takes one): counted once per packet.
+    bool hp_count;
     // DownTable hit (liveness.p4): the request's origin is a server the controller declared dead.
     bool origin_down;
     // Replicas: a hot SET/DEL addressed to another server than the key's origin (a client with an

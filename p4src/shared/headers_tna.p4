@@ -5,13 +5,15 @@
 #define KVSWITCH_HEADERS_TNA_P4
 
 // Ingress -> egress, emitted first by the ingress deparser, extracted first by the egress parser,
-// never sent on a wire.
+// never sent on a wire. Not a byte more: the egress parser's longest path (the intrinsic metadata,
+// this, the headers with ten TCP option words) is Tofino's 160 B already (docs/tofino.md, row 4).
 header kvs_bridge_t {
     bit<16> residual;     // L4 checksum residual: the payload's ones' complement sum
     bit<1> kvs_ok;
     bit<1> mcast;
     bit<1> l4_dirty;
-    bit<5> _pad;
+    bit<1> hp_count;      // kvs_meta_t.hp_count: HashPipe counts the packet (egress)
+    bit<4> _pad;
 }
 
 // The ingress forwarding decision with v1model's ordering (the last word wins, as

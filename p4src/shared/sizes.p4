@@ -34,7 +34,7 @@
 #endif
 #endif
 
-// d: HashPipe stages (1 .. 8).
+// d: HashPipe stages (1 .. 8); the TNA top level's default is 3 (kvswitch_tna.p4: Tofino's egress).
 #ifndef HP_STAGES
 #define HP_STAGES 4
 #endif

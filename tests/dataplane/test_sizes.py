@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from functools import cache
 
 import pytest
 
@@ -22,6 +23,12 @@ def _build(defines: dict[str, str], program: str = "kvswitch.p4"):
     return Switch.from_file(source, defines=defines, include_dirs=[source.parent])
 
 
+@cache
+def _default(program: str):
+    """``program`` built without -D (loaded once per test run)."""
+    return _build({}, program)
+
+
 @pytest.mark.parametrize(
     ("keys", "servers", "stages", "width"),
     [(32, 4, 1, 32), (256, 16, 8, 32), (100, 4, 3, 64), (2500, 2, 4, 1024)],
@@ -32,7 +39,7 @@ def test_sizes_follow_defines(keys: int, servers: int, stages: int, width: int) 
     sw = _build({"HOT_KEYS": str(keys), "MAX_SERVERS": str(servers), "HP_STAGES": str(stages)})
     registers = {r.preamble.alias: r.size for r in sw.p4info.registers}
     tables = {t.preamble.alias: t.size for t in sw.p4info.tables}
-    prefix = "KvsIngress.hashpipe."
+    prefix = "KvsEgress.hashpipe."  # HashPipe counts in the egress
     hashpipe = {
         r.preamble.name.removeprefix(prefix): r.size
         for r in sw.p4info.registers
@@ -93,9 +100,25 @@ def test_valid_ver_in_parts_beyond_one_stage(program: str) -> None:
         "valid_ver_1": 1 << 17,
         "valid_ver_2": 320_000 - (2 << 17),
     }
-    default = {r.preamble.alias: r.size for r in _build({}, program).p4info.registers}
+    default = {r.preamble.alias: r.size for r in _default(program).p4info.registers}
     assert [r for r in default if r.startswith("valid_ver")] == ["valid_ver"]
     assert default["valid_ver"] == 1024 * 32
+
+
+@pytest.mark.parametrize(
+    ("program", "stages", "width"), [("kvswitch.p4", 4, 256), ("kvswitch_tna.p4", 3, 512)]
+)
+def test_hashpipe_default_d_per_build(program: str, stages: int, width: int) -> None:
+    """Without -D, d = 4 on v1model and d = 3 on TNA (HashPipe in Tofino 1's 12 egress stages,
+    docs/tofino.md), w = 256 and 512 for K = 1 024; the controller takes d from the P4Info."""
+    from kvswitch.controller.p4rt_driver import _Names
+
+    info = _default(program).p4info
+    counts = {
+        r.preamble.name: r.size for r in info.registers if r.preamble.alias.endswith("hp_cnt")
+    }
+    assert counts == {f"KvsEgress.hashpipe.hp_stage{s}.hp_cnt": width for s in range(stages)}
+    assert _Names(info).hashpipe_stages() == stages
 
 
 def test_valid_ver_beyond_four_parts_is_refused() -> None:
