@@ -132,6 +132,13 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout standard_meta
         size = SERVEROFFSET_ENTRIES;
     }
 
+    // the origin's SYNC answered out of the port it came in (one action: replicas_tna.p4)
+    action sync_reflect() {
+        hdr.kvs.status = KvsStatus.OK;
+        std.egress_spec = std.ingress_port;
+        reflect(hdr);
+    }
+
     apply {
         KvsOp op = hdr.kvs.op;
         bit<32> slot = (bit<32>)meta.slot;
@@ -359,18 +366,7 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout standard_meta
             // Rule 5: only the key's origin gets a version; answered out of the port it came in,
             // addresses and L4 ports swapped. Anyone else's SYNC is dropped.
             if (sync) {
-                hdr.kvs.status = KvsStatus.OK;
-                std.egress_spec = std.ingress_port;
-                mac_addr_t mac = hdr.ethernet.dst_addr;
-                hdr.ethernet.dst_addr = hdr.ethernet.src_addr;
-                hdr.ethernet.src_addr = mac;
-                ipv4_addr_t ip = hdr.ipv4.dst_addr;
-                hdr.ipv4.dst_addr = hdr.ipv4.src_addr;
-                hdr.ipv4.src_addr = ip;
-                hdr.ipv4.ttl = 64;
-                bit<16> port = hdr.udp.dst_port;
-                hdr.udp.dst_port = hdr.udp.src_port;
-                hdr.udp.src_port = port;
+                sync_reflect();
                 if (!stamp) {
                     hdr.kvs.epoch = 0;
                     hdr.kvs.ver = 0;

@@ -260,6 +260,15 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout kvs_fwd_t fwd
         size = SERVEROFFSET_ENTRIES;
     }
 
+    // the origin's SYNC back to it: one action, so that its swaps are one step (each swap through
+    // a local in the apply block was a table of its own, three stages in a row)
+    action sync_reflect() {
+        hdr.kvs.status = KvsStatus.OK;
+        fwd.port = ingress_port;
+        fwd.drop = false;
+        reflect(hdr);
+    }
+
     apply {
         KvsOp op = hdr.kvs.op;
         bit<32> slot = (bit<32>)meta.slot;
@@ -516,19 +525,7 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout kvs_fwd_t fwd
             }
         } else if (op == KvsOp.SYNC) {
             if (sync) {
-                hdr.kvs.status = KvsStatus.OK;
-                fwd.port = ingress_port;
-                fwd.drop = false;
-                mac_addr_t mac = hdr.ethernet.dst_addr;
-                hdr.ethernet.dst_addr = hdr.ethernet.src_addr;
-                hdr.ethernet.src_addr = mac;
-                ipv4_addr_t ip = hdr.ipv4.dst_addr;
-                hdr.ipv4.dst_addr = hdr.ipv4.src_addr;
-                hdr.ipv4.src_addr = ip;
-                hdr.ipv4.ttl = 64;
-                bit<16> port = hdr.udp.dst_port;
-                hdr.udp.dst_port = hdr.udp.src_port;
-                hdr.udp.src_port = port;
+                sync_reflect();
                 if (ov_sv[31:31] == 1) {
                     // not settled: reflected unstamped (TAKE_VERSION marked it dirty)
                     hdr.kvs.epoch = 0;
