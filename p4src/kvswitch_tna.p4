@@ -85,17 +85,21 @@ control KvsIngress(inout kvs_tna_headers_t hdr, inout kvs_tna_meta_t meta,
         meta.kvs.origin_down = false;
         meta.kvs.misaddressed = false;
         // The operation's class, from the header alone, before the checks (it does not depend
-        // on them): the hot-key lookups below then wait only for the checks' verdict, not for
-        // the `request`/`maintenance` bools computed after it (28 -> 26 ingress stages on
-        // p4c-barefoot, docs/tofino.md). Read only where kvs_ok holds (a valid header).
-        bool is_request = false;
-        bool is_maintenance = false;
+        // on them): the lookups below then wait only for the checks' verdict (meta.kvs_ok), not
+        // for bools computed after it (docs/tofino.md, "Down to 26 stages"). Read only where
+        // kvs_ok holds (a valid header).
+        bool request_op = false;      // GET, SET, DEL
+        bool consumed_op = false;     // CONFIRM, SYNC, SYNC_DONE: the switch's, never forwarded
+        bool maintenance_op = false;  // the consumed ones and the replies (KeyindexTable)
         if (hdr.h.kvs.op == KvsOp.GET || hdr.h.kvs.op == KvsOp.SET || hdr.h.kvs.op == KvsOp.DEL) {
-            is_request = true;
+            request_op = true;
         } else if (hdr.h.kvs.op == KvsOp.CONFIRM || hdr.h.kvs.op == KvsOp.SYNC
-                   || hdr.h.kvs.op == KvsOp.SYNC_DONE || hdr.h.kvs.op == KvsOp.SET_REPLY
-                   || hdr.h.kvs.op == KvsOp.DEL_REPLY || hdr.h.kvs.op == KvsOp.GET_REPLY) {
-            is_maintenance = true;
+                   || hdr.h.kvs.op == KvsOp.SYNC_DONE) {
+            consumed_op = true;
+            maintenance_op = true;
+        } else if (hdr.h.kvs.op == KvsOp.SET_REPLY || hdr.h.kvs.op == KvsOp.DEL_REPLY
+                   || hdr.h.kvs.op == KvsOp.GET_REPLY) {
+            maintenance_op = true;
         }
         if (meta.kvs.ipv4_refused || (hdr.h.ipv4.isValid() && !meta.kvs.ipv4_csum_ok)) {
             fwd_drop(meta.fwd);
@@ -142,26 +146,23 @@ control KvsIngress(inout kvs_tna_headers_t hdr, inout kvs_tna_meta_t meta,
                 KvsOp op = hdr.h.kvs.op;
                 // A steered message (a fabric's leaf) is counted by liveness and forwarded: none of
                 // the rules below are the leaf's to apply to it.
-                // (bools set in ifs, as kvswitch.p4 computes them: on Tofino a bool computed
-                // from comparisons is folded into every test that reads it, and the gateways'
+                // (bools set in ifs or from the op's class above: on Tofino a bool computed from
+                // comparisons is folded into every test that reads it, and the gateways'
                 // conditions grow past what the compiler handles)
                 bool own = !steered;
-                bool request = false;
-                bool consumed = false;
-                bool maintenance = false;
+                bool request = own && request_op;
+                bool consumed = own && consumed_op;
+                // The lookups, side by side in the stage after the verdict: liveness's tables
+                // (replies counted per server; a request's dead origin flagged, liveness.p4) and
+                // the hot-key tables. Each reads the headers and the verdict only.
+                liveness.apply(hdr.h, meta.kvs);
                 if (own) {
-                    if (op == KvsOp.GET || op == KvsOp.SET || op == KvsOp.DEL) {
-                        request = true;
-                    } else if (op == KvsOp.CONFIRM || op == KvsOp.SYNC || op == KvsOp.SYNC_DONE) {
-                        consumed = true;
-                        maintenance = true;
-                    } else if (op == KvsOp.SET_REPLY || op == KvsOp.DEL_REPLY
-                               || op == KvsOp.GET_REPLY) {
-                        maintenance = true;
+                    if (request_op) {
+                        hot_keys.apply(hdr.h, meta.kvs);
+                    } else if (maintenance_op) {
+                        key_index.apply(hdr.h, meta.kvs);
                     }
                 }
-                // Replies counted per server; requests for a dead origin flagged (liveness.p4).
-                liveness.apply(hdr.h, meta.kvs);
                 // A write for a dead origin takes no version and makes no copy: answered below.
                 bool down_write = false;
                 if (meta.kvs.origin_down) {
@@ -170,16 +171,11 @@ control KvsIngress(inout kvs_tna_headers_t hdr, inout kvs_tna_meta_t meta,
                     }
                 }
                 ipv4_addr_t requested = hdr.h.ipv4.dst_addr;
-                if (own) {
-                    if (is_request) {
-                        hot_keys.apply(hdr.h, meta.kvs);
-                    } else if (is_maintenance) {
-                        key_index.apply(hdr.h, meta.kvs);
-                    }
-                }
                 // (two exclusive branches: Tofino runs them side by side, docs/tofino.md)
+                // (Replicas' gate tests origin_down itself, not down_write: that bool is set a
+                // stage after the lookups, and Replicas would wait for it)
                 if (meta.kvs.hot) {
-                    if (!down_write) {
+                    if (!meta.kvs.origin_down || op == KvsOp.GET) {
                         replicas.apply(hdr.h, meta.kvs, meta.fwd, ig_intr_md.ingress_port);
                     }
                 }

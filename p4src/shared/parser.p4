@@ -202,31 +202,20 @@ control KvsCheck(in headers_t hdr, inout kvs_meta_t meta, in bool parsed, in bit
     apply {
         meta.kvs_ok = false;
         meta.l4_len = hdr.ipv4.total_len - 20;  // (the parser takes IPv4 headers of 5 words only)
-        if (parsed && hdr.kvs.isValid()) {
-            differences();
-            // (ifs: a stage writes no comparison into a field; each bool in one else-if chain,
-            // and the verdict in one: Tofino places a chain's exclusive branches in one stage,
-            // where separate ifs writing one field take a stage each)
-            bool room = false;  // the datagram fits the IPv4 length
-            if (udp_room[15:12] != 0) {
-                room = true;
-            } else if (udp_room[11:0] >= 20) {
-                room = true;
-            }
-            bool fill = false;  // the KVSwitch header and its value fit the datagram
-            if (udp_fill[15:12] != 0) {
-                fill = true;
-            } else if (udp_fill[11:0] >= 8 + KVS_HDR_LEN[11:0]) {
-                fill = true;
-            }
-            if (hdr.ipv4.total_len[15:12] == 0 && hdr.ipv4.total_len[11:0] < 20) {
-                // A lying IPv4 length (below its own header): the value is not all there.
-                meta.kvs_ok = false;
-            } else if (cut != 0) {
-                meta.kvs_ok = false;  // a frame cut short of its IPv4 length
-            } else if (hdr.udp.isValid()) {
-                if (room && fill) {
-                    meta.kvs_ok = true;
+        differences();
+        // The verdict in one step after the differences (one stage on Tofino): nested ifs on the
+        // differences' bits and the headers, each writing kvs_ok itself, no bool computed in
+        // between (a bool set in an if is a field a later stage tests: one stage more). An IPv4
+        // length below its own header (20) fails every branch: the datagram's room needs
+        // total_len >= 20 + udp.length, the segment's fill total_len >= 20 + TCP header + 36.
+        if (parsed && hdr.kvs.isValid() && cut == 0) {
+            if (hdr.udp.isValid()) {
+                // the datagram fits the IPv4 length, then the header and its value fit the
+                // datagram (a gateway reads 4 bytes + 12 bits: one difference per if)
+                if (udp_room[15:12] != 0 || udp_room[11:0] >= 20) {
+                    if (udp_fill[15:12] != 0 || udp_fill[11:0] >= 8 + KVS_HDR_LEN[11:0]) {
+                        meta.kvs_ok = true;
+                    }
                 }
             } else if (hdr.tcp.isValid()) {
                 if (tcp_fill[15:12] != 0) {
