@@ -107,14 +107,15 @@ control KvsIngress(inout kvs_tna_headers_t hdr, inout kvs_tna_meta_t meta,
             mac_addr_t client_mac = hdr.h.ethernet.src_addr;  // for a refusal (liveness.p4)
             forwarding.apply(hdr.h, meta.fwd);
             // Tofino's ingress does not know the frame length: docs/tofino.md
+            bool accepted;
             kvs_check.apply(hdr.h, meta.kvs, ig_prsr_md.parser_err == PARSER_ERROR_OK,
-                            32w0x7FFFFFFF);
+                            32w0x7FFFFFFF, accepted);
             kvs_residual.apply(hdr.h, meta.kvs);
             bool uplink = false;   // as in kvswitch.p4
             bool steered = false;
+            bool held = false;     // a fabric's leaf or spine, restarted: not reinstalled yet
 #ifdef KVS_FABRIC_LEAF
             bool up;
-            bool held;
             PortId_t spine_port;
             mac_addr_t spine_mac;
             steering.apply(hdr.h, meta.kvs, ig_intr_md.ingress_port, uplink, steered, up, held,
@@ -122,8 +123,9 @@ control KvsIngress(inout kvs_tna_headers_t hdr, inout kvs_tna_meta_t meta,
 #endif
             // Who may send what (docs/protocol.md "Trust"): may drop and clear meta.kvs_ok.
             bool refused = false;
+            bool distrust = false;  // of a message KvsCheck accepted: refused (trust.p4)
             if (!uplink) {
-                trust.apply(hdr.h, meta.kvs, ig_intr_md.ingress_port, refused);
+                trust.apply(hdr.h, meta.kvs, ig_intr_md.ingress_port, refused, distrust);
             }
             if (refused) {
                 fwd_drop(meta.fwd);
@@ -135,14 +137,18 @@ control KvsIngress(inout kvs_tna_headers_t hdr, inout kvs_tna_meta_t meta,
             }
 #endif
 #ifdef KVS_SPINE
-            bool spine_held;
-            spine_hold.apply(meta.kvs, spine_held);
-            if (spine_held) {
+            spine_hold.apply(meta.kvs, held);
+            if (held) {
                 fwd_drop(meta.fwd);  // restarted, not reinstalled yet (spine_hold.p4)
                 meta.kvs.kvs_ok = false;
             }
 #endif
-            if (meta.kvs.kvs_ok) {
+            // meta.kvs.kvs_ok as it stands now (KvsCheck's verdict, cleared by a refusal or a
+            // hold), tested as the facts it is made of: Trust's refusal writes kvs_ok a step
+            // after KvsCheck's verdict and distrust are known, and this gate (the lookups' below)
+            // would wait for it (docs/tofino.md, "Down to 26 stages"). kvswitch.p4 tests
+            // meta.kvs_ok itself; tests/dataplane/test_builds_agree.py compares the two.
+            if (accepted && !distrust && !held) {
                 KvsOp op = hdr.h.kvs.op;
                 // A steered message (a fabric's leaf) is counted by liveness and forwarded: none of
                 // the rules below are the leaf's to apply to it.

@@ -186,7 +186,10 @@ parser KvsHeaderParser(packet_in pkt, out headers_t hdr, inout kvs_meta_t meta) 
 // A TCP segment fits when its fill (IPv4 length - vlen) is at least 20 + 4 * data offset + 36:
 // one constant row per data offset (5 .. 15) of TcpFitsTable.
 #define KVS_TCP_FITS(doff) (doff, (bit<16>)(20 + 4 * doff) + KVS_HDR_LEN .. 0xFFFF): tcp_fits();
-control KvsCheck(in headers_t hdr, inout kvs_meta_t meta, in bool parsed, in bit<32> ip_room) {
+// `accepted`: the verdict again, in a field of its own that no later control writes (Trust's
+// refusal clears meta.kvs_ok): the TNA ingress gates its lookups on it (kvswitch_tna.p4).
+control KvsCheck(in headers_t hdr, inout kvs_meta_t meta, in bool parsed, in bit<32> ip_room,
+                 out bool accepted) {
     bit<16> cut = 0;       // != 0: a frame cut short of its IPv4 length
     bit<16> udp_room = 0;  // >= 20: the datagram fits the IPv4 length
     bit<16> udp_fill = 0;  // >= 8 + 36: the KVSwitch header and its value fit the datagram
@@ -201,6 +204,7 @@ control KvsCheck(in headers_t hdr, inout kvs_meta_t meta, in bool parsed, in bit
     @name("tcp_fits")
     action tcp_fits() {
         meta.kvs_ok = true;
+        accepted = true;
     }
 
     // The segment's fill against its TCP header's length, by data offset. Constant entries, no
@@ -234,6 +238,7 @@ control KvsCheck(in headers_t hdr, inout kvs_meta_t meta, in bool parsed, in bit
 
     apply {
         meta.kvs_ok = false;
+        accepted = false;
         meta.l4_len = hdr.ipv4.total_len - 20;  // (the parser takes IPv4 headers of 5 words only)
         differences();
         // The verdict in one step after the differences (one stage on Tofino): nested ifs on the
@@ -248,6 +253,7 @@ control KvsCheck(in headers_t hdr, inout kvs_meta_t meta, in bool parsed, in bit
                 if (udp_room[15:12] != 0 || udp_room[11:0] >= 20) {
                     if (udp_fill[15:12] != 0 || udp_fill[11:0] >= 8 + KVS_HDR_LEN[11:0]) {
                         meta.kvs_ok = true;
+                        accepted = true;
                     }
                 }
             } else if (hdr.tcp.isValid()) {
