@@ -85,9 +85,9 @@ control KvsIngress(inout kvs_tna_headers_t hdr, inout kvs_tna_meta_t meta,
         meta.kvs.origin_down = false;
         meta.kvs.misaddressed = false;
         // The operation's class, from the header alone, before the checks (it does not depend
-        // on them): the lookups below then wait only for the checks' verdict (meta.kvs_ok), not
-        // for bools computed after it (docs/tofino.md, "Down to 26 stages"). Read only where
-        // kvs_ok holds (a valid header).
+        // on them): the lookups below then wait only for the checks' verdict and trust's facts,
+        // not for bools computed after them (docs/tofino.md, "Down to 26 stages"). Read only
+        // where kvs_ok holds (a valid header).
         bool request_op = false;      // GET, SET, DEL
         bool consumed_op = false;     // CONFIRM, SYNC, SYNC_DONE: the switch's, never forwarded
         bool maintenance_op = false;  // the consumed ones and the replies (KeyindexTable)
@@ -158,9 +158,9 @@ control KvsIngress(inout kvs_tna_headers_t hdr, inout kvs_tna_meta_t meta,
                 bool own = !steered;
                 bool request = own && request_op;
                 bool consumed = own && consumed_op;
-                // The lookups, side by side in the stage after the verdict: liveness's tables
-                // (replies counted per server; a request's dead origin flagged, liveness.p4) and
-                // the hot-key tables. Each reads the headers and the verdict only.
+                // The lookups, side by side in the stage after the verdict and trust's facts:
+                // liveness's tables (replies counted per server; a request's dead origin flagged,
+                // liveness.p4) and the hot-key tables. Each reads the headers and the gate only.
                 liveness.apply(hdr.h, meta.kvs);
                 if (own) {
                     if (request_op) {
