@@ -127,21 +127,8 @@ control KvsIngress(inout kvs_tna_headers_t hdr, inout kvs_tna_meta_t meta,
             if (!uplink) {
                 trust.apply(hdr.h, meta.kvs, ig_intr_md.ingress_port, refused, distrust);
             }
-            if (refused) {
-                fwd_drop(meta.fwd);
-            }
-#ifdef KVS_FABRIC_LEAF
-            if (meta.kvs.kvs_ok && held) {
-                fwd_drop(meta.fwd);
-                meta.kvs.kvs_ok = false;
-            }
-#endif
 #ifdef KVS_SPINE
-            spine_hold.apply(meta.kvs, held);
-            if (held) {
-                fwd_drop(meta.fwd);  // restarted, not reinstalled yet (spine_hold.p4)
-                meta.kvs.kvs_ok = false;
-            }
+            spine_hold.apply(meta.kvs, held);  // restarted, not reinstalled yet (spine_hold.p4)
 #endif
             // meta.kvs.kvs_ok as it stands now (KvsCheck's verdict, cleared by a refusal or a
             // hold), tested as the facts it is made of: Trust's refusal writes kvs_ok a step
@@ -215,6 +202,26 @@ control KvsIngress(inout kvs_tna_headers_t hdr, inout kvs_tna_meta_t meta,
                     meta.fwd.drop = false;
                     meta.fwd.grp = 0;
                     hdr.h.ethernet.dst_addr = spine_mac;
+                    meta.kvs.kvs_ok = false;
+                }
+#endif
+            } else {
+                // The drops that clear kvs_ok (as kvswitch.p4 orders them, before its test of
+                // kvs_ok): here in the gate's else, where they hold whenever they apply (a
+                // refused or held message fails the gate), so the lookups above do not follow
+                // them in the control flow (a stage later on Tofino 1).
+                if (refused) {
+                    fwd_drop(meta.fwd);
+                }
+#ifdef KVS_FABRIC_LEAF
+                if (meta.kvs.kvs_ok && held) {
+                    fwd_drop(meta.fwd);
+                    meta.kvs.kvs_ok = false;
+                }
+#endif
+#ifdef KVS_SPINE
+                if (held) {
+                    fwd_drop(meta.fwd);
                     meta.kvs.kvs_ok = false;
                 }
 #endif
