@@ -62,7 +62,9 @@ control KvsIngress(inout headers_t hdr, inout kvs_meta_t meta, inout standard_me
         } else {
             mac_addr_t client_mac = hdr.ethernet.src_addr;  // for a refusal (liveness.p4)
             forwarding.apply(hdr, std);
-            kvs_check.apply(hdr, meta, std.parser_error == error.NoError, std.packet_length - 14);
+            bool accepted;  // (the TNA build gates its lookups on it; here meta.kvs_ok is tested)
+            kvs_check.apply(hdr, meta, std.parser_error == error.NoError, std.packet_length - 14,
+                            accepted);
             bool uplink = false;   // from a spine (a fabric's leaf only)
             bool steered = false;  // a fabric-hot key's message: its spine's business
 #ifdef KVS_FABRIC_LEAF
@@ -75,8 +77,9 @@ control KvsIngress(inout headers_t hdr, inout kvs_meta_t meta, inout standard_me
 #endif
             // Who may send what (docs/protocol.md "Trust"): may drop and clear meta.kvs_ok.
             bool refused = false;
+            bool distrust = false;
             if (!uplink) {
-                trust.apply(hdr, meta, std.ingress_port, refused);
+                trust.apply(hdr, meta, std.ingress_port, refused, distrust);
             }
             if (refused) {
                 mark_to_drop(std);

@@ -91,17 +91,21 @@ control KvsIngress(inout kvs_tna_headers_t hdr, inout kvs_tna_meta_t meta,
         meta.kvs.misaddressed = false;
         meta.kvs.hp_count = false;
         // The operation's class, from the header alone, before the checks (it does not depend
-        // on them): the hot-key lookups below then wait only for the checks' verdict, not for
-        // the `request`/`maintenance` bools computed after it (28 -> 26 ingress stages on
-        // p4c-barefoot, docs/tofino.md). Read only where kvs_ok holds (a valid header).
-        bool is_request = false;
-        bool is_maintenance = false;
+        // on them): the lookups below then wait only for the checks' verdict and trust's facts,
+        // not for bools computed after them (docs/tofino.md, "Down to 26 stages"). Read only
+        // where kvs_ok holds (a valid header).
+        bool request_op = false;      // GET, SET, DEL
+        bool consumed_op = false;     // CONFIRM, SYNC, SYNC_DONE: the switch's, never forwarded
+        bool maintenance_op = false;  // the consumed ones and the replies (KeyindexTable)
         if (hdr.h.kvs.op == KvsOp.GET || hdr.h.kvs.op == KvsOp.SET || hdr.h.kvs.op == KvsOp.DEL) {
-            is_request = true;
+            request_op = true;
         } else if (hdr.h.kvs.op == KvsOp.CONFIRM || hdr.h.kvs.op == KvsOp.SYNC
-                   || hdr.h.kvs.op == KvsOp.SYNC_DONE || hdr.h.kvs.op == KvsOp.SET_REPLY
-                   || hdr.h.kvs.op == KvsOp.DEL_REPLY || hdr.h.kvs.op == KvsOp.GET_REPLY) {
-            is_maintenance = true;
+                   || hdr.h.kvs.op == KvsOp.SYNC_DONE) {
+            consumed_op = true;
+            maintenance_op = true;
+        } else if (hdr.h.kvs.op == KvsOp.SET_REPLY || hdr.h.kvs.op == KvsOp.DEL_REPLY
+                   || hdr.h.kvs.op == KvsOp.GET_REPLY) {
+            maintenance_op = true;
         }
         if (meta.kvs.ipv4_refused || (hdr.h.ipv4.isValid() && !meta.kvs.ipv4_csum_ok)) {
             fwd_drop(meta.fwd);
@@ -109,14 +113,15 @@ control KvsIngress(inout kvs_tna_headers_t hdr, inout kvs_tna_meta_t meta,
             mac_addr_t client_mac = hdr.h.ethernet.src_addr;  // for a refusal (liveness.p4)
             forwarding.apply(hdr.h, meta.fwd);
             // Tofino's ingress does not know the frame length: docs/tofino.md
+            bool accepted;
             kvs_check.apply(hdr.h, meta.kvs, ig_prsr_md.parser_err == PARSER_ERROR_OK,
-                            32w0x7FFFFFFF);
+                            32w0x7FFFFFFF, accepted);
             kvs_residual.apply(hdr.h, meta.kvs);
             bool uplink = false;   // as in kvswitch.p4
             bool steered = false;
+            bool held = false;     // a fabric's leaf or spine, restarted: not reinstalled yet
 #ifdef KVS_FABRIC_LEAF
             bool up;
-            bool held;
             PortId_t spine_port;
             mac_addr_t spine_mac;
             steering.apply(hdr.h, meta.kvs, ig_intr_md.ingress_port, uplink, steered, up, held,
@@ -124,50 +129,39 @@ control KvsIngress(inout kvs_tna_headers_t hdr, inout kvs_tna_meta_t meta,
 #endif
             // Who may send what (docs/protocol.md "Trust"): may drop and clear meta.kvs_ok.
             bool refused = false;
+            bool distrust = false;  // of a message KvsCheck accepted: refused (trust.p4)
             if (!uplink) {
-                trust.apply(hdr.h, meta.kvs, ig_intr_md.ingress_port, refused);
+                trust.apply(hdr.h, meta.kvs, ig_intr_md.ingress_port, refused, distrust);
             }
-            if (refused) {
-                fwd_drop(meta.fwd);
-            }
-#ifdef KVS_FABRIC_LEAF
-            if (meta.kvs.kvs_ok && held) {
-                fwd_drop(meta.fwd);
-                meta.kvs.kvs_ok = false;
-            }
-#endif
 #ifdef KVS_SPINE
-            bool spine_held;
-            spine_hold.apply(meta.kvs, spine_held);
-            if (spine_held) {
-                fwd_drop(meta.fwd);  // restarted, not reinstalled yet (spine_hold.p4)
-                meta.kvs.kvs_ok = false;
-            }
+            spine_hold.apply(meta.kvs, held);  // restarted, not reinstalled yet (spine_hold.p4)
 #endif
-            if (meta.kvs.kvs_ok) {
+            // meta.kvs.kvs_ok as it stands now (KvsCheck's verdict, cleared by a refusal or a
+            // hold), tested as the facts it is made of: Trust's refusal writes kvs_ok a step
+            // after KvsCheck's verdict and distrust are known, and this gate (the lookups' below)
+            // would wait for it (docs/tofino.md, "Down to 26 stages"). kvswitch.p4 tests
+            // meta.kvs_ok itself; tests/dataplane/test_builds_agree.py compares the two.
+            if (accepted && !distrust && !held) {
                 KvsOp op = hdr.h.kvs.op;
                 // A steered message (a fabric's leaf) is counted by liveness and forwarded: none of
                 // the rules below are the leaf's to apply to it.
-                // (bools set in ifs, as kvswitch.p4 computes them: on Tofino a bool computed
-                // from comparisons is folded into every test that reads it, and the gateways'
+                // (bools set in ifs or from the op's class above: on Tofino a bool computed from
+                // comparisons is folded into every test that reads it, and the gateways'
                 // conditions grow past what the compiler handles)
                 bool own = !steered;
-                bool request = false;
-                bool consumed = false;
-                bool maintenance = false;
+                bool request = own && request_op;
+                bool consumed = own && consumed_op;
+                // The lookups, side by side in the stage after the verdict and trust's facts:
+                // liveness's tables (replies counted per server; a request's dead origin flagged,
+                // liveness.p4) and the hot-key tables. Each reads the headers and the gate only.
+                liveness.apply(hdr.h, meta.kvs);
                 if (own) {
-                    if (op == KvsOp.GET || op == KvsOp.SET || op == KvsOp.DEL) {
-                        request = true;
-                    } else if (op == KvsOp.CONFIRM || op == KvsOp.SYNC || op == KvsOp.SYNC_DONE) {
-                        consumed = true;
-                        maintenance = true;
-                    } else if (op == KvsOp.SET_REPLY || op == KvsOp.DEL_REPLY
-                               || op == KvsOp.GET_REPLY) {
-                        maintenance = true;
+                    if (request_op) {
+                        hot_keys.apply(hdr.h, meta.kvs);
+                    } else if (maintenance_op) {
+                        key_index.apply(hdr.h, meta.kvs);
                     }
                 }
-                // Replies counted per server; requests for a dead origin flagged (liveness.p4).
-                liveness.apply(hdr.h, meta.kvs);
                 // A write for a dead origin takes no version and makes no copy: answered below.
                 bool down_write = false;
                 if (meta.kvs.origin_down) {
@@ -176,16 +170,11 @@ control KvsIngress(inout kvs_tna_headers_t hdr, inout kvs_tna_meta_t meta,
                     }
                 }
                 ipv4_addr_t requested = hdr.h.ipv4.dst_addr;
-                if (own) {
-                    if (is_request) {
-                        hot_keys.apply(hdr.h, meta.kvs);
-                    } else if (is_maintenance) {
-                        key_index.apply(hdr.h, meta.kvs);
-                    }
-                }
                 // (two exclusive branches: Tofino runs them side by side, docs/tofino.md)
+                // (Replicas' gate tests origin_down itself, not down_write: that bool is set a
+                // stage after the lookups, and Replicas would wait for it)
                 if (meta.kvs.hot) {
-                    if (!down_write) {
+                    if (!meta.kvs.origin_down || op == KvsOp.GET) {
                         replicas.apply(hdr.h, meta.kvs, meta.fwd, ig_intr_md.ingress_port);
                     }
                 }
@@ -219,6 +208,26 @@ control KvsIngress(inout kvs_tna_headers_t hdr, inout kvs_tna_meta_t meta,
                     meta.fwd.drop = false;
                     meta.fwd.grp = 0;
                     hdr.h.ethernet.dst_addr = spine_mac;
+                    meta.kvs.kvs_ok = false;
+                }
+#endif
+            } else {
+                // The drops that clear kvs_ok (as kvswitch.p4 orders them, before its test of
+                // kvs_ok): here in the gate's else, where they hold whenever they apply (a
+                // refused or held message fails the gate), so the lookups above do not follow
+                // them in the control flow (a stage later on Tofino 1).
+                if (refused) {
+                    fwd_drop(meta.fwd);
+                }
+#ifdef KVS_FABRIC_LEAF
+                if (meta.kvs.kvs_ok && held) {
+                    fwd_drop(meta.fwd);
+                    meta.kvs.kvs_ok = false;
+                }
+#endif
+#ifdef KVS_SPINE
+                if (held) {
+                    fwd_drop(meta.fwd);
                     meta.kvs.kvs_ok = false;
                 }
 #endif

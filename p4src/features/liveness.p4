@@ -75,8 +75,9 @@ control Liveness(in headers_t hdr, inout kvs_meta_t meta) {
         size = MAX_SERVERS;
     }
 
+    // meta.origin_down: false from the ingress's start (the top level; this control is applied
+    // once). A clearing write here would have a stage of its own on Tofino, DownTable the next.
     apply {
-        meta.origin_down = false;
         KvsOp op = hdr.kvs.op;
         if (op == KvsOp.GET || op == KvsOp.SET || op == KvsOp.DEL) {
             if (hdr.udp.isValid()) {

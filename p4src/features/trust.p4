@@ -33,9 +33,12 @@
 #define KVSWITCH_TRUST_P4
 
 // `refused`: the caller drops the packet (v1model: mark_to_drop; TNA: its forwarding decision), so
-// both builds share this control.
+// both builds share this control. `distrust`: what S and O say of a message KvsCheck accepted, from
+// the header and HostportTable alone (not from meta.kvs_ok): such a message is refused exactly
+// when `distrust` holds, so "KvsCheck accepted it and not distrust" is the kvs_ok this control
+// leaves, known a step before the refusal writes it (the TNA ingress gates its lookups on it).
 control Trust(inout headers_t hdr, inout kvs_meta_t meta, in PortId_t ingress_port,
-              inout bool refused) {
+              inout bool refused, inout bool distrust) {
     bool known = false;
     bit<1> is_server = 0;
     PortId_t host_port = 0;
@@ -72,8 +75,12 @@ control Trust(inout headers_t hdr, inout kvs_meta_t meta, in PortId_t ingress_po
             // (bools set in ifs, one test each: on Tofino a stage's gateway takes small
             // conditions, and a bool computed from comparisons is folded into every later test)
             bool request = false;
+            bool client_op = false;  // what a client may send over UDP (rule O)
             if (op == KvsOp.GET || op == KvsOp.SET || op == KvsOp.DEL) {
                 request = true;
+                client_op = true;
+            } else if (op == KvsOp.RING_GET) {
+                client_op = true;
             }
             bool to_kvs = false;
             if (hdr.udp.isValid()) {
@@ -106,31 +113,53 @@ control Trust(inout headers_t hdr, inout kvs_meta_t meta, in PortId_t ingress_po
                 hdr.kvs.flags = hdr.kvs.flags & ~switch_flags;
             }
 #endif
+            // The facts, one else-if chain on HostportTable's result and header bits (one step on
+            // Tofino, beside KvsCheck's verdict): spoofed (S), from_server, and distrust = S or O
+            // for a message KvsCheck accepted; O is "a UDP op a client may not send, not from a
+            // server" (`hdr.udp.isValid() && !client_op` tested where it applies, no bool of its
+            // own: that would be one step more).
             bool spoofed = false;
             bool from_server = false;
             if (known) {
                 if (host_port != ingress_port) {
                     spoofed = true;
+#ifndef KVS_TEST_NO_TRUST_SOURCE
+                    distrust = true;
+#else
+#ifndef KVS_TEST_NO_TRUST_SERVER_OPS
+                    if (hdr.udp.isValid() && !client_op) {
+                        distrust = true;  // O: not from a server (not on its port)
+                    }
+#endif
+#endif
                 } else if (is_server == 1) {
                     from_server = true;
                 }
-            }
-            // S, then O: one else-if chain (on Tofino one stage, where separate ifs writing the
-            // verdict take a stage each); O's kvs_ok is KvsCheck's, as S refused nothing before it
-#ifndef KVS_TEST_NO_TRUST_SOURCE
-            if (spoofed) {
-                refuse();
-            } else if (!from_server && to_kvs && !meta.kvs_ok) {
-                refuse();
-            } else
-#endif
 #ifndef KVS_TEST_NO_TRUST_SERVER_OPS
-            if (meta.kvs_ok && hdr.udp.isValid() && !request && op != KvsOp.RING_GET
-                && !from_server) {
+                else if (hdr.udp.isValid() && !client_op) {
+                    distrust = true;  // O: a known client
+                }
+#endif
+            }
+#ifndef KVS_TEST_NO_TRUST_SERVER_OPS
+            else if (hdr.udp.isValid() && !client_op) {
+                distrust = true;  // O: an unknown sender
+            }
+#endif
+            // The refusal: of a message KvsCheck accepted, on distrust alone; of anything else
+            // (S) a spoofed packet, and a client's UDP datagram to the KVS port (KvsCheck's
+            // refusal: the switch could not see, stamp or clear its message).
+            if (meta.kvs_ok) {
+                if (distrust) {
+                    refuse();
+                }
+            }
+#ifndef KVS_TEST_NO_TRUST_SOURCE
+            else if (spoofed) {
+                refuse();
+            } else if (!from_server && to_kvs) {
                 refuse();
             }
-#else
-            {}
 #endif
         }
     }

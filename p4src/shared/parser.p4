@@ -179,15 +179,17 @@ parser KvsHeaderParser(packet_in pkt, out headers_t hdr, inout kvs_meta_t meta) 
 // Ethernet padding can make a short datagram parse; this check is what rejects it.
 // `parsed`: the parser ended without error; `ip_room`: the frame's bytes after the Ethernet header
 // (v1model: packet_length - 14; Tofino's ingress does not know the frame length and passes
-// 0x7FFFFFFF: docs/tofino.md). Lengths are compared through a difference's sign in 32 bits (exact
-// for 16-bit lengths): Tofino's gateways compare a field with a constant only.
-// A gateway reads 4 bytes of exact match and 12 bits of range: d >= c (0 <= c < 4096) for a 32-bit
-// difference d is "d's sign is 0, and d's bits 30..12 are not all 0 or its low 12 bits are >= c".
-#define KVS_TCP_FITS(doff) \
-    if (hdr.tcp.data_offset == doff && tcp_fill[11:0] >= 20 + 4 * doff + KVS_HDR_LEN[11:0]) { \
-        meta.kvs_ok = true; \
-    }
-control KvsCheck(in headers_t hdr, inout kvs_meta_t meta, in bool parsed, in bit<32> ip_room) {
+// 0x7FFFFFFF: docs/tofino.md). Lengths are compared through saturating differences (a |-| b: 0
+// when b >= a) computed in an action: Tofino's gateways compare a field with a constant only.
+// A gateway reads 4 bytes of exact match and 12 bits of range: d >= c (0 <= c < 4096) for a 16-bit
+// difference d is "d's bits 15..12 are not all 0, or its low 12 bits are >= c".
+// A TCP segment fits when its fill (IPv4 length - vlen) is at least 20 + 4 * data offset + 36:
+// one constant row per data offset (5 .. 15) of TcpFitsTable.
+#define KVS_TCP_FITS(doff) (doff, (bit<16>)(20 + 4 * doff) + KVS_HDR_LEN .. 0xFFFF): tcp_fits();
+// `accepted`: the verdict again, in a field of its own that no later control writes (Trust's
+// refusal clears meta.kvs_ok): the TNA ingress gates its lookups on it (kvswitch_tna.p4).
+control KvsCheck(in headers_t hdr, inout kvs_meta_t meta, in bool parsed, in bit<32> ip_room,
+                 out bool accepted) {
     bit<16> cut = 0;       // != 0: a frame cut short of its IPv4 length
     bit<16> udp_room = 0;  // >= 20: the datagram fits the IPv4 length
     bit<16> udp_fill = 0;  // >= 8 + 36: the KVSwitch header and its value fit the datagram
@@ -199,54 +201,63 @@ control KvsCheck(in headers_t hdr, inout kvs_meta_t meta, in bool parsed, in bit
         tcp_fill = hdr.ipv4.total_len |-| hdr.kvs.vlen;
     }
 
+    @name("tcp_fits")
+    action tcp_fits() {
+        meta.kvs_ok = true;
+        accepted = true;
+    }
+
+    // The segment's fill against its TCP header's length, by data offset. Constant entries, no
+    // control-plane writes: on Tofino one table is one stage, where the same eleven tests as an
+    // else-if chain of gateways took one stage more (docs/tofino.md, "Down to 26 stages").
+    @name("TcpFitsTable")
+    table tcp_fits_table {
+        key = {
+            hdr.tcp.data_offset: exact @name("data_offset");
+            tcp_fill: range @name("fill");
+        }
+        actions = {
+            tcp_fits;
+            @defaultonly NoAction;
+        }
+        const default_action = NoAction();
+        const entries = {
+            KVS_TCP_FITS(5)
+            KVS_TCP_FITS(6)
+            KVS_TCP_FITS(7)
+            KVS_TCP_FITS(8)
+            KVS_TCP_FITS(9)
+            KVS_TCP_FITS(10)
+            KVS_TCP_FITS(11)
+            KVS_TCP_FITS(12)
+            KVS_TCP_FITS(13)
+            KVS_TCP_FITS(14)
+            KVS_TCP_FITS(15)
+        }
+    }
+
     apply {
         meta.kvs_ok = false;
+        accepted = false;
         meta.l4_len = hdr.ipv4.total_len - 20;  // (the parser takes IPv4 headers of 5 words only)
-        if (parsed && hdr.kvs.isValid()) {
-            differences();
-            // (ifs: a stage writes no comparison into a field; each bool in one else-if chain,
-            // and the verdict in one: Tofino places a chain's exclusive branches in one stage,
-            // where separate ifs writing one field take a stage each)
-            bool room = false;  // the datagram fits the IPv4 length
-            if (udp_room[15:12] != 0) {
-                room = true;
-            } else if (udp_room[11:0] >= 20) {
-                room = true;
-            }
-            bool fill = false;  // the KVSwitch header and its value fit the datagram
-            if (udp_fill[15:12] != 0) {
-                fill = true;
-            } else if (udp_fill[11:0] >= 8 + KVS_HDR_LEN[11:0]) {
-                fill = true;
-            }
-            if (hdr.ipv4.total_len[15:12] == 0 && hdr.ipv4.total_len[11:0] < 20) {
-                // A lying IPv4 length (below its own header): the value is not all there.
-                meta.kvs_ok = false;
-            } else if (cut != 0) {
-                meta.kvs_ok = false;  // a frame cut short of its IPv4 length
-            } else if (hdr.udp.isValid()) {
-                if (room && fill) {
-                    meta.kvs_ok = true;
+        differences();
+        // The verdict in one step after the differences (one stage on Tofino): nested ifs on the
+        // differences' bits and the headers, each writing kvs_ok itself, no bool computed in
+        // between (a bool set in an if is a field a later stage tests: one stage more). An IPv4
+        // length below its own header (20) fails every branch: the datagram's room needs
+        // total_len >= 20 + udp.length, the segment's fill total_len >= 20 + TCP header + 36.
+        if (parsed && hdr.kvs.isValid() && cut == 0) {
+            if (hdr.udp.isValid()) {
+                // the datagram fits the IPv4 length, then the header and its value fit the
+                // datagram (a gateway reads 4 bytes + 12 bits: one difference per if)
+                if (udp_room[15:12] != 0 || udp_room[11:0] >= 20) {
+                    if (udp_fill[15:12] != 0 || udp_fill[11:0] >= 8 + KVS_HDR_LEN[11:0]) {
+                        meta.kvs_ok = true;
+                        accepted = true;
+                    }
                 }
             } else if (hdr.tcp.isValid()) {
-                if (tcp_fill[15:12] != 0) {
-                    meta.kvs_ok = true;
-                } else {
-                    // the TCP header's length by data offset: a gateway compares with constants.
-                    // One else-if chain: Tofino orders separate ifs that write one field, a
-                    // stage each (eleven stages), and places exclusive branches together
-                    KVS_TCP_FITS(5)
-                    else KVS_TCP_FITS(6)
-                    else KVS_TCP_FITS(7)
-                    else KVS_TCP_FITS(8)
-                    else KVS_TCP_FITS(9)
-                    else KVS_TCP_FITS(10)
-                    else KVS_TCP_FITS(11)
-                    else KVS_TCP_FITS(12)
-                    else KVS_TCP_FITS(13)
-                    else KVS_TCP_FITS(14)
-                    else KVS_TCP_FITS(15)
-                }
+                tcp_fits_table.apply();
             }
         }
     }

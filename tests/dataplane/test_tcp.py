@@ -90,3 +90,20 @@ def test_tcp_get_of_hot_key_stays_on_its_connection(dp: Dataplane) -> None:
         dp.send_expect(CLIENT.port, pkt, [(ORIGIN.port, routed(pkt, ORIGIN))])
     assert dp.hot_count(KEY)[1] == 3
     assert dp.reg("rr", SLOT) == 1
+
+
+def test_tcp_message_fits_its_segment_at_every_data_offset(dp: Dataplane) -> None:
+    # KvsCheck's TcpFitsTable (shared/parser.p4): one constant row per data offset 5 .. 15. A Get
+    # that fills its segment exactly is a message (counted), one whose vlen claims a byte more
+    # than the segment holds is not (forwarded as plain IP, not counted).
+    op = proto().op
+    dp.make_hot(KEY, SLOT, [ORIGIN, R1])
+    dp.make_valid(SLOT, [ORIGIN, R1], ver=2)
+    for words in range(11):
+        options = [("NOP", None)] * (4 * words)
+        exact = tcp_packet(CLIENT, ORIGIN.ip, kvs(op.GET, KEY, seq=words), options=options)
+        short = tcp_packet(CLIENT, ORIGIN.ip, kvs(op.GET, KEY, vlen=1), options=options)
+        assert Ether(bytes(exact))[TCP].dataofs == 5 + words
+        for pkt in (exact, short):
+            dp.send_expect(CLIENT.port, pkt, [(ORIGIN.port, routed(pkt, ORIGIN))])
+        assert dp.hot_count(KEY)[1] == words + 1, words

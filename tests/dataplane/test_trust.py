@@ -235,3 +235,41 @@ def test_tcp_segment_that_looks_like_a_server_op_or_versioned_request_passes_unt
             chunk = kvs(op, COLD, b"x" * 40, epoch=FORGED_EPOCH, ver=FORGED_VER)
             pkt = tcp_packet(CLIENT, ORIGIN.ip, chunk)
             dp.send_expect(CLIENT.port, pkt, [(ORIGIN.port, routed(pkt, ORIGIN))])
+
+
+# -- every build: a refused message reaches no lookup
+
+
+@pytest.mark.parametrize(
+    ("sender", "op_name"),
+    [
+        ("spoofed", "GET"),
+        ("spoofed", "SET"),
+        ("spoofed", "GET_REPLY"),
+        ("client", "CONFIRM"),
+        ("unknown source", "GET_REPLY"),
+    ],
+)
+def test_refused_message_of_hot_key_reaches_no_lookup(
+    dp: Dataplane, sender: str, op_name: str
+) -> None:
+    """A whole message of a hot key that Trust refuses (S: a server's address on a client's port;
+    O: a server's op from a client, known or not) is dropped and counted nowhere: no HotkeyTable or
+    ReplycountTable count, no register, on every build. The TNA ingress gates its lookups on
+    KvsCheck's verdict and Trust's `distrust`, not on the kvs_ok the refusal clears
+    (kvswitch_tna.p4): this is what says the two agree."""
+    dp.make_hot(KEY, SLOT, [ORIGIN, R1])
+    dp.make_valid(SLOT, [ORIGIN, R1], ver=4)
+    src = {
+        "spoofed": Host("spoof", ORIGIN.ip, CLIENT.mac, CLIENT.port),
+        "client": CLIENT,
+        "unknown source": STRANGER,
+    }[sender]
+    value = b"v" if op_name in ("SET", "GET_REPLY") else b""
+    msg = kvs(proto().op[op_name], KEY, value, epoch=EPOCH, ver=5)
+    dst = SWITCH_IP if op_name == "CONFIRM" else R1.ip
+    before = dp.snapshot()
+    dp.send_expect(CLIENT.port, udp_packet(src, dst, msg), [])
+    assert dp.snapshot() == before
+    assert dp.hot_count(KEY) == (0, 0)
+    assert dp.reply_count(ORIGIN) == (0, 0)
