@@ -38,7 +38,6 @@ control KvsIngress(inout headers_t hdr, inout kvs_meta_t meta, inout standard_me
     KvsCheck() kvs_check;
     Trust() trust;
     Liveness() liveness;
-    Unavailable() unavailable;
     HotKeys() hot_keys;
     KeyIndex() key_index;
     Replicas() replicas;
@@ -50,6 +49,13 @@ control KvsIngress(inout headers_t hdr, inout kvs_meta_t meta, inout standard_me
     SpineHold() spine_hold;
 #endif
 
+    mac_addr_t client_mac = 0;
+    // UNAVAILABLE out of the port the request came in (liveness.p4): one action, as the TNA build
+    action answer_unavailable() {
+        unavailable_reply(hdr, meta.l4_dirty, client_mac);
+        std.egress_spec = std.ingress_port;
+    }
+
     apply {
         meta.l4_dirty = false;
         meta.mcast = false;
@@ -60,7 +66,7 @@ control KvsIngress(inout headers_t hdr, inout kvs_meta_t meta, inout standard_me
         if (meta.ipv4_refused || std.checksum_error == 1) {
             mark_to_drop(std);
         } else {
-            mac_addr_t client_mac = hdr.ethernet.src_addr;  // for a refusal (liveness.p4)
+            client_mac = hdr.ethernet.src_addr;  // for a refusal (liveness.p4)
             forwarding.apply(hdr, std);
             bool accepted;  // (the TNA build gates its lookups on it; here meta.kvs_ok is tested)
             kvs_check.apply(hdr, meta, std.parser_error == error.NoError, std.packet_length - 14,
@@ -137,7 +143,7 @@ control KvsIngress(inout headers_t hdr, inout kvs_meta_t meta, inout standard_me
                 }
                 if (request && meta.origin_down && hdr.ipv4.dst_addr == requested) {
                     // Still addressed to the dead origin (not redirected to a replica by rule 4).
-                    unavailable.apply(hdr, meta, std, client_mac);
+                    answer_unavailable();
                 }
                 if (consumed && !meta.hot) {
                     // Not a hot key (any more): nothing to confirm or stamp; consumed all the same.

@@ -83,6 +83,16 @@ control KvsIngress(inout kvs_tna_headers_t hdr, inout kvs_tna_meta_t meta,
     SpineHold() spine_hold;
 #endif
 
+    mac_addr_t client_mac = 0;
+    // UNAVAILABLE out of the port the request came in (liveness.p4): one action, so one step (the
+    // reply's op chain and the port's three writes were two stages in a row on p4c-barefoot)
+    action answer_unavailable() {
+        unavailable_reply(hdr.h, meta.kvs.l4_dirty, client_mac);
+        meta.fwd.port = ig_intr_md.ingress_port;
+        meta.fwd.drop = false;
+        meta.fwd.grp = 0;
+    }
+
     apply {
         meta.kvs.l4_dirty = false;
         meta.kvs.mcast = false;
@@ -110,7 +120,7 @@ control KvsIngress(inout kvs_tna_headers_t hdr, inout kvs_tna_meta_t meta,
         if (meta.kvs.ipv4_refused || (hdr.h.ipv4.isValid() && !meta.kvs.ipv4_csum_ok)) {
             fwd_drop(meta.fwd);
         } else {
-            mac_addr_t client_mac = hdr.h.ethernet.src_addr;  // for a refusal (liveness.p4)
+            client_mac = hdr.h.ethernet.src_addr;  // for a refusal (liveness.p4)
             forwarding.apply(hdr.h, meta.fwd);
             // Tofino's ingress does not know the frame length: docs/tofino.md
             bool accepted;
@@ -193,10 +203,7 @@ control KvsIngress(inout kvs_tna_headers_t hdr, inout kvs_tna_meta_t meta,
                 } else if (request && meta.kvs.origin_down && hdr.h.ipv4.dst_addr == requested) {
                     // Still addressed to the dead origin (not redirected to a replica by rule 4):
                     // the switch answers, out of the port the request came in.
-                    unavailable_reply(hdr.h, meta.kvs.l4_dirty, client_mac);
-                    meta.fwd.port = ig_intr_md.ingress_port;
-                    meta.fwd.drop = false;
-                    meta.fwd.grp = 0;
+                    answer_unavailable();
                 } else if (consumed && !meta.kvs.hot) {
                     fwd_drop(meta.fwd);
                 } else if (own && (op == KvsOp.UPDATE || op == KvsOp.UPDATE_DEL)) {

@@ -17,8 +17,9 @@
 //   - a GET of a hot key is routed by rule 4 with ordinal 0 (the origin) skipped (replicas.p4), so a
 //     replica in the read set answers it;
 //   - anything else (a SET/DEL, a GET of a cold key, a hot GET whose chosen replica is not in the read
-//     set) is answered by the switch itself with status UNAVAILABLE (Unavailable below): nothing is
-//     applied anywhere, no version is taken, no multicast copy leaves, and the client learns at once.
+//     set) is answered by the switch itself with status UNAVAILABLE (unavailable_reply below, the
+//     top levels' answer_unavailable): nothing is applied anywhere, no version is taken, no
+//     multicast copy leaves, and the client learns at once.
 // TCP requests are forwarded unchanged (the switch cannot answer inside a TCP connection); the
 // server's host answers them or the client's timeout does.
 #ifndef KVSWITCH_LIVENESS_P4
@@ -96,16 +97,11 @@ control Liveness(in headers_t hdr, inout kvs_meta_t meta) {
 // arrived with, `client_mac`: forwarding already rewrote the Ethernet addresses towards the dead
 // server, and its source is the switch's MAC). A SET's value bytes stay in the datagram after the
 // header; vlen 0 says they are not part of the message (receivers ignore bytes after 36 + vlen,
-// docs/protocol.md). Each build sends it back out of the port it came in (Unavailable below;
-// liveness_tna.p4).
+// docs/protocol.md). Each build sends it back out of the port it came in (its top level's
+// answer_unavailable).
 void unavailable_reply(inout headers_t hdr, out bool l4_dirty, in mac_addr_t client_mac) {
-    if (hdr.kvs.op == KvsOp.GET) {
-        hdr.kvs.op = KvsOp.GET_REPLY;
-    } else if (hdr.kvs.op == KvsOp.SET) {
-        hdr.kvs.op = KvsOp.SET_REPLY;
-    } else {
-        hdr.kvs.op = KvsOp.DEL_REPLY;
-    }
+    // a request's reply is the next op (GET 1 -> GET_REPLY 2, SET 3 -> 4, DEL 5 -> 6): one step
+    hdr.kvs.op = (KvsOp)((bit<8>)hdr.kvs.op + 1);
     hdr.kvs.status = KvsStatus.UNAVAILABLE;
     hdr.kvs.vlen = 0;
     hdr.kvs.epoch = 0;
@@ -120,15 +116,5 @@ void unavailable_reply(inout headers_t hdr, out bool l4_dirty, in mac_addr_t cli
     hdr.udp.src_port = port;
     l4_dirty = true;
 }
-
-#ifndef KVSWITCH_TNA
-control Unavailable(inout headers_t hdr, inout kvs_meta_t meta, inout standard_metadata_t std,
-                    in mac_addr_t client_mac) {
-    apply {
-        unavailable_reply(hdr, meta.l4_dirty, client_mac);
-        std.egress_spec = std.ingress_port;
-    }
-}
-#endif
 
 #endif  // KVSWITCH_LIVENESS_P4
