@@ -451,7 +451,7 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout kvs_fwd_t fwd
 #endif
 
         // 5. F_SETTLED: a write stamped while no write is on its way to the origin (ov >= the
-        // old slot_ver, serial; replicas.p4)
+        // old slot_ver, serial; replicas.p4). The spine's here; a ToR's is the chain's last branch.
 #ifdef KVS_SPINE
         if (write && rotated_key) {
             // R1: to the writer only, F_REDIRECT, never F_SETTLED (replicas.p4)
@@ -463,10 +463,6 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout kvs_fwd_t fwd
                 hdr.ipv4.dst_addr = sm_ip;
             }
         } else if (write && ov_sv[31:31] == 0) {
-            hdr.kvs.flags = hdr.kvs.flags | KVS_F_SETTLED;
-        }
-#else
-        if (write && ov_sv[31:31] == 0) {
             hdr.kvs.flags = hdr.kvs.flags | KVS_F_SETTLED;
         }
 #endif
@@ -537,6 +533,13 @@ control Replicas(inout headers_t hdr, inout kvs_meta_t meta, inout kvs_fwd_t fwd
         } else if (op == KvsOp.SYNC_DONE) {
             fwd_drop(fwd);
         }
+#ifndef KVS_SPINE
+        // (a write's branch of the chain above, not an if before it: the chain's valid_ver then
+        // follows slot_ver straight away, where an if before it put the chain a stage later)
+        else if (write && ov_sv[31:31] == 0) {
+            hdr.kvs.flags = hdr.kvs.flags | KVS_F_SETTLED;
+        }
+#endif
     }
 }
 
