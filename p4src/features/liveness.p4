@@ -107,13 +107,7 @@ void unavailable_reply(inout headers_t hdr, out bool l4_dirty, in mac_addr_t cli
     hdr.kvs.epoch = 0;
     hdr.kvs.ver = 0;
     hdr.ethernet.dst_addr = client_mac;
-    ipv4_addr_t ip = hdr.ipv4.dst_addr;
-    hdr.ipv4.dst_addr = hdr.ipv4.src_addr;
-    hdr.ipv4.src_addr = ip;
-    hdr.ipv4.ttl = 64;
-    bit<16> port = hdr.udp.dst_port;
-    hdr.udp.dst_port = hdr.udp.src_port;
-    hdr.udp.src_port = port;
+    reflect_ip_udp(hdr);
     l4_dirty = true;
 }
 

@@ -126,13 +126,10 @@ struct kvs_meta_t {
 #endif
 }
 
-// A message sent back where it came from: Ethernet and IPv4 addresses and UDP ports swapped, a
-// fresh TTL (the switch's SYNC answer, replicas*.p4). Called inside an action, where Tofino makes
-// the swaps one step.
-void reflect(inout headers_t hdr) {
-    mac_addr_t mac = hdr.ethernet.dst_addr;
-    hdr.ethernet.dst_addr = hdr.ethernet.src_addr;
-    hdr.ethernet.src_addr = mac;
+// A datagram sent back where it came from: IPv4 addresses and UDP ports swapped, a fresh TTL (the
+// switch's answers: UNAVAILABLE, liveness.p4; a SYNC's, replicas*.p4). Called inside an action,
+// where Tofino makes the swaps one step.
+void reflect_ip_udp(inout headers_t hdr) {
     ipv4_addr_t ip = hdr.ipv4.dst_addr;
     hdr.ipv4.dst_addr = hdr.ipv4.src_addr;
     hdr.ipv4.src_addr = ip;
@@ -140,6 +137,14 @@ void reflect(inout headers_t hdr) {
     bit<16> port = hdr.udp.dst_port;
     hdr.udp.dst_port = hdr.udp.src_port;
     hdr.udp.src_port = port;
+}
+
+// The same with the Ethernet addresses swapped too (the SYNC's answer).
+void reflect(inout headers_t hdr) {
+    mac_addr_t mac = hdr.ethernet.dst_addr;
+    hdr.ethernet.dst_addr = hdr.ethernet.src_addr;
+    hdr.ethernet.src_addr = mac;
+    reflect_ip_udp(hdr);
 }
 
 #endif  // KVSWITCH_HEADERS_P4
