@@ -84,11 +84,14 @@ def test_unbounded_by_default(agent_factory: Callable[..., AgentServer], backend
 def test_the_queue_is_bounded(agent_factory: Callable[..., AgentServer], backend: Backend) -> None:
     agent = agent_factory(backend, capacity=50.0, queue_limit=10)
     replies = burst(agent, 40)
-    # one in service and 10 waiting, or 10 if the worker had not taken the first one yet
-    assert 10 <= len(replies) <= 11
-    assert [seq for seq, _ in replies] == list(range(1, len(replies) + 1))
+    seqs = [seq for seq, _ in replies]
+    # the first ten always find room; a later one is admitted only when a service (20 ms) has
+    # freed a place while the burst was still arriving, which a loaded machine can take that long
+    assert seqs[:10] == list(range(1, 11))
+    assert seqs == sorted(set(seqs))  # first in first out, none twice
     stats = agent.control({"cmd": "stats"})["stats"]
-    assert stats["queue_dropped"] == 40 - len(replies)
+    assert stats["queue_max_depth"] == 10  # never more than the limit waiting
+    assert stats["queue_dropped"] == 40 - len(replies) > 0
 
 
 def test_tcp_requests_wait_for_their_service(
