@@ -179,9 +179,7 @@ control KvsEgress(inout headers_t hdr, inout kvs_meta_t meta, inout standard_met
 #ifndef KVS_SPINE
         // HashPipe in the egress, as in the TNA build (where the ingress has no stages to spare):
         // a packet the ingress dropped is not counted (hashpipe.p4)
-        if (meta.hp_count) {
-            hashpipe.apply(hdr.kvs.key);
-        }
+        hashpipe.apply(hdr.kvs.key, meta.hp_count);
 #endif
         if (meta.kvs_ok) {
             if (meta.mcast && std.egress_rid != 0) {

@@ -15,12 +15,12 @@
 // Feature files that differ only in an extern or two say so under this name (liveness.p4).
 #define KVSWITCH_TNA
 
-// d on Tofino: HashPipe runs in the egress, four MAU stages per HashPipe stage: d = 3 fills
-// Tofino 1's 12 egress stages (measured: 0-11; the egress's own tables still follow it, 15 in all:
-// docs/tofino.md "HashPipe in the egress"); v1model's default is 4 (sizes.p4). The controller
+// d on Tofino: HashPipe runs in the egress, four or five MAU stages per HashPipe stage: d = 2 is
+// the largest that fits Tofino 1's 12 egress stages (p4c-barefoot: 11 in all; d = 3 takes 15,
+// docs/tofino.md "The egress in 11 stages"); v1model's default is 4 (sizes.p4). The controller
 // reads d from the P4Info. Tofino 2 (20 stages) takes -DHP_STAGES=4.
 #ifndef HP_STAGES
-#define HP_STAGES 3
+#define HP_STAGES 2
 #endif
 
 #include "shared/sizes.p4"
@@ -270,14 +270,6 @@ control KvsEgress(inout kvs_tna_headers_t hdr, inout kvs_tna_meta_t meta,
 #endif
 
     apply {
-#ifndef KVS_SPINE
-        // HashPipe runs in the egress, whose 12 stages were nearly free (the ingress has none to
-        // spare: docs/tofino.md "HashPipe in the egress"). It reads only the bridged bit and the
-        // key, yet p4c-barefoot places the tables below after it, not beside it (15 stages).
-        if (hdr.bridge.hp_count == 1) {
-            hashpipe.apply(hdr.h.kvs.key);
-        }
-#endif
         meta.kvs.l4_dirty = false;  // (set in an if: a stage writes no comparison into a field)
         if (hdr.bridge.l4_dirty == 1) {
             meta.kvs.l4_dirty = true;
@@ -297,6 +289,16 @@ control KvsEgress(inout kvs_tna_headers_t hdr, inout kvs_tna_meta_t meta,
         if (!hdr.h.kvs.isValid()) {
             meta.kvs.l4_dirty = false;
         }
+#ifndef KVS_SPINE
+        // HashPipe, whose stages the egress has room for (the ingress has none to spare:
+        // docs/tofino.md "HashPipe in the egress"). Its mark starts the carry (no if around it):
+        // p4c-barefoot then places the tables above beside its first stages, not after its last.
+        bool count = false;
+        if (hdr.bridge.hp_count == 1) {
+            count = true;
+        }
+        hashpipe.apply(hdr.h.kvs.key, count);
+#endif
     }
 }
 

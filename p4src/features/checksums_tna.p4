@@ -6,7 +6,13 @@
 //
 // L4: Tofino's deparser cannot sum the payload, so the ingress parser takes the payload's share out
 // of the sender's checksum: it subtracts the checksum field and every header field the L4 checksum
-// covers, which leaves the ones' complement sum of the payload (the residual, bridged to egress).
+// covers but the TCP option words, which leaves the ones' complement sum of the payload and the
+// options (the residual, bridged to egress). The switch never changes an option word, so the
+// egress's TCP checksum takes them from the residual; a multicast copy of a TCP Set leaves as a
+// UDP datagram without them, and its checksum takes them out again with opt_neg, the negated sum
+// of the option words that the egress parser computes (0 without options). Options in no
+// deparser checksum list leave the compiler no fields to reset when the copy's rewrite
+// invalidates them (ten tables of a stage of their own: docs/tofino.md "The egress in 11 stages").
 // Tofino's parser does a checksum operation only in the state that extracts its fields, so the
 // subtractions are hooks in the shared parser's states (parser.p4), and its pseudo-header length
 // (UDP length, or IPv4 length minus 20 for TCP), which no extracted field holds for TCP, is taken
@@ -23,7 +29,8 @@
 // The hooks of KvsHeaderParser (parser.p4), which includes this file's definitions first.
 #define KVS_PARSER_EXTERNS \
     Checksum() ipv4_csum; \
-    Checksum() l4_csum;
+    Checksum() l4_csum; \
+    Checksum() opt_csum;
 #define KVS_CSUM_IPV4 \
     ipv4_csum.add({IPV4_CSUM_FIELDS, hdr.ipv4.hdr_checksum}); \
     meta.ipv4_csum_ok = ipv4_csum.verify(); \
@@ -35,10 +42,11 @@
     l4_csum.subtract({hdr.tcp.checksum}); \
     l4_csum.subtract({TCP_HDR_FIELDS});
 #define KVS_CSUM_TCP_OPTION(i) \
-    l4_csum.subtract({hdr.tcp_options[i].word});
+    opt_csum.subtract({hdr.tcp_options[i].word});
 #define KVS_CSUM_KVS \
     l4_csum.subtract({KVS_CSUM_FIELDS}); \
-    meta.residual = l4_csum.get();
+    meta.residual = l4_csum.get(); \
+    meta.opt_neg = opt_csum.get();
 
 // Ingress, after KvsCheck (meta.l4_len): the pseudo-header length L out of the parser's residual
 // r, a ones' complement subtraction: r + ~L with the end-around carry, which is r - L when r > L
@@ -76,13 +84,11 @@ control KvsChecksumUpdate(inout headers_t hdr, in kvs_meta_t meta, in bit<16> re
         if (hdr.ipv4.isValid()) {
             hdr.ipv4.hdr_checksum = ipv4_csum.update({IPV4_CSUM_FIELDS});
         }
-        if (meta.l4_dirty) {  // only on a KVS message (KvsEgress)
-            if (hdr.udp.isValid()) {
-                hdr.udp.checksum = udp_csum.update({UDP_CSUM_FIELDS, residual});
-            } else if (hdr.tcp.isValid()) {
-                hdr.tcp.checksum = tcp_csum.update(
-                    {TCP_CSUM_HEAD, TCP_OPTION_FIELDS, TCP_CSUM_TAIL, residual});
-            }
+        // only on a KVS message (KvsEgress); one condition of one bit for both (a header that is
+        // not valid is not emitted, nor its checksum): a compound one costs a table per update
+        if (meta.l4_dirty) {
+            hdr.udp.checksum = udp_csum.update({UDP_CSUM_FIELDS, residual, meta.opt_neg});
+            hdr.tcp.checksum = tcp_csum.update({TCP_CSUM_HEAD, TCP_CSUM_TAIL, residual});
         }
     }
 }

@@ -19,7 +19,11 @@
 #ifndef KVSWITCH_HASHPIPE_STAGES_P4
 #define KVSWITCH_HASHPIPE_STAGES_P4
 
-control HashPipe(in kvs_key_t key) {
+// `count`: whether the packet is counted (the ingress's mark). It starts the carry rather than
+// gating an if around the stages: on Tofino 1 the tables after an if whose branch spans many
+// stages wait for all of them, and the egress's own tables would follow HashPipe's twelve
+// (docs/tofino.md "The egress in 11 stages"); each stage is gated on carry.active already.
+control HashPipe(in kvs_key_t key, in bool count) {
     HP_FIRST_STAGE hp_stage0;
     HP_INDEX_HASH(index_hash0)
 #if HP_STAGES > 1
@@ -52,9 +56,9 @@ control HashPipe(in kvs_key_t key) {
 #endif
 
     apply {
-        hp_carry_t carry = {true, key, 1, 1};
+        hp_carry_t carry = {count, key, 1, 1};
         HP_INDEX_T idx0;
-        HP_INDEX(index_hash0, idx0, HP_SEED_0, carry.key);
+        HP_INDEX(index_hash0, idx0, HP_SEED_0, key);  // (the same key: no copy to wait for)
         hp_stage0.apply(carry, idx0);
 #if HP_STAGES > 1
         HP_INDEX_T idx1;

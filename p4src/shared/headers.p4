@@ -95,6 +95,9 @@ struct kvs_meta_t {
     // L4 residual (the payload's share of the sender's L4 checksum, after KvsResidual).
     bool ipv4_csum_ok;
     bit<16> residual;
+    // TNA build only, set by the egress parser: the ones' complement of the TCP option words' sum
+    // (checksums_tna.p4; the residual holds them).
+    bit<16> opt_neg;
     // KvsCheck: the KVSwitch header is complete and its value fits the datagram/segment.
     bool kvs_ok;
     // The switch changed something an L4 checksum covers (addresses, header fields, transport).

@@ -106,10 +106,10 @@ def test_valid_ver_in_parts_beyond_one_stage(program: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("program", "stages", "width"), [("kvswitch.p4", 4, 256), ("kvswitch_tna.p4", 3, 512)]
+    ("program", "stages", "width"), [("kvswitch.p4", 4, 256), ("kvswitch_tna.p4", 2, 512)]
 )
 def test_hashpipe_default_d_per_build(program: str, stages: int, width: int) -> None:
-    """Without -D, d = 4 on v1model and d = 3 on TNA (HashPipe in Tofino 1's 12 egress stages,
+    """Without -D, d = 4 on v1model and d = 2 on TNA (HashPipe in Tofino 1's 12 egress stages,
     docs/tofino.md), w = 256 and 512 for K = 1 024; the controller takes d from the P4Info."""
     from kvswitch.controller.p4rt_driver import _Names
 
