@@ -35,8 +35,11 @@
 
 control KvsIngress(inout headers_t hdr, inout kvs_meta_t meta, inout standard_metadata_t std) {
     Forwarding() forwarding;
+    KvsLengths() kvs_lengths;
     KvsCheck() kvs_check;
-    Trust() trust;
+    TrustFacts() trust_facts;
+    TrustVersions() trust_versions;
+    TrustRefusal() trust_refusal;
     Liveness() liveness;
     HotKeys() hot_keys;
     KeyIndex() key_index;
@@ -63,14 +66,16 @@ control KvsIngress(inout headers_t hdr, inout kvs_meta_t meta, inout standard_me
         meta.origin_down = false;
         meta.misaddressed = false;
         meta.hp_count = false;
+        meta.kvs_ok = false;    // KvsCheck's verdict sets them; the TNA build gates its
+        bool accepted = false;  // lookups on `accepted`, here meta.kvs_ok is tested
         if (meta.ipv4_refused || std.checksum_error == 1) {
             mark_to_drop(std);
         } else {
             client_mac = hdr.ethernet.src_addr;  // for a refusal (liveness.p4)
             forwarding.apply(hdr, std);
-            bool accepted;  // (the TNA build gates its lookups on it; here meta.kvs_ok is tested)
-            kvs_check.apply(hdr, meta, std.parser_error == error.NoError, std.packet_length - 14,
-                            accepted);
+            kvs_lengths_t len;
+            kvs_lengths.apply(hdr, meta, std.packet_length - 14, len);
+            kvs_check.apply(hdr, meta, std.parser_error == error.NoError, len, accepted);
             bool uplink = false;   // from a spine (a fabric's leaf only)
             bool steered = false;  // a fabric-hot key's message: its spine's business
 #ifdef KVS_FABRIC_LEAF
@@ -85,7 +90,12 @@ control KvsIngress(inout headers_t hdr, inout kvs_meta_t meta, inout standard_me
             bool refused = false;
             bool distrust = false;
             if (!uplink) {
-                trust.apply(hdr, meta, std.ingress_port, refused, distrust);
+                bool spoofed;
+                bool from_server;
+                bool to_kvs;
+                trust_facts.apply(hdr, std.ingress_port, distrust, spoofed, from_server, to_kvs);
+                trust_versions.apply(hdr, meta);
+                trust_refusal.apply(hdr, meta, distrust, spoofed, from_server, to_kvs, refused);
             }
             if (refused) {
                 mark_to_drop(std);

@@ -68,9 +68,11 @@ control KvsIngress(inout kvs_tna_headers_t hdr, inout kvs_tna_meta_t meta,
                    inout ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md,
                    inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
     Forwarding() forwarding;
+    KvsLengths() kvs_lengths;
     KvsCheck() kvs_check;
-    KvsResidual() kvs_residual;
-    Trust() trust;
+    TrustFacts() trust_facts;
+    TrustVersions() trust_versions;
+    TrustRefusal() trust_refusal;
     Liveness() liveness;
     HotKeys() hot_keys;
     KeyIndex() key_index;
@@ -100,6 +102,8 @@ control KvsIngress(inout kvs_tna_headers_t hdr, inout kvs_tna_meta_t meta,
         meta.kvs.origin_down = false;
         meta.kvs.misaddressed = false;
         meta.kvs.hp_count = false;
+        meta.kvs.kvs_ok = false;  // KvsCheck's verdict sets them (one action with these: a stage
+        bool accepted = false;    // for the defaults of bools that share their containers)
         // The operation's class, from the header alone, before the checks (it does not depend
         // on them): the lookups below then wait only for the checks' verdict and trust's facts,
         // not for bools computed after them (docs/tofino.md, "Down to 26 stages"). Read only
@@ -122,11 +126,19 @@ control KvsIngress(inout kvs_tna_headers_t hdr, inout kvs_tna_meta_t meta,
         } else {
             client_mac = hdr.h.ethernet.src_addr;  // for a refusal (liveness.p4)
             forwarding.apply(hdr.h, meta.fwd);
-            // Tofino's ingress does not know the frame length: docs/tofino.md
-            bool accepted;
-            kvs_check.apply(hdr.h, meta.kvs, ig_prsr_md.parser_err == PARSER_ERROR_OK,
-                            32w0x7FFFFFFF, accepted);
-            kvs_residual.apply(hdr.h, meta.kvs);
+            // KvsCheck's differences, then Trust's facts (the headers and HostportTable), then
+            // KvsCheck's verdict: Tofino 1 places no table of a statement before an earlier one's
+            // (Tofino's ingress does not know the frame length: the IPv4 length, docs/tofino.md)
+            kvs_lengths_t len;
+            kvs_lengths.apply(hdr.h, meta.kvs, (bit<32>)hdr.h.ipv4.total_len, len);
+            bool distrust = false;  // of a message KvsCheck accepted: refused (trust.p4)
+            bool spoofed;
+            bool from_server;
+            bool to_kvs;
+            trust_facts.apply(hdr.h, ig_intr_md.ingress_port, distrust, spoofed, from_server,
+                              to_kvs);
+            kvs_check.apply(hdr.h, meta.kvs, ig_prsr_md.parser_err == PARSER_ERROR_OK, len,
+                            accepted);
             bool uplink = false;   // as in kvswitch.p4
             bool steered = false;
             bool held = false;     // a fabric's leaf or spine, restarted: not reinstalled yet
@@ -139,10 +151,6 @@ control KvsIngress(inout kvs_tna_headers_t hdr, inout kvs_tna_meta_t meta,
 #endif
             // Who may send what (docs/protocol.md "Trust"): may drop and clear meta.kvs_ok.
             bool refused = false;
-            bool distrust = false;  // of a message KvsCheck accepted: refused (trust.p4)
-            if (!uplink) {
-                trust.apply(hdr.h, meta.kvs, ig_intr_md.ingress_port, refused, distrust);
-            }
 #ifdef KVS_SPINE
             spine_hold.apply(meta.kvs, held);  // restarted, not reinstalled yet (spine_hold.p4)
 #endif
@@ -151,7 +159,7 @@ control KvsIngress(inout kvs_tna_headers_t hdr, inout kvs_tna_meta_t meta,
             // after KvsCheck's verdict and distrust are known, and this gate (the lookups' below)
             // would wait for it (docs/tofino.md, "Down to 26 stages"). kvswitch.p4 tests
             // meta.kvs_ok itself; tests/dataplane/test_builds_agree.py compares the two.
-            if (accepted && !distrust && !held) {
+            if (accepted && (uplink || !distrust) && !held) {
                 KvsOp op = hdr.h.kvs.op;
                 // A steered message (a fabric's leaf) is counted by liveness and forwarded: none of
                 // the rules below are the leaf's to apply to it.
@@ -171,6 +179,13 @@ control KvsIngress(inout kvs_tna_headers_t hdr, inout kvs_tna_meta_t meta,
                     } else if (maintenance_op) {
                         key_index.apply(hdr.h, meta.kvs);
                     }
+                }
+                // Rule V (trust.p4) on what passed the gate: beside or after the lookups, before
+                // Replicas stamps (its gateways would take the lookups' search buses in their
+                // stage); a refused message, which kvswitch.p4 rewrites before dropping, is
+                // dropped here unrewritten
+                if (!uplink) {
+                    trust_versions.apply(hdr.h, meta.kvs);
                 }
                 // A write for a dead origin takes no version and makes no copy: answered below.
                 bool down_write = false;
@@ -223,6 +238,10 @@ control KvsIngress(inout kvs_tna_headers_t hdr, inout kvs_tna_meta_t meta,
                 // kvs_ok): here in the gate's else, where they hold whenever they apply (a
                 // refused or held message fails the gate), so the lookups above do not follow
                 // them in the control flow (a stage later on Tofino 1).
+                if (!uplink) {
+                    trust_refusal.apply(hdr.h, meta.kvs, distrust, spoofed, from_server, to_kvs,
+                                        refused);
+                }
                 if (refused) {
                     fwd_drop(meta.fwd);
                 }
@@ -263,6 +282,7 @@ control KvsEgress(inout kvs_tna_headers_t hdr, inout kvs_tna_meta_t meta,
                   in egress_intrinsic_metadata_from_parser_t eg_prsr_md,
                   inout egress_intrinsic_metadata_for_deparser_t eg_dprsr_md,
                   inout egress_intrinsic_metadata_for_output_port_t eg_oport_md) {
+    KvsResidual() kvs_residual;
     MulticastEgress() multicast_egress;
     LoadCount() load_count;
 #ifndef KVS_SPINE
@@ -275,6 +295,10 @@ control KvsEgress(inout kvs_tna_headers_t hdr, inout kvs_tna_meta_t meta,
             meta.kvs.l4_dirty = true;
         }
         meta.kvs.l4_len = hdr.h.ipv4.total_len - 20;  // as KvsCheck
+        // the ingress parser's residual less the pseudo-header length, from the lengths as they
+        // arrived (the ingress changes none; the copy's rewrite below does, after this)
+        meta.kvs.residual = hdr.bridge.residual;
+        kvs_residual.apply(hdr.h, meta.kvs);
         // A packet the ingress forwarded as plain IP may stop the egress parser too (a truncated
         // message): it leaves as it came, as on v1model.
         bool parsed = eg_prsr_md.parser_err == PARSER_ERROR_OK;

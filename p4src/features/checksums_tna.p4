@@ -8,19 +8,20 @@
 // of the sender's checksum: it subtracts the checksum field and every header field the L4 checksum
 // covers but the TCP option words, which leaves the ones' complement sum of the payload and the
 // options (the residual, bridged to egress). The switch never changes an option word, so the
-// egress's TCP checksum takes them from the residual; a multicast copy of a TCP Set leaves as a
-// UDP datagram without them, and its checksum takes them out again with opt_neg, the negated sum
-// of the option words that the egress parser computes (0 without options). Options in no
-// deparser checksum list leave the compiler no fields to reset when the copy's rewrite
-// invalidates them (ten tables of a stage of their own: docs/tofino.md "The egress in 11 stages").
-// Tofino's parser does a checksum operation only in the state that extracts its fields, so the
-// subtractions are hooks in the shared parser's states (parser.p4), and its pseudo-header length
-// (UDP length, or IPv4 length minus 20 for TCP), which no extracted field holds for TCP, is taken
-// out in the ingress control (KvsResidual). The egress deparser then computes the checksum of the
-// final headers plus the residual when the switch changed a covered field (l4_dirty), which is
-// what v1model's update_checksum_with_payload computes over the payload. This needs a correct
-// checksum on arrival: a UDP datagram sent without one (checksum 0) and rewritten by the switch
-// leaves with a wrong one (docs/tofino.md).
+// egress's TCP checksum takes them from the residual; a multicast copy of a TCP Set leaves as a UDP
+// datagram without them, and its checksum takes them out again with opt_neg, the negated sum of the
+// option words that the egress parser computes (0 without options). Options in no deparser checksum
+// list leave the compiler no fields to reset when the copy's rewrite invalidates them (ten tables
+// of a stage of their own: docs/tofino.md "The egress in 11 stages"). Tofino's parser does a
+// checksum operation only in the state that extracts its fields, so the subtractions are hooks in
+// the shared parser's states (parser.p4), and its pseudo-header length (UDP length, or IPv4 length
+// minus 20 for TCP), which no extracted field holds for TCP, is taken out by a control
+// (KvsResidual), in the egress, from the lengths as they arrived (the ingress changes none;
+// docs/tofino.md "The ingress in 12 stages"). The egress deparser then computes the checksum of the
+// final headers plus the residual when the switch changed a covered field (l4_dirty), which is what
+// v1model's update_checksum_with_payload computes over the payload. This needs a correct checksum
+// on arrival: a UDP datagram sent without one (checksum 0) and rewritten by the switch leaves with
+// a wrong one (docs/tofino.md).
 #ifndef KVSWITCH_CHECKSUMS_TNA_P4
 #define KVSWITCH_CHECKSUMS_TNA_P4
 
@@ -48,10 +49,10 @@
     meta.residual = l4_csum.get(); \
     meta.opt_neg = opt_csum.get();
 
-// Ingress, after KvsCheck (meta.l4_len): the pseudo-header length L out of the parser's residual
-// r, a ones' complement subtraction: r + ~L with the end-around carry, which is r - L when r > L
-// (the carry) and r - L - 1 (mod 2^16) otherwise. One operation per step (a Tofino action's
-// operations run in parallel, each on the values before it).
+// Egress, after meta.l4_len and before the copy's rewrite (KvsEgress): the pseudo-header length L
+// out of the parser's residual r, a ones' complement subtraction: r + ~L with the end-around carry,
+// which is r - L when r > L (the carry) and r - L - 1 (mod 2^16) otherwise. One operation per step
+// (a Tofino action's operations run in parallel, each on the values before it).
 control KvsResidual(in headers_t hdr, inout kvs_meta_t meta) {
     bit<16> over = 0;
     bit<16> len_in = 0;

@@ -1,5 +1,5 @@
-// Who may send what: docs/protocol.md "Trust". Applied right after KvsCheck, before every other
-// KVSwitch feature, so nothing a client host forged reaches the version registers or a server.
+// Who may send what: docs/protocol.md "Trust". Applied with KvsCheck, before every other KVSwitch
+// feature, so nothing a client host forged reaches the version registers or a server.
 //
 // A packet's sender is a *server* when its IPv4 source address hits HostportTable with `server` = 1
 // and it arrived on the port the entry names; anything else is a *client*. Rules:
@@ -32,13 +32,15 @@
 #ifndef KVSWITCH_TRUST_P4
 #define KVSWITCH_TRUST_P4
 
-// `refused`: the caller drops the packet (v1model: mark_to_drop; TNA: its forwarding decision), so
-// both builds share this control. `distrust`: what S and O say of a message KvsCheck accepted, from
-// the header and HostportTable alone (not from meta.kvs_ok): such a message is refused exactly
-// when `distrust` holds, so "KvsCheck accepted it and not distrust" is the kvs_ok this control
-// leaves, known a step before the refusal writes it (the TNA ingress gates its lookups on it).
-control Trust(inout headers_t hdr, inout kvs_meta_t meta, in PortId_t ingress_port,
-              inout bool refused, inout bool distrust) {
+// Two controls, applied in this order with KvsCheck anywhere before TrustRefusal: TrustFacts
+// reads the headers and HostportTable only, so Tofino runs it beside KvsCheck, and TrustRefusal
+// acts on both. `distrust`: what S and O say of a message KvsCheck accepted (not from
+// meta.kvs_ok): such a message is refused exactly when `distrust` holds, so "KvsCheck accepted it
+// and not distrust" is the kvs_ok TrustRefusal leaves, known a step before the refusal writes it
+// (the TNA ingress gates its lookups on it). `spoofed`, `from_server`, `to_kvs`: the other facts
+// TrustRefusal reads.
+control TrustFacts(in headers_t hdr, in PortId_t ingress_port, inout bool distrust,
+                   out bool spoofed, out bool from_server, out bool to_kvs) {
     bool known = false;
     bit<1> is_server = 0;
     PortId_t host_port = 0;
@@ -63,63 +65,29 @@ control Trust(inout headers_t hdr, inout kvs_meta_t meta, in PortId_t ingress_po
         size = IPV4_ROUTES;
     }
 
-    action refuse() {
-        refused = true;
-        meta.kvs_ok = false;
-    }
-
     apply {
+        spoofed = false;
+        from_server = false;
+        to_kvs = false;
         if (hdr.ipv4.isValid()) {
             hostport_table.apply();
             KvsOp op = hdr.kvs.op;
             // (bools set in ifs, one test each: on Tofino a stage's gateway takes small
             // conditions, and a bool computed from comparisons is folded into every later test)
-            bool request = false;
             bool client_op = false;  // what a client may send over UDP (rule O)
-            if (op == KvsOp.GET || op == KvsOp.SET || op == KvsOp.DEL) {
-                request = true;
-                client_op = true;
-            } else if (op == KvsOp.RING_GET) {
+            if (op == KvsOp.GET || op == KvsOp.SET || op == KvsOp.DEL || op == KvsOp.RING_GET) {
                 client_op = true;
             }
-            bool to_kvs = false;
             if (hdr.udp.isValid()) {
                 if (hdr.udp.dst_port == KVS_PORT) {
                     to_kvs = true;
                 }
             }
-            // V first, on KvsCheck's verdict: it reads nothing a refusal writes, so Tofino places
-            // it beside the refusals, not after them. A packet refused below is dropped, so
-            // rewriting it first changes nothing that leaves the switch.
-            // O and V look at UDP only: a TCP segment's first bytes may be the middle of a message
-            // (a value longer than one segment), which must pass untouched. Over TCP the agents
-            // ignore versions and take no PUSH/REMOVE, and a reply cannot enter another host's
-            // connection.
-#ifndef KVS_TEST_NO_TRUST_ZERO_VERSIONS
-            if (meta.kvs_ok && hdr.udp.isValid() && request) {
-                bit<16> switch_flags = KVS_F_TCP | KVS_F_DUP | KVS_F_REDIRECT | KVS_F_SETTLED;
-                bit<16> authority = hdr.kvs.flags & switch_flags;
-                // (one field per test: a Tofino gateway compares at most 4 bytes and 12 bits;
-                // one else-if chain: separate ifs writing one field take a stage each)
-                if (hdr.kvs.epoch != 0) {
-                    meta.l4_dirty = true;
-                } else if (hdr.kvs.ver != 0) {
-                    meta.l4_dirty = true;
-                } else if (authority != 0) {
-                    meta.l4_dirty = true;
-                }
-                hdr.kvs.epoch = 0;
-                hdr.kvs.ver = 0;
-                hdr.kvs.flags = hdr.kvs.flags & ~switch_flags;
-            }
-#endif
             // The facts, one else-if chain on HostportTable's result and header bits (one step on
-            // Tofino, beside KvsCheck's verdict): spoofed (S), from_server, and distrust = S or O
-            // for a message KvsCheck accepted; O is "a UDP op a client may not send, not from a
-            // server" (`hdr.udp.isValid() && !client_op` tested where it applies, no bool of its
-            // own: that would be one step more).
-            bool spoofed = false;
-            bool from_server = false;
+            // Tofino): spoofed (S), from_server, and distrust = S or O for a message KvsCheck
+            // accepts; O is "a UDP op a client may not send, not from a server"
+            // (`hdr.udp.isValid() && !client_op` tested where it applies, no bool of its own: that
+            // would be one step more).
             if (known) {
                 if (host_port != ingress_port) {
                     spoofed = true;
@@ -146,9 +114,54 @@ control Trust(inout headers_t hdr, inout kvs_meta_t meta, in PortId_t ingress_po
                 distrust = true;  // O: an unknown sender
             }
 #endif
-            // The refusal: of a message KvsCheck accepted, on distrust alone; of anything else
-            // (S) a spoofed packet, and a client's UDP datagram to the KVS port (KvsCheck's
-            // refusal: the switch could not see, stamp or clear its message).
+        }
+    }
+}
+
+// Rule V on a message KvsCheck accepted (meta.kvs_ok), before the refusal: a packet refused below
+// is dropped, so rewriting it first changes nothing that leaves the switch.
+// O and V look at UDP only: a TCP segment's first bytes may be the middle of a message (a value
+// longer than one segment), which must pass untouched. Over TCP the agents ignore versions and
+// take no PUSH/REMOVE, and a reply cannot enter another host's connection.
+control TrustVersions(inout headers_t hdr, inout kvs_meta_t meta) {
+    apply {
+#ifndef KVS_TEST_NO_TRUST_ZERO_VERSIONS
+        KvsOp op = hdr.kvs.op;
+        if (meta.kvs_ok && hdr.udp.isValid()) {
+            if (op == KvsOp.GET || op == KvsOp.SET || op == KvsOp.DEL) {
+                bit<16> switch_flags = KVS_F_TCP | KVS_F_DUP | KVS_F_REDIRECT | KVS_F_SETTLED;
+                bit<16> authority = hdr.kvs.flags & switch_flags;
+                // (one field per test: a Tofino gateway compares at most 4 bytes and 12 bits;
+                // one else-if chain: separate ifs writing one field take a stage each)
+                if (hdr.kvs.epoch != 0) {
+                    meta.l4_dirty = true;
+                } else if (hdr.kvs.ver != 0) {
+                    meta.l4_dirty = true;
+                } else if (authority != 0) {
+                    meta.l4_dirty = true;
+                }
+                hdr.kvs.epoch = 0;
+                hdr.kvs.ver = 0;
+                hdr.kvs.flags = hdr.kvs.flags & ~switch_flags;
+            }
+        }
+#endif
+    }
+}
+
+// `refused`: the caller drops the packet (v1model: mark_to_drop; TNA: its forwarding decision), so
+// both builds share this control. The refusal: of a message KvsCheck accepted, on distrust alone;
+// of anything else (S) a spoofed packet, and a client's UDP datagram to the KVS port (KvsCheck's
+// refusal: the switch could not see, stamp or clear its message).
+control TrustRefusal(inout headers_t hdr, inout kvs_meta_t meta, in bool distrust,
+                     in bool spoofed, in bool from_server, in bool to_kvs, inout bool refused) {
+    action refuse() {
+        refused = true;
+        meta.kvs_ok = false;
+    }
+
+    apply {
+        if (hdr.ipv4.isValid()) {
             if (meta.kvs_ok) {
                 if (distrust) {
                     refuse();

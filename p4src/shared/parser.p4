@@ -178,8 +178,8 @@ parser KvsHeaderParser(packet_in pkt, out headers_t hdr, inout kvs_meta_t meta) 
 // IPv4 length it announces: docs/protocol.md "malformed".
 // Ethernet padding can make a short datagram parse; this check is what rejects it.
 // `parsed`: the parser ended without error; `ip_room`: the frame's bytes after the Ethernet header
-// (v1model: packet_length - 14; Tofino's ingress does not know the frame length and passes
-// 0x7FFFFFFF: docs/tofino.md). Lengths are compared through saturating differences (a |-| b: 0
+// (v1model: packet_length - 14; Tofino's ingress does not know the frame length and passes the
+// IPv4 length itself, a field: a constant would cost a stage to load, docs/tofino.md). Lengths are compared through saturating differences (a |-| b: 0
 // when b >= a) computed in an action: Tofino's gateways compare a field with a constant only.
 // A gateway reads 4 bytes of exact match and 12 bits of range: d >= c (0 <= c < 4096) for a 16-bit
 // difference d is "d's bits 15..12 are not all 0, or its low 12 bits are >= c".
@@ -187,20 +187,38 @@ parser KvsHeaderParser(packet_in pkt, out headers_t hdr, inout kvs_meta_t meta) 
 // one constant row per data offset (5 .. 15) of TcpFitsTable.
 #define KVS_TCP_FITS(doff) (doff, (bit<16>)(20 + 4 * doff) + KVS_HDR_LEN .. 0xFFFF): tcp_fits();
 // `accepted`: the verdict again, in a field of its own that no later control writes (Trust's
-// refusal clears meta.kvs_ok): the TNA ingress gates its lookups on it (kvswitch_tna.p4).
-control KvsCheck(in headers_t hdr, inout kvs_meta_t meta, in bool parsed, in bit<32> ip_room,
-                 out bool accepted) {
-    bit<16> cut = 0;       // != 0: a frame cut short of its IPv4 length
-    bit<16> udp_room = 0;  // >= 20: the datagram fits the IPv4 length
-    bit<16> udp_fill = 0;  // >= 8 + 36: the KVSwitch header and its value fit the datagram
-    bit<16> tcp_fill = 0;  // >= 20 + TCP header + 36: they fit the segment
+// refusal clears meta.kvs_ok): the TNA ingress gates its lookups on it (kvswitch_tna.p4). The
+// caller sets it and meta.kvs_ok false first (with its other defaults: one step on Tofino, where
+// defaults written here took a stage of their own); the verdict sets both when it accepts.
+
+// The lengths KvsCheck compares, as saturating differences (first step, from the headers alone).
+struct kvs_lengths_t {
+    bit<16> cut;       // != 0: a frame cut short of its IPv4 length
+    bit<16> udp_room;  // >= 20: the datagram fits the IPv4 length
+    bit<16> udp_fill;  // >= 8 + 36: the KVSwitch header and its value fit the datagram
+    bit<16> tcp_fill;  // >= 20 + TCP header + 36: they fit the segment
+}
+
+// KvsCheck's first step, a control of its own so that a caller can apply other controls between
+// the two (Tofino 1 places no table of a statement before those of an earlier one): the
+// differences and the TCP pseudo-header length, one action.
+control KvsLengths(in headers_t hdr, inout kvs_meta_t meta, in bit<32> ip_room,
+                   out kvs_lengths_t len) {
     action differences() {
-        cut = hdr.ipv4.total_len |-| (bit<16>)ip_room;
-        udp_room = hdr.ipv4.total_len |-| hdr.udp.length;
-        udp_fill = hdr.udp.length |-| hdr.kvs.vlen;
-        tcp_fill = hdr.ipv4.total_len |-| hdr.kvs.vlen;
+        meta.l4_len = hdr.ipv4.total_len - 20;  // (the parser takes IPv4 headers of 5 words only)
+        len.cut = hdr.ipv4.total_len |-| (bit<16>)ip_room;
+        len.udp_room = hdr.ipv4.total_len |-| hdr.udp.length;
+        len.udp_fill = hdr.udp.length |-| hdr.kvs.vlen;
+        len.tcp_fill = hdr.ipv4.total_len |-| hdr.kvs.vlen;
     }
 
+    apply {
+        differences();
+    }
+}
+
+control KvsCheck(in headers_t hdr, inout kvs_meta_t meta, in bool parsed, in kvs_lengths_t len,
+                 inout bool accepted) {
     @name("tcp_fits")
     action tcp_fits() {
         meta.kvs_ok = true;
@@ -214,7 +232,7 @@ control KvsCheck(in headers_t hdr, inout kvs_meta_t meta, in bool parsed, in bit
     table tcp_fits_table {
         key = {
             hdr.tcp.data_offset: exact @name("data_offset");
-            tcp_fill: range @name("fill");
+            len.tcp_fill: range @name("fill");
         }
         actions = {
             tcp_fits;
@@ -237,21 +255,17 @@ control KvsCheck(in headers_t hdr, inout kvs_meta_t meta, in bool parsed, in bit
     }
 
     apply {
-        meta.kvs_ok = false;
-        accepted = false;
-        meta.l4_len = hdr.ipv4.total_len - 20;  // (the parser takes IPv4 headers of 5 words only)
-        differences();
         // The verdict in one step after the differences (one stage on Tofino): nested ifs on the
         // differences' bits and the headers, each writing kvs_ok itself, no bool computed in
         // between (a bool set in an if is a field a later stage tests: one stage more). An IPv4
         // length below its own header (20) fails every branch: the datagram's room needs
         // total_len >= 20 + udp.length, the segment's fill total_len >= 20 + TCP header + 36.
-        if (parsed && hdr.kvs.isValid() && cut == 0) {
+        if (parsed && hdr.kvs.isValid() && len.cut == 0) {
             if (hdr.udp.isValid()) {
                 // the datagram fits the IPv4 length, then the header and its value fit the
                 // datagram (a gateway reads 4 bytes + 12 bits: one difference per if)
-                if (udp_room[15:12] != 0 || udp_room[11:0] >= 20) {
-                    if (udp_fill[15:12] != 0 || udp_fill[11:0] >= 8 + KVS_HDR_LEN[11:0]) {
+                if (len.udp_room[15:12] != 0 || len.udp_room[11:0] >= 20) {
+                    if (len.udp_fill[15:12] != 0 || len.udp_fill[11:0] >= 8 + KVS_HDR_LEN[11:0]) {
                         meta.kvs_ok = true;
                         accepted = true;
                     }

@@ -45,7 +45,7 @@ control KvsEgressDeparser(packet_out pkt, inout kvs_tna_headers_t hdr, in kvs_tn
     KvsDeparser() headers;
 
     apply {
-        checksums.apply(hdr.h, meta.kvs, hdr.bridge.residual);
+        checksums.apply(hdr.h, meta.kvs, meta.kvs.residual);
         headers.apply(pkt, hdr.h);
     }
 }

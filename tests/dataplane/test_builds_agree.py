@@ -71,7 +71,7 @@ def _tna_only(kind: str, name: str) -> bool:
     if kind == "tables":
         return name == "KvsIngress.replicas.writer_ordinal.WriterTable"
     return kind == "actions" and name in (
-        "KvsIngress.kvs_residual.saturated",
+        "KvsEgress.kvs_residual.saturated",
         "KvsIngress.replicas.writer_ordinal.set_writer",
     )
 
