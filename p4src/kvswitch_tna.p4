@@ -62,6 +62,18 @@
 @pa_container_size("egress", "hashpipe_hp_stage1_decision", 32)
 #endif
 #endif
+#ifdef KVS_SPINE
+// The spine (p4c-barefoot, Tofino 1): without these the back end stops, "Compiler Bug: Metadata
+// initialization analysis incorrect. Live ranges between cond-N and replicas_ServermapTable
+// overlap", N each of the refusal's facts in turn (they share containers with what
+// ServermapTable writes on the gate's other branch). With them: 0 errors (docs/tofino.md).
+@pa_no_overlay("ingress", "distrust_0")
+@pa_no_overlay("ingress", "spoofed_0")
+@pa_no_overlay("ingress", "from_server_0")
+@pa_no_overlay("ingress", "to_kvs_0")
+@pa_no_overlay("ingress", "refused_0")
+@pa_no_overlay("ingress", "held_0")
+#endif
 control KvsIngress(inout kvs_tna_headers_t hdr, inout kvs_tna_meta_t meta,
                    in ingress_intrinsic_metadata_t ig_intr_md,
                    in ingress_intrinsic_metadata_from_parser_t ig_prsr_md,
