@@ -32,9 +32,10 @@
 #ifndef KVSWITCH_TRUST_P4
 #define KVSWITCH_TRUST_P4
 
-// Two controls, applied in this order with KvsCheck anywhere before TrustRefusal: TrustFacts
-// reads the headers and HostportTable only, so Tofino runs it beside KvsCheck, and TrustRefusal
-// acts on both. `distrust`: what S and O say of a message KvsCheck accepted (not from
+// Three controls, applied in this order, KvsCheck's verdict before the second: TrustFacts reads
+// the headers and HostportTable only, so Tofino runs it beside KvsCheck; TrustVersions (rule V)
+// and TrustRefusal act on both (the TNA build applies them on the two sides of its lookups' gate,
+// kvswitch_tna.p4). `distrust`: what S and O say of a message KvsCheck accepted (not from
 // meta.kvs_ok): such a message is refused exactly when `distrust` holds, so "KvsCheck accepted it
 // and not distrust" is the kvs_ok TrustRefusal leaves, known a step before the refusal writes it
 // (the TNA ingress gates its lookups on it). `spoofed`, `from_server`, `to_kvs`: the other facts
