@@ -161,8 +161,7 @@ control KvsIngress(inout kvs_tna_headers_t hdr, inout kvs_tna_meta_t meta,
             steering.apply(hdr.h, meta.kvs, ig_intr_md.ingress_port, uplink, steered, up, held,
                            spine_port, spine_mac);
 #endif
-            // Who may send what (docs/protocol.md "Trust"): may drop and clear meta.kvs_ok.
-            bool refused = false;
+            bool refused = false;  // Trust's refusal (in the gate's else, below)
 #ifdef KVS_SPINE
             spine_hold.apply(meta.kvs, held);  // restarted, not reinstalled yet (spine_hold.p4)
 #endif
